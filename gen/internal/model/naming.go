@@ -1,0 +1,113 @@
+package model
+
+import (
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// initialisms are spelled in capitals in Go names (Go's own convention for
+// ID, URL, …), extended with the verbs vocabulary.
+var initialisms = map[string]bool{
+	"AH": true, "API": true, "CPU": true, "CQ": true, "CQE": true, "CQN": true,
+	"CSUM": true, "DC": true, "DCT": true, "DM": true, "DV": true, "EQ": true,
+	"FD": true, "GID": true, "GRH": true, "GUID": true, "HW": true, "ID": true,
+	"IO": true, "IP": true, "IPV4": true, "IPV6": true, "LID": true, "MAC": true,
+	"MR": true, "MTU": true, "MW": true, "ODP": true, "PD": true, "PSN": true,
+	"QP": true, "QPN": true, "RC": true, "RDMA": true, "RQ": true, "RSS": true,
+	"RWQ": true, "RX": true, "SG": true, "SGE": true, "SL": true, "SQ": true,
+	"SRQ": true, "SRQN": true, "TCP": true, "TSO": true, "TX": true, "UC": true,
+	"UD": true, "UDP": true, "UMR": true, "VLAN": true, "WC": true, "WQ": true,
+	"WQE": true, "WQN": true, "WR": true, "XRC": true, "XRCD": true,
+}
+
+// stripPrefixes are removed from C names: the Go package already says verbs.
+var stripPrefixes = []string{"ibv_", "IBV_"}
+
+// GoName turns a C identifier into an exported Go identifier:
+// ibv_exp_send_wr → ExpSendWR, IBV_EXP_TASK_SEND → ExpTaskSend,
+// qp_num → QPNum. Adjacent numeric words keep an underscore between them
+// so IBV_RATE_2_5_GBPS (Rate2_5Gbps) stays apart from IBV_RATE_25_GBPS.
+func GoName(c string) string {
+	for _, p := range stripPrefixes {
+		if strings.HasPrefix(c, p) && len(c) > len(p) {
+			c = c[len(p):]
+			break
+		}
+	}
+	var b strings.Builder
+	prevNumeric := false
+	for _, w := range strings.Split(c, "_") {
+		if w == "" {
+			continue
+		}
+		numeric := isDigits(w)
+		if numeric && prevNumeric {
+			b.WriteByte('_')
+		}
+		prevNumeric = numeric
+		up := strings.ToUpper(w)
+		switch {
+		case initialisms[up]:
+			b.WriteString(up)
+		case numeric:
+			b.WriteString(w)
+		default:
+			lower := strings.ToLower(w)
+			if w != up && w != lower {
+				// camelCase already: keep its inner capitals.
+				lower = w
+			}
+			r := []rune(lower)
+			r[0] = unicode.ToUpper(r[0])
+			b.WriteString(string(r))
+		}
+	}
+	s := b.String()
+	if s == "" {
+		return "X"
+	}
+	if s[0] >= '0' && s[0] <= '9' {
+		return "N" + s
+	}
+	return s
+}
+
+func isDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// namespace hands out unique names: the first claimant keeps a name, later
+// ones get a suffix saying what they are, then a number.
+type namespace struct {
+	taken map[string]string // Go name → C name that holds it
+}
+
+func newNamespace() *namespace { return &namespace{taken: map[string]string{}} }
+
+// claim returns a unique Go name for c; suffix disambiguates ("Enum",
+// "Func", …). collided reports the C name that held the plain name.
+func (ns *namespace) claim(c, want, suffix string) (name, collided string) {
+	if holder, ok := ns.taken[want]; !ok {
+		ns.taken[want] = c
+		return want, ""
+	} else {
+		collided = holder
+	}
+	cand := want + suffix
+	for i := 2; ; i++ {
+		if _, ok := ns.taken[cand]; !ok {
+			ns.taken[cand] = c
+			return cand, collided
+		}
+		cand = want + suffix + strconv.Itoa(i)
+	}
+}
+
+// reserve marks a name as used without a C owner (generated helpers).
+func (ns *namespace) reserve(name string) { ns.taken[name] = "(generated)" }

@@ -1,0 +1,613 @@
+package parse
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+
+	"modernc.org/cc/v4"
+
+	"github.com/verbsexp/verbsexp/gen/internal/cint"
+	"github.com/verbsexp/verbsexp/gen/internal/target"
+)
+
+// Options says what to read.
+type Options struct {
+	IncludeDirs []string // searched first, in order
+	Entry       string   // the header to include, e.g. infiniband/verbs_exp.h
+	// ScopeDir selects the headers whose declarations are in scope: those
+	// under ScopeDir inside an include directory ("" means everything under
+	// the include directories). System headers are never in scope.
+	ScopeDir string
+}
+
+// DefaultEntry and DefaultScope describe MLNX_OFED's layout.
+const (
+	DefaultEntry = "infiniband/verbs_exp.h"
+	DefaultScope = "infiniband"
+)
+
+// expansionLimit bounds macro expansion work so hostile input cannot hang
+// the generator; the real headers need well under a hundredth of it.
+const expansionLimit = 200_000_000
+
+// configMu serialises cc.NewConfig, which reads the compiler from $CC.
+var configMu sync.Mutex
+
+// Config asks t's C compiler for its predefined macros and include paths.
+func Config(t target.Target) (*cc.Config, error) {
+	compiler, err := t.Compiler()
+	if err != nil {
+		return nil, err
+	}
+	configMu.Lock()
+	defer configMu.Unlock()
+	old, had := os.LookupEnv("CC")
+	os.Setenv("CC", compiler)
+	defer func() {
+		if had {
+			os.Setenv("CC", old)
+		} else {
+			os.Unsetenv("CC")
+		}
+	}()
+	cfg, err := cc.NewConfig("linux", t.GoArch)
+	if err != nil {
+		return nil, fmt.Errorf("linux/%s: asking %s for its configuration: %v", t.GoArch, compiler, err)
+	}
+	return cfg, nil
+}
+
+// CheckEntry verifies that the entry header is in one of the include
+// directories, so a wrong -I is reported plainly instead of as a
+// preprocessor error.
+func CheckEntry(opts Options) error {
+	for _, d := range opts.IncludeDirs {
+		if _, err := os.Stat(filepath.Join(d, opts.Entry)); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s not found in the include directories %q; pass -I DIR where DIR/%s exists (e.g. -I headers, or -I /usr/include for an installed MLNX_OFED)",
+		opts.Entry, opts.IncludeDirs, opts.Entry)
+}
+
+// Translate preprocesses, parses and type-checks the entry header with cfg
+// (from Config) and extracts the declarations in scope. cache may be nil.
+func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCache) (u *Unit, err error) {
+	defer func() {
+		// cc/v4 is a large front end fed with arbitrary headers; a panic
+		// inside it must come out as an error, not a stack trace.
+		if r := recover(); r != nil {
+			u, err = nil, fmt.Errorf("linux/%s: the C front end failed on this input (%v); please report it with the headers used", goarch, r)
+		}
+	}()
+	cfg := *cfg0
+	cfg.ABILayout = true
+	cfg.EvalAllMacros = true
+	cfg.UnsignedEnums = true
+	cfg.Header = true
+	cfg.ExpansionLimit = expansionLimit
+	cfg.SourceCache = cache
+	var dirs []string
+	for _, d := range opts.IncludeDirs {
+		a, err := filepath.Abs(d)
+		if err != nil {
+			return nil, err
+		}
+		dirs = append(dirs, a)
+	}
+	cfg.IncludePaths = append(append([]string{""}, dirs...), cfg0.IncludePaths...)
+	cfg.SysIncludePaths = append(append([]string(nil), dirs...), cfg0.SysIncludePaths...)
+	src := []cc.Source{
+		{Name: "<predefined>", Value: cfg.Predefined},
+		{Name: "<builtin>", Value: cc.Builtin},
+		{Name: "<verbsexp>", Value: fmt.Sprintf("#include <%s>\n", opts.Entry)},
+	}
+	ast, err := cc.Translate(&cfg, src)
+	if err != nil {
+		return nil, frontEndError(goarch, err)
+	}
+	x := &extractor{
+		unit:     &Unit{GoArch: goarch},
+		dirs:     dirs,
+		scope:    opts.ScopeDir,
+		inScope:  map[string]*Input{},
+		records:  map[string]*Record{},
+		opaque:   map[string]*Record{},
+		funcs:    map[string]bool{},
+		enumTags: map[string]bool{},
+	}
+	x.walk(reflect.ValueOf(ast.TranslationUnit))
+	x.macros(ast)
+	x.finish()
+	return x.unit, nil
+}
+
+// frontEndError keeps cc's file:line:col lines and adds what to do.
+func frontEndError(goarch string, err error) error {
+	msg := strings.TrimSpace(err.Error())
+	hint := "fix the header or pass the right -I directories"
+	if strings.Contains(msg, "include file not found") {
+		hint = "a header it includes is missing: add its directory with -I, or install the target's libc headers"
+	}
+	return fmt.Errorf("linux/%s: the headers do not compile:\n%s\n(%s)", goarch, msg, hint)
+}
+
+type extractor struct {
+	unit     *Unit
+	dirs     []string
+	scope    string
+	inScope  map[string]*Input // absolute file name → input
+	files    []string          // in scope, first seen first
+	records  map[string]*Record
+	opaque   map[string]*Record
+	funcs    map[string]bool
+	enumTags map[string]bool
+}
+
+// rel returns the path of an in-scope file relative to its include
+// directory, and whether the file is in scope.
+func (x *extractor) rel(file string) (string, bool) {
+	if in, ok := x.inScope[file]; ok {
+		return in.Path, true
+	}
+	if !filepath.IsAbs(file) {
+		return "", false
+	}
+	for _, d := range x.dirs {
+		r, err := filepath.Rel(d, file)
+		if err != nil || r == ".." || strings.HasPrefix(r, "../") {
+			continue
+		}
+		r = filepath.ToSlash(r)
+		if x.scope != "" && !strings.HasPrefix(r, x.scope+"/") {
+			continue
+		}
+		x.inScope[file] = &Input{Path: r, Abs: file}
+		x.files = append(x.files, file)
+		return r, true
+	}
+	return "", false
+}
+
+// position converts a cc position; ok is false outside the scope.
+func (x *extractor) position(filename string, line, col int) (Pos, bool) {
+	r, ok := x.rel(filename)
+	return Pos{File: r, Line: line, Col: col}, ok
+}
+
+var (
+	nodeType     = reflect.TypeOf((*cc.Node)(nil)).Elem()
+	compoundType = reflect.TypeOf((*cc.CompoundStatement)(nil))
+)
+
+// walk visits the file-scope declarations in source order. Function bodies
+// are skipped: what they declare is not part of the ABI.
+func (x *extractor) walk(v reflect.Value) {
+	if !v.IsValid() {
+		return
+	}
+	switch v.Kind() {
+	case reflect.Interface:
+		if !v.IsNil() {
+			x.walk(v.Elem())
+		}
+		return
+	case reflect.Ptr:
+		if v.IsNil() || v.Type() == compoundType {
+			return
+		}
+	default:
+		return
+	}
+	switch n := v.Interface().(type) {
+	case *cc.TranslationUnit:
+		// Iterate: the list is left-recursive and long.
+		for ; n != nil; n = n.TranslationUnit {
+			x.walk(reflect.ValueOf(n.ExternalDeclaration))
+		}
+		return
+	case *cc.StructOrUnionSpecifier:
+		if n.Case == cc.StructOrUnionSpecifierDef {
+			x.recordDef(n)
+		}
+	case *cc.EnumSpecifier:
+		if n.Case == cc.EnumSpecifierDef {
+			x.enumDef(n)
+		}
+	case *cc.FunctionDefinition:
+		x.funcDecl(n.Declarator, true)
+	case *cc.InitDeclarator:
+		if n.Declarator != nil {
+			if _, ok := n.Declarator.Type().(*cc.FunctionType); ok {
+				x.funcDecl(n.Declarator, false)
+			}
+		}
+	}
+	e := v.Elem()
+	if e.Kind() != reflect.Struct {
+		return
+	}
+	for i := 0; i < e.NumField(); i++ {
+		f := e.Field(i)
+		if !e.Type().Field(i).IsExported() {
+			continue
+		}
+		switch f.Kind() {
+		case reflect.Ptr:
+			if f.Type().Implements(nodeType) {
+				x.walk(f)
+			}
+		case reflect.Interface:
+			x.walk(f)
+		}
+	}
+}
+
+func (x *extractor) recordDef(n *cc.StructOrUnionSpecifier) {
+	tag := n.Token.SrcStr()
+	if tag == "" {
+		return // unnamed: reached through the member that uses it
+	}
+	p := n.Position()
+	pos, ok := x.position(p.Filename, p.Line, p.Column)
+	if !ok {
+		return
+	}
+	kind := Struct
+	if n.StructOrUnion != nil && n.StructOrUnion.Case == cc.StructOrUnionUnion {
+		kind = Union
+	}
+	key := string(kind) + " " + tag
+	if _, dup := x.records[key]; dup {
+		return
+	}
+	r := &Record{Kind: kind, Tag: tag, Pos: pos}
+	x.records[key] = r
+	x.unit.Records = append(x.unit.Records, r)
+	x.fillRecord(r, n.Type())
+}
+
+// fillRecord copies layout and members from a cc struct or union type.
+func (x *extractor) fillRecord(r *Record, t cc.Type) {
+	r.Size, r.Align = t.Size(), t.Align()
+	type fielder interface {
+		NumFields() int
+		FieldByIndex(int) *cc.Field
+	}
+	ft, ok := t.(fielder)
+	if !ok {
+		return
+	}
+	for i := 0; i < ft.NumFields(); i++ {
+		f := ft.FieldByIndex(i)
+		if f == nil {
+			continue
+		}
+		m := &Member{Name: f.Name(), Offset: f.Offset(), Type: x.typ(f.Type(), r)}
+		if d := f.Declarator(); d != nil {
+			p := d.Position()
+			m.Pos, _ = x.position(p.Filename, p.Line, p.Column)
+		} else {
+			m.Pos = r.Pos
+		}
+		if f.IsBitfield() {
+			if f.Name() == "" {
+				continue // unnamed bit-fields only pad; the offsets show it
+			}
+			m.BitField = true
+			m.BitSize = int(f.ValueBits())
+			m.BitOffset = f.Offset()*8 + int64(f.OffsetBits())
+			m.Offset = m.BitOffset / 8
+		}
+		if f.IsFlexibleArrayMember() || (m.Type.Kind == Array && m.Type.Len == 0) {
+			m.Flexible = true
+		}
+		r.Members = append(r.Members, m)
+	}
+}
+
+// typ reduces a cc type. parent gives nested records a position.
+func (x *extractor) typ(t cc.Type, parent *Record) *Type {
+	r := &Type{Size: t.Size(), Align: t.Align()}
+	if td := t.Typedef(); td != nil {
+		r.Name = td.Name()
+	}
+	switch t.Kind() {
+	case cc.Void:
+		r.Kind = Void
+	case cc.Bool:
+		r.Kind = Bool
+	case cc.Char, cc.SChar, cc.UChar, cc.Short, cc.UShort, cc.Int, cc.UInt,
+		cc.Long, cc.ULong, cc.LongLong, cc.ULongLong:
+		r.Kind = Int
+		r.Signed = cc.IsSignedInteger(t)
+		if t.Kind() == cc.Char {
+			r.Name = "char"
+		}
+	case cc.Float, cc.Double:
+		r.Kind = Float
+	case cc.Ptr:
+		r.Kind = Pointer
+		r.Elem = x.typ(t.(*cc.PointerType).Elem(), parent)
+	case cc.Array:
+		at := t.(*cc.ArrayType)
+		r.Kind = Array
+		r.Elem = x.typ(at.Elem(), parent)
+		r.Len = at.Len()
+		if r.Len < 0 || at.IsIncomplete() {
+			r.Len = 0
+		}
+	case cc.Struct, cc.Union:
+		x.recordType(r, t, parent)
+	case cc.Enum:
+		et := t.(*cc.EnumType)
+		tag := et.Tag()
+		r.Kind = EnumRef
+		r.Tag = tag.SrcStr()
+		r.Signed = cc.IsSignedInteger(et.UnderlyingType())
+		r.InScope = r.Tag != "" && x.enumTags[r.Tag]
+		if !r.InScope {
+			r.Kind = Int
+		}
+	case cc.Function:
+		ft := t.(*cc.FunctionType)
+		r.Kind = Function
+		r.Sig = x.signature(ft, parent)
+	default:
+		r.Kind = Opaque
+		if r.Name == "" {
+			r.Name = t.String()
+		}
+	}
+	return r
+}
+
+func (x *extractor) recordType(r *Type, t cc.Type, parent *Record) {
+	kind := Struct
+	var tag cc.Token
+	switch st := t.(type) {
+	case *cc.StructType:
+		tag = st.Tag()
+	case *cc.UnionType:
+		kind = Union
+		tag = st.Tag()
+	}
+	r.RecordKind = kind
+	r.Tag = tag.SrcStr()
+	if r.Tag == "" {
+		if r.Name != "" && parent == nil {
+			// A system typedef of an unnamed record (pthread_mutex_t):
+			// out of scope, kept as sized storage.
+			r.Kind = Opaque
+			return
+		}
+		if parent == nil {
+			r.Kind = Opaque
+			r.Name = t.String()
+			return
+		}
+		if r.Name != "" && !x.typedefInScope(t) {
+			r.Kind = Opaque
+			return
+		}
+		r.Kind = Nested
+		r.Record = &Record{Kind: kind, Pos: parent.Pos}
+		x.fillRecord(r.Record, t)
+		return
+	}
+	r.Kind = RecordRef
+	key := string(kind) + " " + r.Tag
+	if _, ok := x.records[key]; ok {
+		r.InScope = true
+		return
+	}
+	// Defined later, or only declared, or a system record.
+	r.InScope = x.declaredInScope(tag, key)
+	if !r.InScope && !t.IsIncomplete() {
+		r.Kind = Opaque
+		r.Name = key
+	}
+}
+
+// typedefInScope reports whether the typedef naming an unnamed record was
+// declared in scope; a system one (pthread_mutex_t) stays opaque.
+func (x *extractor) typedefInScope(t cc.Type) bool {
+	td := t.Typedef()
+	if td == nil {
+		return true
+	}
+	p := td.Position()
+	_, ok := x.rel(p.Filename)
+	return ok
+}
+
+// declaredInScope decides whether a record tag that has no definition (yet)
+// belongs to the headers in scope: by where its tag token appears.
+func (x *extractor) declaredInScope(tag cc.Token, key string) bool {
+	p := tag.Position()
+	if _, ok := x.rel(p.Filename); !ok {
+		return false
+	}
+	if _, ok := x.opaque[key]; !ok {
+		pos, _ := x.position(p.Filename, p.Line, p.Column)
+		kind := RecordKind(strings.Fields(key)[0])
+		x.opaque[key] = &Record{Kind: kind, Tag: tag.SrcStr(), Pos: pos}
+	}
+	return true
+}
+
+func (x *extractor) enumDef(n *cc.EnumSpecifier) {
+	p := n.Position()
+	pos, ok := x.position(p.Filename, p.Line, p.Column)
+	if !ok {
+		return
+	}
+	t, _ := n.Type().(*cc.EnumType)
+	if t == nil {
+		return
+	}
+	e := &Enum{Tag: n.Token2.SrcStr(), Pos: pos, Size: t.Size(), Signed: cc.IsSignedInteger(t.UnderlyingType())}
+	for _, en := range t.Enumerators() {
+		v, ok := intValue(en.Value())
+		ep := en.Position()
+		epos, _ := x.position(ep.Filename, ep.Line, ep.Column)
+		if !ok {
+			x.note(epos, fmt.Sprintf("enumerator %s has no integer value; skipped", en.Token.SrcStr()))
+			continue
+		}
+		e.Enumerators = append(e.Enumerators, &Enumerator{Name: en.Token.SrcStr(), Pos: epos, Value: v})
+	}
+	x.unit.Enums = append(x.unit.Enums, e)
+	if e.Tag != "" {
+		x.enumTags[e.Tag] = true
+	}
+}
+
+func (x *extractor) funcDecl(d *cc.Declarator, defined bool) {
+	if d == nil {
+		return
+	}
+	ft, ok := d.Type().(*cc.FunctionType)
+	if !ok {
+		return
+	}
+	p := d.Position()
+	pos, ok := x.position(p.Filename, p.Line, p.Column)
+	if !ok {
+		return
+	}
+	name := d.Name()
+	if x.funcs[name] {
+		return
+	}
+	x.funcs[name] = true
+	x.unit.Funcs = append(x.unit.Funcs, &Func{
+		Name:   name,
+		Pos:    pos,
+		Inline: defined && (d.IsInline() || d.IsStatic()),
+		Sig:    x.signature(ft, &Record{Pos: pos}),
+	})
+}
+
+func (x *extractor) signature(ft *cc.FunctionType, parent *Record) *Signature {
+	s := &Signature{Result: x.typ(ft.Result(), parent), Variadic: ft.IsVariadic()}
+	for _, p := range ft.Parameters() {
+		t := p.Type()
+		if t.Kind() == cc.Void {
+			continue
+		}
+		s.Params = append(s.Params, Param{Name: p.Name(), Type: x.typ(t, parent)})
+	}
+	return s
+}
+
+// macros collects object-like macros in scope that evaluate to integers.
+func (x *extractor) macros(ast *cc.AST) {
+	for name, m := range ast.Macros {
+		if m.IsFnLike {
+			continue
+		}
+		p := m.Position()
+		pos, ok := x.position(p.Filename, p.Line, p.Column)
+		if !ok {
+			continue
+		}
+		v, ok := intValue(m.Value())
+		if !ok {
+			continue // empty, string, float or function alias: not a constant
+		}
+		x.unit.Macros = append(x.unit.Macros, &Macro{Name: name, Pos: pos, Value: v})
+	}
+}
+
+func intValue(v cc.Value) (cint.Value, bool) {
+	switch v := v.(type) {
+	case cc.Int64Value:
+		return cint.Of(int64(v)), true
+	case cc.UInt64Value:
+		return cint.OfUnsigned(uint64(v)), true
+	}
+	return cint.Value{}, false
+}
+
+func (x *extractor) note(p Pos, msg string) {
+	x.unit.Notes = append(x.unit.Notes, Diag{Pos: p, Msg: msg})
+}
+
+// finish orders everything by position so the output never depends on map
+// iteration, and lists the inputs.
+func (x *extractor) finish() {
+	u := x.unit
+	fileIndex := map[string]int{}
+	for i, f := range x.files {
+		fileIndex[x.inScope[f].Path] = i
+	}
+	less := func(a, b Pos) bool {
+		if a.File != b.File {
+			return fileIndex[a.File] < fileIndex[b.File]
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	}
+	sort.SliceStable(u.Macros, func(i, j int) bool {
+		if u.Macros[i].Pos == u.Macros[j].Pos {
+			return u.Macros[i].Name < u.Macros[j].Name
+		}
+		return less(u.Macros[i].Pos, u.Macros[j].Pos)
+	})
+	for key, r := range x.opaque {
+		if _, defined := x.records[key]; !defined {
+			u.Opaque = append(u.Opaque, r)
+		}
+	}
+	sort.Slice(u.Opaque, func(i, j int) bool { return u.Opaque[i].CName() < u.Opaque[j].CName() })
+	// References made before a record's definition was seen.
+	for _, r := range u.Records {
+		fixRefs(r, x.records)
+	}
+	for _, f := range u.Funcs {
+		fixSig(f.Sig, x.records)
+	}
+	for _, f := range x.files {
+		u.Inputs = append(u.Inputs, *x.inScope[f])
+	}
+	sort.SliceStable(u.Notes, func(i, j int) bool { return less(u.Notes[i].Pos, u.Notes[j].Pos) })
+}
+
+func fixRefs(r *Record, defs map[string]*Record) {
+	for _, m := range r.Members {
+		fixType(m.Type, defs)
+	}
+}
+
+func fixSig(s *Signature, defs map[string]*Record) {
+	if s == nil {
+		return
+	}
+	fixType(s.Result, defs)
+	for _, p := range s.Params {
+		fixType(p.Type, defs)
+	}
+}
+
+func fixType(t *Type, defs map[string]*Record) {
+	for ; t != nil; t = t.Elem {
+		switch t.Kind {
+		case RecordRef:
+			if _, ok := defs[string(t.RecordKind)+" "+t.Tag]; ok {
+				t.InScope = true
+			}
+		case Nested:
+			fixRefs(t.Record, defs)
+		case Function:
+			fixSig(t.Sig, defs)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+// Package target lists the architectures the generator lays records out for
+// and finds the C compiler whose headers and predefined macros decide each
+// layout. Layout depends on a target's libc headers (pthread_mutex_t is 40
+// bytes on amd64 and 48 on arm64), so every target is read with its own
+// compiler rather than the host compiler with a foreign ABI.
+package target
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+)
+
+// Target is one Linux architecture the generated package supports.
+type Target struct {
+	GoArch     string // GOARCH value and build constraint
+	GNUTriplet string // prefix of the cross toolchain, e.g. aarch64-linux-gnu
+	DebianPkg  string // Debian package that provides <GNUTriplet>-gcc
+}
+
+// All is the table of supported targets, in output order.
+var All = []Target{
+	{GoArch: "amd64", GNUTriplet: "x86_64-linux-gnu", DebianPkg: "gcc-x86-64-linux-gnu"},
+	{GoArch: "arm64", GNUTriplet: "aarch64-linux-gnu", DebianPkg: "gcc-aarch64-linux-gnu"},
+	{GoArch: "ppc64le", GNUTriplet: "powerpc64le-linux-gnu", DebianPkg: "gcc-powerpc64le-linux-gnu"},
+}
+
+// Names returns the GOARCH names of All, comma separated.
+func Names() string {
+	var s []string
+	for _, t := range All {
+		s = append(s, t.GoArch)
+	}
+	return strings.Join(s, ",")
+}
+
+// Parse turns a comma-separated list of GOARCH names into targets, in the
+// order of All, without duplicates.
+func Parse(list string) ([]Target, error) {
+	want := map[string]bool{}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if _, ok := lookup(name); !ok {
+			return nil, fmt.Errorf("unknown architecture %q; supported: %s", name, Names())
+		}
+		want[name] = true
+	}
+	if len(want) == 0 {
+		return nil, fmt.Errorf("no architecture given; supported: %s", Names())
+	}
+	var r []Target
+	for _, t := range All {
+		if want[t.GoArch] {
+			r = append(r, t)
+		}
+	}
+	return r, nil
+}
+
+func lookup(goarch string) (Target, bool) {
+	for _, t := range All {
+		if t.GoArch == goarch {
+			return t, true
+		}
+	}
+	return Target{}, false
+}
+
+// EnvVar names the environment variable that overrides the compiler for t,
+// e.g. VERBSEXP_CC_ARM64.
+func (t Target) EnvVar() string { return "VERBSEXP_CC_" + strings.ToUpper(t.GoArch) }
+
+// Compiler returns the path of the C compiler for t: $VERBSEXP_CC_<ARCH> if
+// set, else the host's cc when t is the host architecture, else
+// <triplet>-gcc. A missing compiler is an error that says what to install.
+func (t Target) Compiler() (string, error) {
+	if cc := os.Getenv(t.EnvVar()); cc != "" {
+		p, err := exec.LookPath(cc)
+		if err != nil {
+			return "", fmt.Errorf("%s=%s: compiler not found: %v", t.EnvVar(), cc, err)
+		}
+		return p, nil
+	}
+	candidates := []string{t.GNUTriplet + "-gcc"}
+	if t.GoArch == runtime.GOARCH {
+		candidates = append([]string{"cc", "gcc"}, candidates...)
+	}
+	for _, c := range candidates {
+		if p, err := exec.LookPath(c); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no C compiler for linux/%s: %s-gcc is not on PATH; install it with `apt-get install -y %s` (or set %s, or drop %s from -arch)",
+		t.GoArch, t.GNUTriplet, t.DebianPkg, t.EnvVar(), t.GoArch)
+}
