@@ -11,7 +11,7 @@ import (
 var initialisms = map[string]bool{
 	"AH": true, "API": true, "CPU": true, "CQ": true, "CQE": true, "CQN": true,
 	"CSUM": true, "DC": true, "DCT": true, "DM": true, "DV": true, "EQ": true,
-	"FD": true, "GID": true, "GRH": true, "GUID": true, "HW": true, "ID": true,
+	"FD": true, "GID": true, "GRH": true, "GUID": true, "HW": true, "IB": true, "ID": true,
 	"IO": true, "IP": true, "IPV4": true, "IPV6": true, "LID": true, "MAC": true,
 	"MR": true, "MTU": true, "MW": true, "ODP": true, "PD": true, "PSN": true,
 	"QP": true, "QPN": true, "RC": true, "RDMA": true, "RQ": true, "RSS": true,

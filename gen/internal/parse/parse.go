@@ -451,7 +451,8 @@ func (x *extractor) enumDef(n *cc.EnumSpecifier) {
 	if t == nil {
 		return
 	}
-	e := &Enum{Tag: n.Token2.SrcStr(), Pos: pos, Size: t.Size(), Signed: cc.IsSignedInteger(t.UnderlyingType())}
+	// GCC gives an enum without negative values an unsigned type.
+	e := &Enum{Tag: n.Token2.SrcStr(), Pos: pos, Size: t.Size()}
 	for _, en := range t.Enumerators() {
 		v, ok := intValue(en.Value())
 		ep := en.Position()
@@ -461,6 +462,9 @@ func (x *extractor) enumDef(n *cc.EnumSpecifier) {
 			continue
 		}
 		e.Enumerators = append(e.Enumerators, &Enumerator{Name: en.Token.SrcStr(), Pos: epos, Value: v})
+		if v.Negative() {
+			e.Signed = true
+		}
 	}
 	x.unit.Enums = append(x.unit.Enums, e)
 	if e.Tag != "" {

@@ -1,0 +1,106 @@
+// Package generate runs the pipeline (parse every target → model → layout
+// → emit) and writes the package directory atomically.
+package generate
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+
+	"modernc.org/cc/v4"
+
+	"github.com/verbsexp/verbsexp/gen/internal/emit"
+	"github.com/verbsexp/verbsexp/gen/internal/layout"
+	"github.com/verbsexp/verbsexp/gen/internal/model"
+	"github.com/verbsexp/verbsexp/gen/internal/parse"
+	"github.com/verbsexp/verbsexp/gen/internal/target"
+)
+
+// Options is a generator run.
+type Options struct {
+	Parse      parse.Options
+	Targets    []target.Target
+	Package    string
+	Command    string // recorded at the top of every file
+	GoGenerate string // directive for doc.go; "" for none
+}
+
+// Result is the rendered package and what was noticed on the way.
+type Result struct {
+	Pkg   *model.Package
+	Files []emit.File
+	Notes []parse.Diag
+}
+
+// Run generates the package in memory.
+func Run(opts Options) (*Result, error) {
+	if err := parse.CheckEntry(opts.Parse); err != nil {
+		return nil, err
+	}
+	// Compiler configurations first and one at a time (cc reads $CC), so a
+	// missing cross compiler is reported before any work is done.
+	cfgs := make([]*cc.Config, len(opts.Targets))
+	for i, t := range opts.Targets {
+		cfg, err := parse.Config(t)
+		if err != nil {
+			return nil, err
+		}
+		cfgs[i] = cfg
+	}
+	units := make([]*parse.Unit, len(opts.Targets))
+	errs := make([]error, len(opts.Targets))
+	var cache cc.SourceCache
+	var wg sync.WaitGroup
+	for i, t := range opts.Targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			units[i], errs[i] = parse.Translate(t.GoArch, cfgs[i], opts.Parse, &cache)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	pkg, err := model.Build(opts.Package, units)
+	if err != nil {
+		return nil, err
+	}
+	plans := make([][]*layout.Plan, len(pkg.Arches))
+	for i := range pkg.Arches {
+		pl := layout.NewPlanner(pkg, i)
+		for _, r := range pkg.Records {
+			p, err := pl.Plan(r)
+			if err != nil {
+				return nil, err
+			}
+			plans[i] = append(plans[i], p)
+		}
+	}
+	hashes, err := hashInputs(pkg.Inputs)
+	if err != nil {
+		return nil, err
+	}
+	files, err := emit.Files(emit.Input{Pkg: pkg, Plans: plans, Command: opts.Command, GoGenerate: opts.GoGenerate, Hashes: hashes})
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Pkg: pkg, Files: files, Notes: pkg.Notes}, nil
+}
+
+func hashInputs(inputs []parse.Input) ([]string, error) {
+	var r []string
+	for _, in := range inputs {
+		b, err := os.ReadFile(in.Abs)
+		if err != nil {
+			return nil, fmt.Errorf("hashing %s: %v", in.Path, err)
+		}
+		sum := sha256.Sum256(b)
+		r = append(r, hex.EncodeToString(sum[:]))
+	}
+	return r, nil
+}

@@ -1,0 +1,277 @@
+package layout
+
+import (
+	"fmt"
+
+	"github.com/verbsexp/verbsexp/gen/internal/model"
+	"github.com/verbsexp/verbsexp/gen/internal/parse"
+)
+
+// planBuilder fills one Plan.
+type planBuilder struct {
+	pl  *Planner
+	p   *Plan
+	rec *model.Record
+	cur int64 // first byte not yet covered by a slot
+}
+
+func (b *planBuilder) build() error {
+	def := b.p.Def
+	b.p.GoAlign = min(int64(def.Align), GoAlignLimit)
+	if b.p.GoAlign < 1 {
+		b.p.GoAlign = 1
+	}
+	b.p.Selectors = map[string]string{}
+	var err error
+	if def.Kind == parse.Union {
+		if err = b.storage(0, def.Size, b.p.GoAlign, def.Pos); err == nil {
+			err = b.accessorsOf(def, 0)
+		}
+	} else {
+		err = b.structMembers(def, 0)
+	}
+	if err != nil {
+		return err
+	}
+	if err := b.pad(def.Size, def.Pos); err != nil {
+		return err
+	}
+	b.alignSlot()
+	return b.facts(def, b.rec, b.p, 0, "", "")
+}
+
+// alignSlot puts a zero-size array first when no field gives the Go struct
+// the C record's alignment. (A zero-size field last would grow the struct.)
+func (b *planBuilder) alignSlot() {
+	var max int64 = 1
+	for _, s := range b.p.Slots {
+		max = maxi(max, s.Type.Align)
+	}
+	if max >= b.p.GoAlign {
+		return
+	}
+	t := storageType(0, b.p.GoAlign)
+	b.p.Slots = append([]Slot{{Name: "_", Offset: 0, Type: t}}, b.p.Slots...)
+}
+
+func (b *planBuilder) structMembers(rec *parse.Record, base int64) error {
+	ms := rec.Members
+	for i := 0; i < len(ms); i++ {
+		m := ms[i]
+		off := base + m.Offset
+		switch {
+		case m.BitField:
+			j := i
+			for j < len(ms) && ms[j].BitField {
+				j++
+			}
+			if err := b.bitRun(ms[i:j], base); err != nil {
+				return err
+			}
+			i = j - 1
+		case m.Flexible:
+			if err := b.accessor(m, base); err != nil {
+				return err
+			}
+		case m.Name == "" && m.Type.Kind == parse.Nested && m.Type.Record.Kind == parse.Struct:
+			if err := b.structMembers(m.Type.Record, off); err != nil {
+				return err
+			}
+		case m.Name == "" && m.Type.Kind == parse.Nested:
+			if err := b.storage(off, m.Type.Size, int64(m.Type.Align), m.Pos); err != nil {
+				return err
+			}
+			if err := b.accessorsOf(m.Type.Record, off); err != nil {
+				return err
+			}
+		case m.Name == "":
+			continue
+		default:
+			t, err := b.goType(m)
+			if err != nil {
+				return err
+			}
+			if off%t.Align != 0 || t.Align > b.p.GoAlign {
+				// Packed or misaligned: Go would move it. Keep the bytes,
+				// reach them through an accessor.
+				if err := b.storage(off, m.Type.Size, 1, m.Pos); err != nil {
+					return err
+				}
+				if err := b.accessor(m, base); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := b.pad(off, m.Pos); err != nil {
+				return err
+			}
+			name := b.rec.Members[m.Name]
+			b.p.Slots = append(b.p.Slots, Slot{Name: name, Offset: off, Type: t, CPath: m.Name})
+			b.p.Selectors[m.Name] = name
+			b.cur = off + t.Size
+		}
+	}
+	return nil
+}
+
+// bitRun stores a run of adjacent bit-fields in the bytes their bits occupy
+// (never bytes of neighbouring members) and gives each an accessor.
+func (b *planBuilder) bitRun(run []*parse.Member, base int64) error {
+	lo, hi := int64(-1), int64(0)
+	for _, m := range run {
+		first := base*8 + m.BitOffset
+		last := first + int64(m.BitSize)
+		if lo < 0 || first/8 < lo {
+			lo = first / 8
+		}
+		hi = maxi(hi, (last+7)/8)
+	}
+	if lo < b.cur {
+		lo = b.cur // the first byte is shared with the previous run
+	}
+	if hi > lo {
+		if err := b.storage(lo, hi-lo, 1, run[0].Pos); err != nil {
+			return err
+		}
+	}
+	for _, m := range run {
+		if err := b.accessor(m, base); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// accessorsOf adds accessors for every member reachable in rec, whose
+// bytes are already covered by storage.
+func (b *planBuilder) accessorsOf(rec *parse.Record, base int64) error {
+	for _, m := range rec.Members {
+		if m.Name == "" {
+			if m.Type.Kind == parse.Nested {
+				if err := b.accessorsOf(m.Type.Record, base+m.Offset); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := b.accessor(m, base); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// accessor adds the method for member m of a record placed at base.
+func (b *planBuilder) accessor(m *parse.Member, base int64) error {
+	name := b.rec.Members[m.Name]
+	off := base + m.Offset
+	var t *GoType
+	var err error
+	if m.Flexible {
+		t, err = b.goTypeOf(m.Type.Elem, m)
+	} else {
+		t, err = b.goType(m)
+	}
+	if err != nil {
+		return err
+	}
+	a := Accessor{Name: name, CPath: m.Name, Offset: off, Type: t}
+	a.Aligned = off%t.Align == 0 && t.Align <= b.p.GoAlign
+	switch {
+	case m.BitField:
+		a.Kind = Bits
+		a.BitOffset = base*8 + m.BitOffset
+		a.BitSize = m.BitSize
+		a.Signed = m.Type.Signed
+		a.Aligned = false
+	case m.Flexible:
+		a.Kind = Slice
+	case t.Scalar():
+		a.Kind = Value
+	default:
+		a.Kind = Pointer
+	}
+	b.p.Accessors = append(b.p.Accessors, a)
+	b.p.Selectors[m.Name] = name + "()"
+	return nil
+}
+
+// storage covers [off, off+size) with a blank field of the widest unsigned
+// integer elements that the offset, size and alignment allow.
+func (b *planBuilder) storage(off, size, align int64, pos parse.Pos) error {
+	if err := b.pad(off, pos); err != nil {
+		return err
+	}
+	if size == 0 {
+		return nil
+	}
+	k := int64(GoAlignLimit)
+	for k > 1 && (k > align || k > b.p.GoAlign || off%k != 0 || size%k != 0) {
+		k /= 2
+	}
+	b.p.Slots = append(b.p.Slots, Slot{Name: "_", Offset: off, Type: storageType(size, k)})
+	b.cur = off + size
+	return nil
+}
+
+// pad fills the bytes between the last slot and off.
+func (b *planBuilder) pad(off int64, pos parse.Pos) error {
+	switch {
+	case off < b.cur:
+		return fmt.Errorf("%s: %s: member at offset %d overlaps the previous one (ends at %d); the layout from the C front end is inconsistent", pos, b.rec.C, off, b.cur)
+	case off > b.cur:
+		b.p.Slots = append(b.p.Slots, Slot{Name: "_", Offset: b.cur, Type: storageType(off-b.cur, 1)})
+		b.cur = off
+	}
+	return nil
+}
+
+// facts lists the manifest entries of def placed at base inside the
+// top-level record; owner/plan give the Go selectors for def's members.
+func (b *planBuilder) facts(def *parse.Record, owner *model.Record, plan *Plan, base int64, cprefix, goprefix string) error {
+	for _, m := range def.Members {
+		if m.Name == "" {
+			if m.Type.Kind == parse.Nested {
+				if err := b.facts(m.Type.Record, owner, plan, base+m.Offset, cprefix, goprefix); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		sel, ok := plan.Selectors[m.Name]
+		if !ok {
+			return fmt.Errorf("%s: %s: member %s has no Go selector (internal error)", m.Pos, owner.C, m.Name)
+		}
+		f := Field{C: cprefix + m.Name, Go: goprefix + sel, Offset: base + m.Offset, Size: m.Type.Size}
+		if m.BitField {
+			f.BitOffset = base*8 + m.BitOffset
+			f.BitSize = m.BitSize
+		}
+		if m.Flexible {
+			f.Size = 0
+		}
+		b.p.Fields = append(b.p.Fields, f)
+		if m.Type.Kind != parse.Nested {
+			continue
+		}
+		sub := b.pl.pkg.RecordByC(owner.C + "." + m.Name)
+		if sub == nil {
+			return fmt.Errorf("%s: %s.%s: nested record has no model entry (internal error)", m.Pos, owner.C, m.Name)
+		}
+		sp, err := b.pl.Plan(sub)
+		if err != nil {
+			return err
+		}
+		if err := b.facts(m.Type.Record, sub, sp, base+m.Offset, f.C+".", f.Go+"."); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func maxi(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}

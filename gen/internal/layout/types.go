@@ -1,0 +1,147 @@
+package layout
+
+import (
+	"fmt"
+
+	"github.com/verbsexp/verbsexp/gen/internal/model"
+	"github.com/verbsexp/verbsexp/gen/internal/parse"
+)
+
+// storageType is [size/k]uintK (or [size]byte): blank storage with
+// alignment k.
+func storageType(size, k int64) *GoType {
+	elem := map[int64]string{1: "byte", 2: "uint16", 4: "uint32", 8: "uint64"}[k]
+	return &GoType{Kind: Arr, Len: size / k, Elem: &GoType{Kind: Basic, Name: elem, Size: k, Align: k}, Size: size, Align: k, Composite: true}
+}
+
+func basic(name string, size int64) *GoType {
+	return &GoType{Kind: Basic, Name: name, Size: size, Align: size}
+}
+
+// IntName is the Go integer type of a C integer of the given size.
+func IntName(size int64, signed bool) string {
+	n := map[int64]string{1: "int8", 2: "int16", 4: "int32", 8: "int64"}[size]
+	if n == "" {
+		return ""
+	}
+	if !signed {
+		n = "u" + n
+	}
+	return n
+}
+
+// goType maps member m's C type to Go.
+func (b *planBuilder) goType(m *parse.Member) (*GoType, error) { return b.goTypeOf(m.Type, m) }
+
+func (b *planBuilder) goTypeOf(t *parse.Type, m *parse.Member) (*GoType, error) {
+	switch t.Kind {
+	case parse.Int:
+		if t.Name == "char" {
+			return basic("byte", 1), nil
+		}
+		if n := IntName(t.Size, t.Signed); n != "" {
+			return basic(n, t.Size), nil
+		}
+	case parse.Bool:
+		return basic("bool", t.Size), nil
+	case parse.Float:
+		switch t.Size {
+		case 4:
+			return basic("float32", 4), nil
+		case 8:
+			return basic("float64", 8), nil
+		}
+	case parse.Pointer:
+		return b.pointerTo(t.Elem), nil
+	case parse.Array:
+		elem, err := b.goTypeOf(t.Elem, m)
+		if err != nil {
+			return nil, err
+		}
+		return &GoType{Kind: Arr, Len: t.Len, Elem: elem, Size: elem.Size * t.Len, Align: elem.Align}, nil
+	case parse.RecordRef:
+		rec := b.pl.pkg.RecordByC(string(t.RecordKind) + " " + t.Tag)
+		if rec != nil && rec.ByArch != nil {
+			p, err := b.pl.Plan(rec)
+			if err != nil {
+				return nil, err
+			}
+			if p != nil {
+				return &GoType{Kind: Named, Name: rec.GoName, Size: p.Size, Align: p.GoAlign, Composite: true}, nil
+			}
+		}
+	case parse.Nested:
+		rec := b.pl.pkg.RecordByC(b.rec.C + "." + m.Name)
+		if rec == nil {
+			return nil, fmt.Errorf("%s: %s.%s: nested record has no model entry (internal error)", m.Pos, b.rec.C, m.Name)
+		}
+		p, err := b.pl.Plan(rec)
+		if err != nil {
+			return nil, err
+		}
+		return &GoType{Kind: Named, Name: rec.GoName, Size: p.Size, Align: p.GoAlign, Composite: true}, nil
+	case parse.EnumRef:
+		if e := b.pl.pkg.EnumByTag(t.Tag); e != nil {
+			return &GoType{Kind: Named, Name: e.GoName, Size: t.Size, Align: t.Size}, nil
+		}
+		if n := IntName(t.Size, t.Signed); n != "" {
+			return basic(n, t.Size), nil
+		}
+	}
+	if t.Size > 0 {
+		// System records (pthread_mutex_t), long double, …: sized storage.
+		k := min(int64(t.Align), GoAlignLimit)
+		for k > 1 && t.Size%k != 0 {
+			k /= 2
+		}
+		return storageType(t.Size, max(k, 1)), nil
+	}
+	return nil, fmt.Errorf("%s: %s: member %s has a type the generator cannot represent (%s); please report it", m.Pos, b.rec.C, m.Name, describe(t))
+}
+
+// pointerTo maps a pointer's target: generated types stay typed, the rest
+// becomes unsafe.Pointer, function pointers the one opaque FuncPtr.
+func (b *planBuilder) pointerTo(t *parse.Type) *GoType {
+	ptr := func(elem *GoType) *GoType { return &GoType{Kind: Ptr, Elem: elem, Size: 8, Align: 8} }
+	switch t.Kind {
+	case parse.Function:
+		return &GoType{Kind: Named, Name: model.FuncPtrName, Size: 8, Align: 8}
+	case parse.RecordRef:
+		if rec := b.pl.pkg.RecordByC(string(t.RecordKind) + " " + t.Tag); rec != nil {
+			return ptr(&GoType{Kind: Named, Name: rec.GoName})
+		}
+	case parse.EnumRef:
+		if e := b.pl.pkg.EnumByTag(t.Tag); e != nil {
+			return ptr(&GoType{Kind: Named, Name: e.GoName})
+		}
+		if n := IntName(t.Size, t.Signed); n != "" {
+			return ptr(basic(n, t.Size))
+		}
+	case parse.Int:
+		if t.Name == "char" {
+			return ptr(basic("byte", 1))
+		}
+		if n := IntName(t.Size, t.Signed); n != "" {
+			return ptr(basic(n, t.Size))
+		}
+	case parse.Bool:
+		return ptr(basic("bool", 1))
+	case parse.Float:
+		if t.Size == 4 {
+			return ptr(basic("float32", 4))
+		}
+		if t.Size == 8 {
+			return ptr(basic("float64", 8))
+		}
+	case parse.Pointer:
+		return ptr(b.pointerTo(t.Elem))
+	}
+	return &GoType{Kind: UnsafePointer, Size: 8, Align: 8}
+}
+
+func describe(t *parse.Type) string {
+	if t.Name != "" {
+		return t.Name
+	}
+	return fmt.Sprintf("kind %d, %d bytes", t.Kind, t.Size)
+}

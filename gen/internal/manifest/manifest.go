@@ -1,0 +1,132 @@
+// Package manifest defines abi.json, the pinned ABI of a generated package:
+// for every target, every record's size, alignment and reachable members
+// (offset, size, bit position), every constant's value, and the functions.
+// Tests and users' CI compare it with the C compiler and with earlier
+// releases.
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/verbsexp/verbsexp/gen/internal/cint"
+)
+
+// Version is the schema version; readers refuse manifests of another one.
+const Version = 1
+
+// Manifest is the whole of abi.json.
+type Manifest struct {
+	Version   int              `json:"version"`
+	Generator string           `json:"generator"`
+	Package   string           `json:"package"`
+	Inputs    []Input          `json:"inputs"`
+	Arches    map[string]*Arch `json:"arches"`
+	Functions []Function       `json:"functions"`
+}
+
+// Input is a header the package was generated from.
+type Input struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+}
+
+// Arch is the ABI on one target.
+type Arch struct {
+	Records   []Record   `json:"records"`
+	Constants []Constant `json:"constants"`
+}
+
+// Record is a C struct or union and its Go type.
+type Record struct {
+	C      string  `json:"c"`
+	Go     string  `json:"go"`
+	Size   int64   `json:"size"`
+	Align  int64   `json:"align"`
+	Fields []Field `json:"fields"`
+}
+
+// Field is a member reachable with C member syntax.
+type Field struct {
+	C         string `json:"c"`
+	Go        string `json:"go"`
+	Offset    int64  `json:"offset"`
+	Size      int64  `json:"size"`
+	BitOffset *int64 `json:"bit_offset,omitempty"`
+	BitSize   int    `json:"bit_size,omitempty"`
+}
+
+// Constant is an enumerator or an integer #define.
+type Constant struct {
+	C     string     `json:"c"`
+	Go    string     `json:"go"`
+	Value cint.Value `json:"value"`
+}
+
+// Function is a function declared in scope.
+type Function struct {
+	C      string `json:"c"`
+	Go     string `json:"go"`
+	Inline bool   `json:"inline"`
+}
+
+// Marshal renders m as indented JSON with a final newline; map keys are
+// sorted by encoding/json, so the bytes are deterministic.
+func Marshal(m *Manifest) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Read loads and validates a manifest file.
+func Read(path string) (*Manifest, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := Unmarshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return m, nil
+}
+
+// Unmarshal parses and validates manifest bytes.
+func Unmarshal(b []byte) (*Manifest, error) {
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&m); err != nil {
+		if se, ok := err.(*json.SyntaxError); ok {
+			line := 1 + bytes.Count(b[:min(int(se.Offset), len(b))], []byte("\n"))
+			return nil, fmt.Errorf("line %d: not valid JSON: %v", line, err)
+		}
+		return nil, fmt.Errorf("not a manifest: %v", err)
+	}
+	if m.Version != Version {
+		return nil, fmt.Errorf("manifest version %d, this generator reads version %d: regenerate it with this generator", m.Version, Version)
+	}
+	if m.Arches == nil {
+		return nil, fmt.Errorf(`missing required key "arches"`)
+	}
+	if m.Inputs == nil {
+		return nil, fmt.Errorf(`missing required key "inputs"`)
+	}
+	for name, a := range m.Arches {
+		if a == nil {
+			return nil, fmt.Errorf("arches.%s is null", name)
+		}
+		for i, r := range a.Records {
+			if r.C == "" || r.Go == "" {
+				return nil, fmt.Errorf("arches.%s.records[%d]: missing c or go", name, i)
+			}
+		}
+	}
+	return &m, nil
+}
