@@ -28,7 +28,7 @@ import (
 	"github.com/verbsexp/verbsexp/gen/internal/generate"
 	"github.com/verbsexp/verbsexp/gen/internal/model"
 	"github.com/verbsexp/verbsexp/gen/internal/parse"
-	"github.com/verbsexp/verbsexp/gen/internal/target"
+	"github.com/verbsexp/verbsexp/internal/target"
 )
 
 func main() {

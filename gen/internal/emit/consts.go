@@ -6,9 +6,9 @@ import (
 
 	"github.com/dave/jennifer/jen"
 
-	"github.com/verbsexp/verbsexp/gen/internal/cint"
 	"github.com/verbsexp/verbsexp/gen/internal/layout"
 	"github.com/verbsexp/verbsexp/gen/internal/model"
+	"github.com/verbsexp/verbsexp/internal/cint"
 )
 
 // consts renders enum types with their constants and String methods, and

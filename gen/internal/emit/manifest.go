@@ -1,7 +1,7 @@
 package emit
 
 import (
-	"github.com/verbsexp/verbsexp/gen/internal/manifest"
+	"github.com/verbsexp/verbsexp/internal/manifest"
 )
 
 // manifest renders abi.json from the plans: named records only (nested

@@ -15,7 +15,7 @@ import (
 	"github.com/verbsexp/verbsexp/gen/internal/layout"
 	"github.com/verbsexp/verbsexp/gen/internal/model"
 	"github.com/verbsexp/verbsexp/gen/internal/parse"
-	"github.com/verbsexp/verbsexp/gen/internal/target"
+	"github.com/verbsexp/verbsexp/internal/target"
 )
 
 // Options is a generator run.

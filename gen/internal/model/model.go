@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/verbsexp/verbsexp/gen/internal/cint"
 	"github.com/verbsexp/verbsexp/gen/internal/parse"
+	"github.com/verbsexp/verbsexp/internal/cint"
 )
 
 // Package is everything the generator emits, in declaration order.

@@ -7,7 +7,7 @@ package parse
 import (
 	"fmt"
 
-	"github.com/verbsexp/verbsexp/gen/internal/cint"
+	"github.com/verbsexp/verbsexp/internal/cint"
 )
 
 // Pos is a source position. File is relative to the include directory it

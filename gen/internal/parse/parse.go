@@ -11,8 +11,8 @@ import (
 
 	"modernc.org/cc/v4"
 
-	"github.com/verbsexp/verbsexp/gen/internal/cint"
-	"github.com/verbsexp/verbsexp/gen/internal/target"
+	"github.com/verbsexp/verbsexp/internal/cint"
+	"github.com/verbsexp/verbsexp/internal/target"
 )
 
 // Options says what to read.

@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/verbsexp/verbsexp/gen/internal/cint"
+	"github.com/verbsexp/verbsexp/internal/cint"
 )
 
 // Version is the schema version; readers refuse manifests of another one.
