@@ -41,7 +41,9 @@ func Source(m *manifest.Manifest, arch, entry string) (string, int, error) {
 				continue
 			}
 			assert(fmt.Sprintf("offsetof(%s, %s) == %d", r.C, f.C, f.Offset), fmt.Sprintf("%s.%s: offset is not %d on %s", r.C, f.C, f.Offset, arch))
-			assert(fmt.Sprintf("sizeof(((%s *)0)->%s) == %d", r.C, f.C, f.Size), fmt.Sprintf("%s.%s: size is not %d on %s", r.C, f.C, f.Size, arch))
+			if f.Size > 0 { // a flexible array has no size to take
+				assert(fmt.Sprintf("sizeof(((%s *)0)->%s) == %d", r.C, f.C, f.Size), fmt.Sprintf("%s.%s: size is not %d on %s", r.C, f.C, f.Size, arch))
+			}
 		}
 	}
 	for _, c := range a.Constants {

@@ -74,16 +74,16 @@ func checkOwned(dir string) error {
 		if name == "abi.json" {
 			continue
 		}
-		if !generatedFile(filepath.Join(dir, name)) {
+		if !IsGenerated(filepath.Join(dir, name)) {
 			return fmt.Errorf("-o %s holds %s, which the generator did not write; move it away or choose another -o (the generator replaces the whole directory)", dir, name)
 		}
 	}
 	return nil
 }
 
-// generatedFile reports whether a Go file carries the generated-code
+// IsGenerated reports whether a Go file carries the generated-code
 // marker before its package clause.
-func generatedFile(path string) bool {
+func IsGenerated(path string) bool {
 	if !strings.HasSuffix(path, ".go") {
 		return false
 	}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/verbsexp/verbsexp/gen/internal/emit"
+	"github.com/verbsexp/verbsexp/gen/internal/generate"
+	"github.com/verbsexp/verbsexp/gen/internal/parse"
+	"github.com/verbsexp/verbsexp/internal/abicheck"
+	"github.com/verbsexp/verbsexp/internal/manifest"
+	"github.com/verbsexp/verbsexp/internal/target"
+)
+
+var update = flag.Bool("update", false, "rewrite gen/testdata/golden from the current generator")
+
+// goldenCases are the C constructs under test: gen/testdata/c/<case>.h,
+// expected output in gen/testdata/golden/<case>/.
+var goldenCases = []string{"anon", "bitfields", "enums", "flexible", "packed"}
+
+func goldenOptions(c string) generate.Options {
+	return generate.Options{
+		Parse:   parse.Options{IncludeDirs: []string{"testdata/c"}, Entry: c + ".h", ScopeDir: ""},
+		Targets: target.All,
+		Package: c,
+		Command: "gen -I testdata/c -entry " + c + ".h -scope \"\" -pkg " + c,
+	}
+}
+
+func generateCase(t *testing.T, c string) []emit.File {
+	t.Helper()
+	res, err := generate.Run(goldenOptions(c))
+	if err != nil {
+		t.Fatalf("%s: %v", c, err)
+	}
+	return res.Files
+}
+
+// TestGolden compares the generator's output for each construct with the
+// committed expectation, byte for byte. go test ./gen -update rewrites it.
+func TestGolden(t *testing.T) {
+	for _, c := range goldenCases {
+		t.Run(c, func(t *testing.T) {
+			files := generateCase(t, c)
+			dir := filepath.Join("testdata", "golden", c)
+			if *update {
+				writeGolden(t, dir, files)
+			}
+			want := map[string]bool{}
+			for _, f := range files {
+				want[f.Name] = true
+				got, err := os.ReadFile(filepath.Join(dir, f.Name))
+				if err != nil {
+					t.Fatalf("%v (run go test ./gen -run TestGolden -update)", err)
+				}
+				if !bytes.Equal(got, f.Data) {
+					t.Errorf("%s/%s differs from the generator's output (go test ./gen -run TestGolden -update, then review the diff)", dir, f.Name)
+				}
+			}
+			entries, _ := os.ReadDir(dir)
+			for _, e := range entries {
+				if !want[e.Name()] && generate.IsGenerated(filepath.Join(dir, e.Name())) {
+					t.Errorf("%s/%s is a stale generated file", dir, e.Name())
+				}
+			}
+		})
+	}
+}
+
+func writeGolden(t *testing.T, dir string, files []emit.File) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDeterministic generates twice and expects identical bytes.
+func TestDeterministic(t *testing.T) {
+	for _, c := range goldenCases {
+		a, b := generateCase(t, c), generateCase(t, c)
+		if len(a) != len(b) {
+			t.Fatalf("%s: %d files, then %d", c, len(a), len(b))
+		}
+		for i := range a {
+			if a[i].Name != b[i].Name || !bytes.Equal(a[i].Data, b[i].Data) {
+				t.Errorf("%s: %s differs between two runs", c, a[i].Name)
+			}
+		}
+	}
+}
+
+// TestGoldenAgreesWithC compiles each golden manifest's assertions with
+// every target's C compiler against the case header.
+func TestGoldenAgreesWithC(t *testing.T) {
+	for _, c := range goldenCases {
+		m, err := manifest.Read(filepath.Join("testdata", "golden", c, "abi.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tg := range target.All {
+			src, n, err := abicheck.Source(m, tg.GoArch, c+".h")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				t.Fatalf("%s/%s: no assertions", c, tg.GoArch)
+			}
+			if err := abicheck.Compile(src, tg, []string{"testdata/c"}); err != nil {
+				t.Errorf("%s: %v", c, err)
+			}
+		}
+	}
+}
+
+// TestGoldenCompilesEverywhere vets the golden packages for every target
+// without cgo: their layout guards fail to compile if Go's layout of a
+// generated type is not the one planned.
+func TestGoldenCompilesEverywhere(t *testing.T) {
+	var pkgs []string
+	for _, c := range goldenCases {
+		pkgs = append(pkgs, "./testdata/golden/"+c)
+	}
+	for _, tg := range target.All {
+		cmd := exec.Command("go", append([]string{"vet"}, pkgs...)...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOARCH="+tg.GoArch, "GOOS=linux")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("GOARCH=%s go vet %s: %v\n%s", tg.GoArch, strings.Join(pkgs, " "), err, out)
+		}
+	}
+}
