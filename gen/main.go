@@ -108,8 +108,14 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		for _, f := range res.Files {
 			names = append(names, f.Name)
 		}
-		fmt.Fprintf(stdout, "gen: package %s in %s for linux/{%s}: %d records (+%d opaque), %d enums, %d constants, %d functions from %d headers\n",
-			p.Name, *out, strings.Join(p.Arches, ","), len(p.Records), len(p.Opaque), len(p.Enums), countConsts(p), len(p.Funcs), len(p.Inputs))
+		nested := 0
+		for _, r := range p.Records {
+			if r.Nested {
+				nested++
+			}
+		}
+		fmt.Fprintf(stdout, "gen: package %s in %s for linux/{%s}: %d records (+%d nested types, %d opaque), %d enums, %d constants, %d functions from %d headers\n",
+			p.Name, *out, strings.Join(p.Arches, ","), len(p.Records)-nested, nested, len(p.Opaque), len(p.Enums), countConsts(p), len(p.Funcs), len(p.Inputs))
 		fmt.Fprintf(stdout, "gen: wrote %s\n", strings.Join(names, " "))
 	}
 	return 0

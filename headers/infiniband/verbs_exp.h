@@ -404,7 +404,7 @@ enum ibv_exp_cq_init_attr_mask {
     IBV_EXP_CQ_INIT_ATTR_RESERVED1   = 0x8
 };
 
-/* exp_attr_mask argument of ibv_exp_modify_qp(). */
+/* Bits selecting which attributes ibv_exp_modify_qp() applies. */
 enum ibv_exp_qp_attr_mask {
     IBV_EXP_QP_STATE                 = 0x0000000000000001,
     IBV_EXP_QP_CUR_STATE             = 0x0000000000000002,

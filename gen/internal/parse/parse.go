@@ -521,9 +521,12 @@ func (x *extractor) macros(ast *cc.AST) {
 		if !ok {
 			continue
 		}
+		if t := m.Type(); t == nil || !cc.IsIntegerType(t) {
+			continue // empty, string, float, pointer or alias: not an integer constant
+		}
 		v, ok := intValue(m.Value())
 		if !ok {
-			continue // empty, string, float or function alias: not a constant
+			continue
 		}
 		x.unit.Macros = append(x.unit.Macros, &Macro{Name: name, Pos: pos, Value: v})
 	}
