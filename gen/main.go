@@ -83,12 +83,16 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	if name == "" {
 		name = packageName(*out)
 	}
+	// The same command line, as run from the output package: that is what
+	// go generate runs, and recording it (not the caller's cwd-relative
+	// one) makes make generate and go generate write identical bytes.
+	invocation := packageRelative(args, *out)
 	opts := generate.Options{
 		Parse:      parse.Options{IncludeDirs: includes, Entry: *entry, ScopeDir: *scope},
 		Targets:    targets,
 		Package:    name,
-		Command:    "gen " + strings.Join(args, " "),
-		GoGenerate: goGenerate(args, includes, *out),
+		Command:    invocation,
+		GoGenerate: invocation,
 	}
 	res, err := generate.Run(opts)
 	if err != nil {
@@ -146,14 +150,17 @@ func isIdent(s string) bool {
 	return s != ""
 }
 
-// goGenerate is the directive for doc.go: the same run, with the
-// directories made relative to the output package, where go generate runs.
-func goGenerate(args []string, includes []string, out string) string {
+// packageRelative rewrites relative -I and -o paths to be relative to the
+// output package directory; absolute ones stay as given.
+func packageRelative(args []string, out string) string {
 	absOut, err := filepath.Abs(out)
 	if err != nil {
 		return ""
 	}
 	rel := func(p string) string {
+		if filepath.IsAbs(p) {
+			return p
+		}
 		a, err := filepath.Abs(p)
 		if err != nil {
 			return p

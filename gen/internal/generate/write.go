@@ -16,7 +16,10 @@ import (
 // failed run leaves the previous package as it was. dir must be absent,
 // empty, or hold only files this generator wrote.
 func Write(dir string, files []emit.File) error {
-	dir = filepath.Clean(dir)
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
 	if err := checkOwned(dir); err != nil {
 		return err
 	}
