@@ -101,6 +101,14 @@ func Read(path string) (*Manifest, error) {
 // Unmarshal parses and validates manifest bytes.
 func Unmarshal(b []byte) (*Manifest, error) {
 	var m Manifest
+	if !json.Valid(b) {
+		err := json.Unmarshal(b, new(any))
+		if se, ok := err.(*json.SyntaxError); ok {
+			line := 1 + bytes.Count(b[:min(int(se.Offset), len(b))], []byte("\n"))
+			return nil, fmt.Errorf("line %d: not valid JSON: %v", line, err)
+		}
+		return nil, fmt.Errorf("not valid JSON: %v", err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&m); err != nil {
 		if se, ok := err.(*json.SyntaxError); ok {

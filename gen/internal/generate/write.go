@@ -67,7 +67,7 @@ func checkOwned(dir string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("cannot read -o %s: %v", dir, err)
+		return fmt.Errorf("cannot use -o %s: %v; choose a writable -o directory", dir, err)
 	}
 	for _, e := range entries {
 		name := e.Name()

@@ -88,6 +88,9 @@ func (b *planBuilder) goTypeOf(t *parse.Type, m *parse.Member) (*GoType, error) 
 			return basic(n, t.Size), nil
 		}
 	}
+	if t.Size < 0 || (t.Kind == parse.RecordRef && t.Size <= 0) {
+		return nil, fmt.Errorf("%s: %s: member %s has incomplete type %s (declared, never defined); define it in the headers or include the header that does", m.Pos, b.rec.C, m.Name, describe(t))
+	}
 	if t.Size > 0 {
 		// System records (pthread_mutex_t), long double, …: sized storage.
 		k := min(int64(t.Align), GoAlignLimit)
@@ -142,6 +145,9 @@ func (b *planBuilder) pointerTo(t *parse.Type) *GoType {
 func describe(t *parse.Type) string {
 	if t.Name != "" {
 		return t.Name
+	}
+	if t.Tag != "" {
+		return string(t.RecordKind) + " " + t.Tag
 	}
 	return fmt.Sprintf("kind %d, %d bytes", t.Kind, t.Size)
 }

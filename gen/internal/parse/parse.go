@@ -3,8 +3,10 @@ package parse
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -109,7 +111,7 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	}
 	ast, err := cc.Translate(&cfg, src)
 	if err != nil {
-		return nil, frontEndError(goarch, err)
+		return nil, frontEndError(goarch, err, cfg.CC, dirs, opts.Entry)
 	}
 	x := &extractor{
 		unit:     &Unit{GoArch: goarch},
@@ -127,14 +129,63 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	return x.unit, nil
 }
 
-// frontEndError keeps cc's file:line:col lines and adds what to do.
-func frontEndError(goarch string, err error) error {
+// frontEndError keeps cc's file:line:col lines and adds what to do. Some
+// cc errors carry no position (a missing ';' is "unexpected EOF"); then
+// the target's C compiler is asked for its own diagnostics, which do.
+func frontEndError(goarch string, err error, compiler string, dirs []string, entry string) error {
 	msg := strings.TrimSpace(err.Error())
+	if !hasPosition(msg) {
+		if diag := compilerDiagnostics(compiler, dirs, entry); diag != "" {
+			msg = diag
+		}
+	}
 	hint := "fix the header or pass the right -I directories"
-	if strings.Contains(msg, "include file not found") {
+	if strings.Contains(msg, "include file not found") || strings.Contains(msg, "No such file") {
 		hint = "a header it includes is missing: add its directory with -I, or install the target's libc headers"
 	}
 	return fmt.Errorf("linux/%s: the headers do not compile:\n%s\n(%s)", goarch, msg, hint)
+}
+
+var positionRE = regexp.MustCompile(`[^\s:]+:\d+:\d+`)
+
+func hasPosition(msg string) bool { return positionRE.MatchString(msg) }
+
+// compilerDiagnostics returns the first error lines of compiler on entry,
+// or "" when it accepts the input too.
+func compilerDiagnostics(compiler string, dirs []string, entry string) string {
+	if compiler == "" {
+		return ""
+	}
+	// The entry header itself, not an #include of it, so that an error at
+	// its end is reported in it.
+	path := ""
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, entry)); err == nil {
+			path = filepath.Join(d, entry)
+			break
+		}
+	}
+	if path == "" {
+		return ""
+	}
+	args := []string{"-fsyntax-only", "-x", "c", path}
+	for _, d := range dirs {
+		args = append(args, "-I", d)
+	}
+	out, err := exec.Command(compiler, args...).CombinedOutput()
+	if err == nil {
+		return ""
+	}
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "error:") {
+			lines = append(lines, strings.TrimSpace(l))
+		}
+		if len(lines) == 10 {
+			break
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 type extractor struct {
