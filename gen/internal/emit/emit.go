@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/dave/jennifer/jen"
 
@@ -40,36 +41,40 @@ type Input struct {
 	Hashes []string
 }
 
-// Files renders every output file, sorted by name.
+// Files renders every output file, sorted by name. Files are built and
+// formatted concurrently; each is independent of the others.
 func Files(in Input) ([]File, error) {
-	var files []File
-	add := func(name string, f *jen.File) error {
-		var buf bytes.Buffer
-		if err := f.Render(&buf); err != nil {
-			return fmt.Errorf("rendering %s: %v", name, err)
-		}
-		files = append(files, File{Name: name, Data: buf.Bytes()})
-		return nil
+	type job struct {
+		name  string
+		build func() *jen.File
 	}
-	if err := add("doc.go", in.doc()); err != nil {
-		return nil, err
-	}
-	if err := add("types.go", in.shared()); err != nil {
-		return nil, err
-	}
-	if err := add("consts.go", in.consts()); err != nil {
-		return nil, err
-	}
+	jobs := []job{{"doc.go", in.doc}, {"types.go", in.shared}, {"consts.go", in.consts}}
 	for i, arch := range in.Pkg.Arches {
-		if err := add(fmt.Sprintf("ztypes_linux_%s.go", arch), in.arch(i)); err != nil {
+		jobs = append(jobs, job{fmt.Sprintf("ztypes_linux_%s.go", arch), func() *jen.File { return in.arch(i) }})
+	}
+	files := make([]File, len(jobs)+1)
+	errs := make([]error, len(jobs)+1)
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf bytes.Buffer
+			if err := j.build().Render(&buf); err != nil {
+				errs[i] = fmt.Errorf("rendering %s: %v", j.name, err)
+				return
+			}
+			files[i] = File{Name: j.name, Data: buf.Bytes()}
+		}()
+	}
+	m, err := in.manifest()
+	files[len(jobs)], errs[len(jobs)] = File{Name: "abi.json", Data: m}, err
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return nil, err
 		}
 	}
-	m, err := in.manifest()
-	if err != nil {
-		return nil, err
-	}
-	files = append(files, File{Name: "abi.json", Data: m})
 	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
 	return files, nil
 }

@@ -118,6 +118,7 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 		dirs:     dirs,
 		scope:    opts.ScopeDir,
 		inScope:  map[string]*Input{},
+		outside:  map[string]bool{},
 		records:  map[string]*Record{},
 		opaque:   map[string]*Record{},
 		funcs:    map[string]bool{},
@@ -193,6 +194,7 @@ type extractor struct {
 	dirs     []string
 	scope    string
 	inScope  map[string]*Input // absolute file name → input
+	outside  map[string]bool   // files known to be out of scope
 	files    []string          // in scope, first seen first
 	records  map[string]*Record
 	opaque   map[string]*Record
@@ -206,6 +208,14 @@ func (x *extractor) rel(file string) (string, bool) {
 	if in, ok := x.inScope[file]; ok {
 		return in.Path, true
 	}
+	if x.outside[file] {
+		return "", false
+	}
+	defer func() {
+		if _, ok := x.inScope[file]; !ok {
+			x.outside[file] = true
+		}
+	}()
 	if !filepath.IsAbs(file) {
 		return "", false
 	}
@@ -258,8 +268,17 @@ func (x *extractor) walk(v reflect.Value) {
 	switch n := v.Interface().(type) {
 	case *cc.TranslationUnit:
 		// Iterate: the list is left-recursive and long.
+		// Skip declarations outside the scope (system headers: most of
+		// the unit) without descending into them.
 		for ; n != nil; n = n.TranslationUnit {
-			x.walk(reflect.ValueOf(n.ExternalDeclaration))
+			ed := n.ExternalDeclaration
+			if ed == nil {
+				continue
+			}
+			if _, ok := x.rel(ed.Position().Filename); !ok {
+				continue
+			}
+			x.walk(reflect.ValueOf(ed))
 		}
 		return
 	case *cc.StructOrUnionSpecifier:
