@@ -46,6 +46,9 @@ func (d *dirList) Set(s string) error { *d = append(*d, s); return nil }
 
 // run is main without the exit, so tests can drive it.
 func run(args []string, stdout, stderr io.Writer) (code int) {
+	if len(args) > 0 && args[0] == "diff" {
+		return runDiff(args[1:], stdout, stderr)
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintf(stderr, "gen: internal error: %v\nPlease report this with the headers you used.\n", r)

@@ -1,0 +1,214 @@
+package diff
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Report is the outcome of a comparison, as -json prints it.
+type Report struct {
+	Old          string   `json:"old"`
+	New          string   `json:"new"`
+	Breaking     int      `json:"breaking"`     // unacknowledged breaking changes
+	Acknowledged int      `json:"acknowledged"` // breaking changes listed in the ack file
+	Compatible   int      `json:"compatible"`
+	Changes      []Change `json:"changes"`
+	UnusedAcks   []string `json:"unused_acks,omitempty"`
+}
+
+// NewReport counts changes, marking the breaking ones whose ID is in acks
+// as acknowledged; acks that match no breaking change are listed so that
+// stale acknowledgements get noticed.
+func NewReport(oldName, newName string, cs []Change, acks []string) *Report {
+	r := &Report{Old: oldName, New: newName, Changes: cs}
+	if r.Changes == nil {
+		r.Changes = []Change{}
+	}
+	ack := map[string]bool{}
+	for _, a := range acks {
+		ack[a] = true
+	}
+	used := map[string]bool{}
+	for i := range r.Changes {
+		c := &r.Changes[i]
+		switch {
+		case !c.Breaking:
+			r.Compatible++
+		case ack[c.ID()]:
+			c.Acknowledged = true
+			used[c.ID()] = true
+			r.Acknowledged++
+		default:
+			r.Breaking++
+		}
+	}
+	for _, a := range acks {
+		if !used[a] {
+			r.UnusedAcks = append(r.UnusedAcks, a)
+		}
+	}
+	return r
+}
+
+// ReadAcks reads an ack file: one "KIND SUBJECT" per line, as the text
+// report prints them; blank lines and lines starting with # are skipped.
+func ReadAcks(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var acks []string
+	sc := bufio.NewScanner(f)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		kind, subject, ok := strings.Cut(line, " ")
+		if !ok || !knownKind(Kind(kind)) {
+			return nil, fmt.Errorf("%s:%d: want \"KIND SUBJECT\" (e.g. \"field-moved struct ibv_exp_task.next\"), got %q", path, n, line)
+		}
+		acks = append(acks, kind+" "+strings.TrimSpace(subject))
+	}
+	return acks, sc.Err()
+}
+
+var allKinds = []Kind{PackageRenamed, ArchAdded, ArchRemoved, RecordAdded, RecordRemoved, RecordRenamed, RecordSize, RecordAlign,
+	FieldAdded, FieldRemoved, FieldMoved, FieldResized, FieldRetyped, FieldRenamed, FieldBits,
+	ConstantAdded, ConstantRemoved, ConstantChanged, ConstantRenamed,
+	FunctionAdded, FunctionRemoved, FunctionRenamed, FunctionChanged}
+
+func knownKind(k Kind) bool {
+	for _, a := range allKinds {
+		if a == k {
+			return true
+		}
+	}
+	return false
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(r)
+}
+
+// group is one line of the text report: the same change on several arches.
+type group struct {
+	Change
+	arches []string
+}
+
+// Groups merges changes that are identical but for the arch, keeping the
+// order of first appearance.
+func groups(cs []Change) []group {
+	var gs []group
+	index := map[Change]int{}
+	for _, c := range cs {
+		key := c
+		key.Arch = ""
+		if i, ok := index[key]; ok {
+			gs[i].arches = append(gs[i].arches, c.Arch)
+			continue
+		}
+		index[key] = len(gs)
+		gs = append(gs, group{Change: key, arches: []string{c.Arch}})
+	}
+	return gs
+}
+
+// WriteText writes the human-readable report: a summary line, then the
+// breaking, acknowledged and compatible changes, one per line, each
+// followed by the arches it occurs on. verbose adds the reason.
+func (r *Report) WriteText(w io.Writer, verbose bool) {
+	gs := groups(r.Changes)
+	all := allArches(r.Changes)
+	fmt.Fprintf(w, "ABI diff %s → %s: ", r.Old, r.New)
+	if len(gs) == 0 {
+		fmt.Fprintln(w, "no changes")
+		return
+	}
+	var nb, na, nc int
+	for _, g := range gs {
+		switch {
+		case !g.Breaking:
+			nc++
+		case g.Acknowledged:
+			na++
+		default:
+			nb++
+		}
+	}
+	// Counted once however many arches a change occurs on; -json counts
+	// per arch.
+	fmt.Fprintf(w, "%d breaking, %d acknowledged, %d compatible\n", nb, na, nc)
+	section := func(title string, keep func(Change) bool) {
+		var lines []group
+		for _, g := range gs {
+			if keep(g.Change) {
+				lines = append(lines, g)
+			}
+		}
+		if len(lines) == 0 {
+			return
+		}
+		fmt.Fprintf(w, "\n%s:\n", title)
+		for _, g := range lines {
+			fmt.Fprintf(w, "  %s", g.ID())
+			switch {
+			case g.Old != "" && g.New != "":
+				fmt.Fprintf(w, ": %s → %s", g.Old, g.New)
+			case g.Old != "":
+				fmt.Fprintf(w, " (was %s)", g.Old)
+			case g.New != "":
+				fmt.Fprintf(w, " (%s)", g.New)
+			}
+			if a := archLabel(g.arches, all); a != "" {
+				fmt.Fprintf(w, " [%s]", a)
+			}
+			fmt.Fprintln(w)
+			if verbose {
+				fmt.Fprintf(w, "      %s\n", g.Why)
+			}
+		}
+	}
+	section("Breaking", func(c Change) bool { return c.Breaking && !c.Acknowledged })
+	section("Breaking, acknowledged", func(c Change) bool { return c.Acknowledged })
+	section("Compatible", func(c Change) bool { return !c.Breaking })
+	for _, a := range r.UnusedAcks {
+		fmt.Fprintf(w, "\nnote: acknowledged %q matches no breaking change; remove it from the ack file\n", a)
+	}
+}
+
+func allArches(cs []Change) []string {
+	var as []string
+	seen := map[string]bool{}
+	for _, c := range cs {
+		if c.Arch != "" && !seen[c.Arch] {
+			seen[c.Arch] = true
+			as = append(as, c.Arch)
+		}
+	}
+	return as
+}
+
+// archLabel is "" for arch-independent changes, "all arches" when the
+// change occurs on every arch of the diff, else the list.
+func archLabel(arches, all []string) string {
+	if len(arches) == 1 && arches[0] == "" {
+		return ""
+	}
+	if len(arches) == len(all) && len(all) > 1 {
+		return "all arches"
+	}
+	return strings.Join(arches, ",")
+}
