@@ -73,7 +73,8 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	}
 	if rep.Breaking > 0 {
 		if !*asJSON {
-			fmt.Fprintf(stderr, "gen diff: %d breaking change(s) for Go code compiled against %s; review them, then list the accepted ones in an -ack file\n", rep.Breaking, oldPath)
+			n, _, _ := rep.Distinct()
+			fmt.Fprintf(stderr, "gen diff: %d breaking change(s) for Go code compiled against %s; review them, then list the accepted ones in an -ack file\n", n, oldPath)
 		}
 		return 1
 	}

@@ -126,6 +126,23 @@ func groups(cs []Change) []group {
 	return gs
 }
 
+// Distinct counts the unacknowledged breaking, acknowledged and
+// compatible changes once however many arches each occurs on, as the text
+// report lists them (the Report fields count per arch).
+func (r *Report) Distinct() (breaking, acknowledged, compatible int) {
+	for _, g := range groups(r.Changes) {
+		switch {
+		case !g.Breaking:
+			compatible++
+		case g.Acknowledged:
+			acknowledged++
+		default:
+			breaking++
+		}
+	}
+	return
+}
+
 // WriteText writes the human-readable report: a summary line, then the
 // breaking, acknowledged and compatible changes, one per line, each
 // followed by the arches it occurs on. verbose adds the reason.
@@ -137,19 +154,7 @@ func (r *Report) WriteText(w io.Writer, verbose bool) {
 		fmt.Fprintln(w, "no changes")
 		return
 	}
-	var nb, na, nc int
-	for _, g := range gs {
-		switch {
-		case !g.Breaking:
-			nc++
-		case g.Acknowledged:
-			na++
-		default:
-			nb++
-		}
-	}
-	// Counted once however many arches a change occurs on; -json counts
-	// per arch.
+	nb, na, nc := r.Distinct()
 	fmt.Fprintf(w, "%d breaking, %d acknowledged, %d compatible\n", nb, na, nc)
 	section := func(title string, keep func(Change) bool) {
 		var lines []group
