@@ -1,0 +1,299 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var updateReleases = flag.Bool("update-releases", false, "rewrite tests/testdata/releases/summary.md and its copy in docs/releases.md from the committed manifests")
+
+// The cross-channel surface: the task list, the work request it carries,
+// and the records ibv_exp_post_task() dispatches through (ibv_context →
+// verbs_context.sz/has_comp_mask → verbs_context_exp.lib_exp_post_task).
+var (
+	surfaceRecords = []string{"struct ibv_exp_task", "struct ibv_exp_send_wr", "struct verbs_context_exp", "struct verbs_context", "struct ibv_context"}
+	surfacePrefix  = []string{"IBV_EXP_TASK_", "IBV_EXP_WR_", "IBV_EXP_SEND_", "VERBS_CONTEXT_"}
+	surfaceFuncs   = []string{"ibv_exp_post_task", "ibv_exp_post_send"}
+)
+
+// diffChange mirrors one change of `gen diff -json`.
+type diffChange struct {
+	Arch, Kind, Subject, Record, Field, Old, New string
+	Breaking                                     bool
+}
+
+// releaseManifests lists tests/testdata/releases/<release>.abi.json in
+// version order.
+func releaseManifests(t *testing.T) []string {
+	files, err := filepath.Glob(filepath.Join(repoRoot(t), "tests", "testdata", "releases", "*.abi.json"))
+	if err != nil || len(files) < 2 {
+		t.Fatalf("want at least two release manifests in tests/testdata/releases, have %d (%v)", len(files), err)
+	}
+	key := func(f string) []int {
+		var v []int
+		for _, p := range strings.Split(strings.TrimSuffix(filepath.Base(f), ".abi.json"), ".") {
+			n, err := strconv.Atoi(p)
+			if err != nil {
+				t.Fatalf("%s: release names are numbers like 4.6", f)
+			}
+			v = append(v, n)
+		}
+		return v
+	}
+	sort.Slice(files, func(i, j int) bool {
+		a, b := key(files[i]), key(files[j])
+		for k := 0; k < len(a) && k < len(b); k++ {
+			if a[k] != b[k] {
+				return a[k] < b[k]
+			}
+		}
+		return len(a) < len(b)
+	})
+	return files
+}
+
+func release(f string) string { return strings.TrimSuffix(filepath.Base(f), ".abi.json") }
+
+// runDiff runs `gen diff -json` and returns its changes and exit status.
+func runDiffJSON(t *testing.T, bin, old, new string) ([]diffChange, int) {
+	t.Helper()
+	cmd := exec.Command(bin, "diff", "-json", old, new)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if code == 2 {
+		t.Fatalf("gen diff %s %s: %s", old, new, errb.String())
+	}
+	var r struct{ Changes []diffChange }
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("gen diff -json: %v\n%s", err, out.String())
+	}
+	return r.Changes, code
+}
+
+func onSurface(c diffChange) bool {
+	for _, r := range surfaceRecords {
+		if c.Record == r {
+			return true
+		}
+	}
+	for _, p := range surfacePrefix {
+		if strings.HasPrefix(c.Subject, p) {
+			return true
+		}
+	}
+	for _, f := range surfaceFuncs {
+		if c.Subject == f {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseSummary renders the release history as markdown: a totals table
+// for every consecutive pair, then the cross-channel changes, with
+// changes identical on every arch merged and added members listed
+// together.
+func releaseSummary(t *testing.T) string {
+	bin := buildGenerator(t)
+	files := releaseManifests(t)
+	var totals, surface strings.Builder
+	totals.WriteString("| Releases | Breaking | Compatible | Records added | Records removed | Exit |\n|---|---:|---:|---:|---:|---:|\n")
+	surface.WriteString("| Releases | Class | Change | Subject | Old → new | Arches |\n|---|---|---|---|---|---|\n")
+	for i := 1; i < len(files); i++ {
+		pair := release(files[i-1]) + " → " + release(files[i])
+		cs, code := runDiffJSON(t, bin, files[i-1], files[i])
+		rows := mergeArches(cs)
+		var nb, nc, ra, rr int
+		for _, r := range rows {
+			if r.Breaking {
+				nb++
+			} else {
+				nc++
+			}
+			switch r.Kind {
+			case "record-added":
+				ra++
+			case "record-removed":
+				rr++
+			}
+		}
+		fmt.Fprintf(&totals, "| %s | %d | %d | %d | %d | %d |\n", pair, nb, nc, ra, rr, code)
+		n := 0
+		for _, r := range groupAdded(rows) {
+			if !onSurface(r.diffChange) {
+				continue
+			}
+			class := "compatible"
+			if r.Breaking {
+				class = "**breaking**"
+			}
+			oldNew := r.Old + " → " + r.New
+			switch {
+			case r.Old == "":
+				oldNew = "+ " + r.New
+			case r.New == "":
+				oldNew = "− " + r.Old
+			}
+			fmt.Fprintf(&surface, "| %s | %s | %s | `%s` | %s | %s |\n", pair, class, r.Kind, r.Subject, oldNew, r.arches)
+			n++
+		}
+		if n == 0 {
+			fmt.Fprintf(&surface, "| %s | — | no change | | | |\n", pair)
+		}
+	}
+	return "All records, constants and functions (changes on several arches counted once):\n\n" + totals.String() +
+		"\nThe cross-channel surface (" + strings.Join(surfaceRecords, ", ") + "; constants " +
+		strings.Join(surfacePrefix, "*, ") + "*; " + strings.Join(surfaceFuncs, ", ") + "):\n\n" + surface.String()
+}
+
+type row struct {
+	diffChange
+	arches string
+}
+
+// mergeArches turns per-arch changes into rows, one per change, labelled
+// "all" when it occurs on every arch of the diff.
+func mergeArches(cs []diffChange) []row {
+	all := map[string]bool{}
+	for _, c := range cs {
+		if c.Arch != "" {
+			all[c.Arch] = true
+		}
+	}
+	var rows []row
+	where := map[diffChange][]string{}
+	for _, c := range cs {
+		k := c
+		k.Arch = ""
+		if _, ok := where[k]; !ok {
+			rows = append(rows, row{diffChange: k})
+		}
+		where[k] = append(where[k], c.Arch)
+	}
+	for i := range rows {
+		as := where[rows[i].diffChange]
+		switch {
+		case len(as) == 1 && as[0] == "":
+			rows[i].arches = "—"
+		case len(as) == len(all):
+			rows[i].arches = "all"
+		default:
+			rows[i].arches = strings.Join(as, ", ")
+		}
+	}
+	return rows
+}
+
+// groupAdded folds the field-added rows of one record into one row that
+// lists the new members.
+func groupAdded(rows []row) []row {
+	var out []row
+	at := map[string]int{}
+	for _, r := range rows {
+		if r.Kind != "field-added" {
+			out = append(out, r)
+			continue
+		}
+		key := r.Record + "\x00" + r.arches
+		if i, ok := at[key]; ok {
+			out[i].New += ", " + r.Field
+			continue
+		}
+		at[key] = len(out)
+		r.Subject, r.New = r.Record, r.Field
+		out = append(out, r)
+	}
+	return out
+}
+
+const beginTable, endTable = "<!-- BEGIN release table: go test ./tests -run TestReleaseHistory -update-releases -->\n", "<!-- END release table -->\n"
+
+// TestReleaseHistory recomputes the differ's verdict on every pair of
+// consecutive committed release manifests and compares it with the
+// reviewed summary in tests/testdata/releases/summary.md and its copy in
+// docs/releases.md: a change in the differ's classification shows up here.
+func TestReleaseHistory(t *testing.T) {
+	got := releaseSummary(t)
+	sumFile := filepath.Join(repoRoot(t), "tests", "testdata", "releases", "summary.md")
+	docFile := filepath.Join(repoRoot(t), "docs", "releases.md")
+	doc, err := os.ReadFile(docFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, j := bytes.Index(doc, []byte(beginTable)), bytes.Index(doc, []byte(endTable))
+	if i < 0 || j < i {
+		t.Fatalf("docs/releases.md lacks the markers %q and %q around the release table", beginTable, endTable)
+	}
+	if *updateReleases {
+		if err := os.WriteFile(sumFile, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		doc = append(append(append([]byte{}, doc[:i+len(beginTable)]...), got...), doc[j:]...)
+		if err := os.WriteFile(docFile, doc, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		j = i + len(beginTable) + len(got)
+	}
+	want, err := os.ReadFile(sumFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("the differ's release history differs from %s:\n%s\nIf the change is intended, run go test ./tests -run TestReleaseHistory -update-releases and review the diff.", sumFile, lineDiff(string(want), got))
+	}
+	if inDoc := string(doc[i+len(beginTable) : j]); inDoc != string(want) {
+		t.Errorf("docs/releases.md's table is not tests/testdata/releases/summary.md; run go test ./tests -run TestReleaseHistory -update-releases")
+	}
+}
+
+// lineDiff lists the lines only in want (-) and only in got (+).
+func lineDiff(want, got string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l] = true
+		}
+		return m
+	}
+	w, g := in(want), in(got)
+	var b strings.Builder
+	for _, l := range strings.Split(want, "\n") {
+		if !g[l] {
+			b.WriteString("- " + l + "\n")
+		}
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if !w[l] {
+			b.WriteString("+ " + l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// TestReleaseManifestsSelfDiff: every committed release manifest compared
+// with itself has no changes and exits 0.
+func TestReleaseManifestsSelfDiff(t *testing.T) {
+	bin := buildGenerator(t)
+	for _, f := range releaseManifests(t) {
+		cs, code := runDiffJSON(t, bin, f, f)
+		if len(cs) != 0 || code != 0 {
+			t.Errorf("%s against itself: %d changes, exit %d; want none, exit 0", release(f), len(cs), code)
+		}
+	}
+}
