@@ -29,6 +29,7 @@ func goldenOptions(c string) generate.Options {
 		Targets: target.All,
 		Package: c,
 		Command: "gen -I testdata/c -entry " + c + ".h -scope \"\" -pkg " + c,
+		CFlags:  []string{"-I${SRCDIR}/../../c"},
 	}
 }
 

@@ -100,6 +100,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		Package:    name,
 		Command:    invocation,
 		GoGenerate: invocation,
+		CFlags:     cgoIncludes(includes, *out),
 	}
 	res, err := generate.Run(opts)
 	if err != nil {
@@ -127,6 +128,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		}
 		fmt.Fprintf(stdout, "gen: package %s in %s for linux/{%s}: %d records (+%d nested types, %d opaque), %d enums, %d constants, %d functions from %d headers\n",
 			p.Name, *out, strings.Join(p.Arches, ","), len(p.Records)-nested, nested, len(p.Opaque), len(p.Enums), countConsts(p), len(p.Funcs), len(p.Inputs))
+		fmt.Fprintf(stdout, "gen: %d call wrappers (%d skipped, see notes)\n", len(res.Shims.Wrappers), len(res.Shims.Skipped))
 		fmt.Fprintf(stdout, "gen: wrote %s\n", strings.Join(names, " "))
 	}
 	return 0
@@ -155,6 +157,27 @@ func isIdent(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// cgoIncludes are the -I flags of shims.go: relative directories as seen
+// from the package (${SRCDIR}/…), absolute ones as given.
+func cgoIncludes(includes []string, out string) []string {
+	var r []string
+	absOut, _ := filepath.Abs(out)
+	for _, inc := range includes {
+		if filepath.IsAbs(inc) {
+			r = append(r, "-I"+inc)
+			continue
+		}
+		a, _ := filepath.Abs(inc)
+		rel, err := filepath.Rel(absOut, a)
+		if err != nil {
+			r = append(r, "-I"+a)
+			continue
+		}
+		r = append(r, "-I${SRCDIR}/"+filepath.ToSlash(rel))
+	}
+	return r
 }
 
 // packageRelative rewrites relative -I and -o paths to be relative to the
@@ -189,6 +212,8 @@ func packageRelative(args []string, out string) string {
 			b = append(b, "-I", rel(a[3:]))
 		case strings.HasPrefix(a, "-o="):
 			b = append(b, "-o", rel(a[3:]))
+		case a == "-q" || a == "-q=true" || a == "-q=false":
+			// verbosity does not change the output, so it is not recorded
 		default:
 			b = append(b, a)
 		}

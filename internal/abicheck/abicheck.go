@@ -16,33 +16,29 @@ import (
 	"github.com/verbsexp/verbsexp/internal/target"
 )
 
-// Source returns a C translation unit of _Static_asserts for one arch of
-// m. Bit-fields cannot be named by offsetof; their byte offsets are
-// checked at run time by the host tests instead. entry is the header to
-// include.
-func Source(m *manifest.Manifest, arch, entry string) (string, int, error) {
-	a := m.Arches[arch]
-	if a == nil {
-		return "", 0, fmt.Errorf("manifest has no arch %s", arch)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "/* ABI assertions for linux/%s, generated from abi.json. */\n", arch)
-	fmt.Fprintf(&b, "#include <stddef.h>\n#include <%s>\n\n", entry)
-	n := 0
-	assert := func(cond, msg string) {
-		fmt.Fprintf(&b, "_Static_assert(%s, %q);\n", cond, msg)
-		n++
-	}
-	for _, r := range a.Records {
-		assert(fmt.Sprintf("sizeof(%s) == %d", r.C, r.Size), fmt.Sprintf("%s: size is not %d on %s", r.C, r.Size, arch))
-		assert(fmt.Sprintf("_Alignof(%s) == %d", r.C, r.Align), fmt.Sprintf("%s: alignment is not %d on %s", r.C, r.Align, arch))
-		for _, f := range r.Fields {
+// Assertion is one compile-time check: a C constant expression and the
+// message the compiler prints when it is false.
+type Assertion struct {
+	Cond, Msg string
+}
+
+// Assertions lists the checks for one arch of a manifest: every record's
+// size and alignment, every member's offset and size, every constant's
+// value. Bit-fields cannot be named by offsetof and are left to run-time
+// checks. hint is appended to every message (what to do when it fails).
+func Assertions(a *manifest.Arch, arch, hint string) []Assertion {
+	var r []Assertion
+	add := func(cond, msg string) { r = append(r, Assertion{cond, msg + hint}) }
+	for _, rec := range a.Records {
+		add(fmt.Sprintf("sizeof(%s) == %d", rec.C, rec.Size), fmt.Sprintf("%s: size is not %d on %s", rec.C, rec.Size, arch))
+		add(fmt.Sprintf("_Alignof(%s) == %d", rec.C, rec.Align), fmt.Sprintf("%s: alignment is not %d on %s", rec.C, rec.Align, arch))
+		for _, f := range rec.Fields {
 			if f.BitOffset != nil {
 				continue
 			}
-			assert(fmt.Sprintf("offsetof(%s, %s) == %d", r.C, f.C, f.Offset), fmt.Sprintf("%s.%s: offset is not %d on %s", r.C, f.C, f.Offset, arch))
+			add(fmt.Sprintf("offsetof(%s, %s) == %d", rec.C, f.C, f.Offset), fmt.Sprintf("%s.%s: offset is not %d on %s", rec.C, f.C, f.Offset, arch))
 			if f.Size > 0 { // a flexible array has no size to take
-				assert(fmt.Sprintf("sizeof(((%s *)0)->%s) == %d", r.C, f.C, f.Size), fmt.Sprintf("%s.%s: size is not %d on %s", r.C, f.C, f.Size, arch))
+				add(fmt.Sprintf("sizeof(((%s *)0)->%s) == %d", rec.C, f.C, f.Size), fmt.Sprintf("%s.%s: size is not %d on %s", rec.C, f.C, f.Size, arch))
 			}
 		}
 	}
@@ -51,9 +47,26 @@ func Source(m *manifest.Manifest, arch, entry string) (string, int, error) {
 		if c.Value.Negative() {
 			lit = "(" + c.Value.String() + "LL)"
 		}
-		assert(fmt.Sprintf("(%s) == %s", c.C, lit), fmt.Sprintf("%s is not %s on %s", c.C, c.Value, arch))
+		add(fmt.Sprintf("(%s) == %s", c.C, lit), fmt.Sprintf("%s is not %s on %s", c.C, c.Value, arch))
 	}
-	return b.String(), n, nil
+	return r
+}
+
+// Source returns a C translation unit of _Static_asserts for one arch of
+// m, including entry first, and the number of assertions.
+func Source(m *manifest.Manifest, arch, entry string) (string, int, error) {
+	a := m.Arches[arch]
+	if a == nil {
+		return "", 0, fmt.Errorf("manifest has no arch %s", arch)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "/* ABI assertions for linux/%s, generated from abi.json. */\n", arch)
+	fmt.Fprintf(&b, "#include <stddef.h>\n#include <%s>\n\n", entry)
+	as := Assertions(a, arch, "")
+	for _, x := range as {
+		fmt.Fprintf(&b, "_Static_assert(%s, %q);\n", x.Cond, x.Msg)
+	}
+	return b.String(), len(as), nil
 }
 
 // Compile checks the assertions for t with t's C compiler, with includes

@@ -18,13 +18,14 @@ type Target struct {
 	GoArch     string // GOARCH value and build constraint
 	GNUTriplet string // prefix of the cross toolchain, e.g. aarch64-linux-gnu
 	DebianPkg  string // Debian package that provides <GNUTriplet>-gcc
+	CMacro     string // C preprocessor condition true only on this target
 }
 
 // All is the table of supported targets, in output order.
 var All = []Target{
-	{GoArch: "amd64", GNUTriplet: "x86_64-linux-gnu", DebianPkg: "gcc-x86-64-linux-gnu"},
-	{GoArch: "arm64", GNUTriplet: "aarch64-linux-gnu", DebianPkg: "gcc-aarch64-linux-gnu"},
-	{GoArch: "ppc64le", GNUTriplet: "powerpc64le-linux-gnu", DebianPkg: "gcc-powerpc64le-linux-gnu"},
+	{GoArch: "amd64", GNUTriplet: "x86_64-linux-gnu", DebianPkg: "gcc-x86-64-linux-gnu", CMacro: "defined(__x86_64__)"},
+	{GoArch: "arm64", GNUTriplet: "aarch64-linux-gnu", DebianPkg: "gcc-aarch64-linux-gnu", CMacro: "defined(__aarch64__)"},
+	{GoArch: "ppc64le", GNUTriplet: "powerpc64le-linux-gnu", DebianPkg: "gcc-powerpc64le-linux-gnu", CMacro: "defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)"},
 }
 
 // Names returns the GOARCH names of All, comma separated.
@@ -61,6 +62,9 @@ func Parse(list string) ([]Target, error) {
 	}
 	return r, nil
 }
+
+// Lookup finds a target by GOARCH.
+func Lookup(goarch string) (Target, bool) { return lookup(goarch) }
 
 func lookup(goarch string) (Target, bool) {
 	for _, t := range All {

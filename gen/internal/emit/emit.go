@@ -13,6 +13,7 @@ import (
 
 	"github.com/verbsexp/verbsexp/gen/internal/layout"
 	"github.com/verbsexp/verbsexp/gen/internal/model"
+	"github.com/verbsexp/verbsexp/gen/internal/shim"
 )
 
 // AbiutilPath is the import path of the helpers generated code calls.
@@ -39,6 +40,12 @@ type Input struct {
 	GoGenerate string
 	// Hashes are the sha256 of Pkg.Inputs, in the same order.
 	Hashes []string
+	// Shims are the call wrappers; Entry is the header shims.go includes,
+	// CFlags its #cgo CFLAGS (the include directories, as seen from the
+	// package).
+	Shims  *shim.Plan
+	Entry  string
+	CFlags []string
 }
 
 // Files renders every output file, sorted by name. Files are built and
@@ -48,7 +55,7 @@ func Files(in Input) ([]File, error) {
 		name  string
 		build func() *jen.File
 	}
-	jobs := []job{{"doc.go", in.doc}, {"types.go", in.shared}, {"consts.go", in.consts}}
+	jobs := []job{{"doc.go", in.doc}, {"types.go", in.shared}, {"consts.go", in.consts}, {"shims.go", in.shims}}
 	for i, arch := range in.Pkg.Arches {
 		jobs = append(jobs, job{fmt.Sprintf("ztypes_linux_%s.go", arch), func() *jen.File { return in.arch(i) }})
 	}
@@ -69,6 +76,7 @@ func Files(in Input) ([]File, error) {
 	}
 	m, err := in.manifest()
 	files[len(jobs)], errs[len(jobs)] = File{Name: "abi.json", Data: m}, err
+	files = append(files, File{Name: "stubs_linux.c", Data: in.stubs()})
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {

@@ -4,10 +4,13 @@ import (
 	"github.com/verbsexp/verbsexp/internal/manifest"
 )
 
-// manifest renders abi.json from the plans: named records only (nested
-// types appear as member paths of their record), every constant, every
-// function.
-func (in Input) manifest() ([]byte, error) {
+// manifest renders abi.json.
+func (in Input) manifest() ([]byte, error) { return manifest.Marshal(in.manifestData()) }
+
+// manifestData builds the manifest from the plans: named records only
+// (nested types appear as member paths of their record), every constant,
+// every function.
+func (in Input) manifestData() *manifest.Manifest {
 	m := &manifest.Manifest{
 		Version:   manifest.Version,
 		Generator: Generator,
@@ -48,5 +51,5 @@ func (in Input) manifest() ([]byte, error) {
 	for _, fn := range in.Pkg.Funcs {
 		m.Functions = append(m.Functions, manifest.Function{C: fn.C, Go: fn.GoName, Inline: fn.Inline})
 	}
-	return manifest.Marshal(m)
+	return m
 }

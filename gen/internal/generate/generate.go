@@ -15,6 +15,7 @@ import (
 	"github.com/verbsexp/verbsexp/gen/internal/layout"
 	"github.com/verbsexp/verbsexp/gen/internal/model"
 	"github.com/verbsexp/verbsexp/gen/internal/parse"
+	"github.com/verbsexp/verbsexp/gen/internal/shim"
 	"github.com/verbsexp/verbsexp/internal/target"
 )
 
@@ -23,8 +24,9 @@ type Options struct {
 	Parse      parse.Options
 	Targets    []target.Target
 	Package    string
-	Command    string // recorded at the top of every file
-	GoGenerate string // directive for doc.go; "" for none
+	Command    string   // recorded at the top of every file
+	GoGenerate string   // directive for doc.go; "" for none
+	CFlags     []string // #cgo CFLAGS of shims.go (include directories)
 }
 
 // Result is the rendered package and what was noticed on the way.
@@ -32,6 +34,7 @@ type Result struct {
 	Pkg   *model.Package
 	Files []emit.File
 	Notes []parse.Diag
+	Shims *shim.Plan
 }
 
 // Run generates the package in memory.
@@ -85,11 +88,16 @@ func Run(opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := emit.Files(emit.Input{Pkg: pkg, Plans: plans, Command: opts.Command, GoGenerate: opts.GoGenerate, Hashes: hashes})
+	shims := shim.Build(pkg, layout.NewPlanner(pkg, 0))
+	files, err := emit.Files(emit.Input{
+		Pkg: pkg, Plans: plans, Command: opts.Command, GoGenerate: opts.GoGenerate, Hashes: hashes,
+		Shims: shims, Entry: opts.Parse.Entry, CFlags: opts.CFlags,
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Pkg: pkg, Files: files, Notes: pkg.Notes}, nil
+	notes := append(append([]parse.Diag(nil), pkg.Notes...), shims.Skipped...)
+	return &Result{Pkg: pkg, Files: files, Notes: notes, Shims: shims}, nil
 }
 
 func hashInputs(inputs []parse.Input) ([]string, error) {

@@ -84,10 +84,10 @@ func checkOwned(dir string) error {
 	return nil
 }
 
-// IsGenerated reports whether a Go file carries the generated-code
-// marker before its package clause.
+// IsGenerated reports whether a Go or C file carries the generated-code
+// marker in its leading comments.
 func IsGenerated(path string) bool {
-	if !strings.HasSuffix(path, ".go") {
+	if !strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, ".c") {
 		return false
 	}
 	f, err := os.Open(path)
@@ -98,7 +98,7 @@ func IsGenerated(path string) bool {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Bytes()
-		if bytes.HasPrefix(line, []byte("package ")) {
+		if bytes.HasPrefix(line, []byte("package ")) || bytes.HasPrefix(line, []byte("#")) {
 			return false
 		}
 		if bytes.HasPrefix(line, []byte("// Code generated ")) && bytes.HasSuffix(line, []byte(" DO NOT EDIT.")) {

@@ -52,7 +52,7 @@ func (b *planBuilder) goTypeOf(t *parse.Type, m *parse.Member) (*GoType, error) 
 			return basic("float64", 8), nil
 		}
 	case parse.Pointer:
-		return b.pointerTo(t.Elem), nil
+		return b.pl.pointerTo(t.Elem, t.Size), nil
 	case parse.Array:
 		elem, err := b.goTypeOf(t.Elem, m)
 		if err != nil {
@@ -102,19 +102,20 @@ func (b *planBuilder) goTypeOf(t *parse.Type, m *parse.Member) (*GoType, error) 
 	return nil, fmt.Errorf("%s: %s: member %s has a type the generator cannot represent (%s); please report it", m.Pos, b.rec.C, m.Name, describe(t))
 }
 
-// pointerTo maps a pointer's target: generated types stay typed, the rest
-// becomes unsafe.Pointer, function pointers the one opaque FuncPtr.
-func (b *planBuilder) pointerTo(t *parse.Type) *GoType {
-	ptr := func(elem *GoType) *GoType { return &GoType{Kind: Ptr, Elem: elem, Size: 8, Align: 8} }
+// pointerTo maps a pointer (of size bytes) by its target: generated types
+// stay typed, the rest becomes unsafe.Pointer, function pointers the one
+// opaque FuncPtr.
+func (pl *Planner) pointerTo(t *parse.Type, size int64) *GoType {
+	ptr := func(elem *GoType) *GoType { return &GoType{Kind: Ptr, Elem: elem, Size: size, Align: size} }
 	switch t.Kind {
 	case parse.Function:
-		return &GoType{Kind: Named, Name: model.FuncPtrName, Size: 8, Align: 8}
+		return &GoType{Kind: Named, Name: model.FuncPtrName, Size: size, Align: size}
 	case parse.RecordRef:
-		if rec := b.pl.pkg.RecordByC(string(t.RecordKind) + " " + t.Tag); rec != nil {
+		if rec := pl.pkg.RecordByC(string(t.RecordKind) + " " + t.Tag); rec != nil {
 			return ptr(&GoType{Kind: Named, Name: rec.GoName})
 		}
 	case parse.EnumRef:
-		if e := b.pl.pkg.EnumByTag(t.Tag); e != nil {
+		if e := pl.pkg.EnumByTag(t.Tag); e != nil {
 			return ptr(&GoType{Kind: Named, Name: e.GoName})
 		}
 		if n := IntName(t.Size, t.Signed); n != "" {
@@ -137,9 +138,46 @@ func (b *planBuilder) pointerTo(t *parse.Type) *GoType {
 			return ptr(basic("float64", 8))
 		}
 	case parse.Pointer:
-		return ptr(b.pointerTo(t.Elem))
+		return ptr(pl.pointerTo(t.Elem, size))
 	}
-	return &GoType{Kind: UnsafePointer, Size: 8, Align: 8}
+	return &GoType{Kind: UnsafePointer, Size: size, Align: size}
+}
+
+// ParamType maps the type of a function parameter or result for a call
+// wrapper: scalars, enums and pointers only. ok is false for what a
+// wrapper cannot pass (records by value, function pointers, void).
+func (pl *Planner) ParamType(t *parse.Type) (g *GoType, ok bool) {
+	switch t.Kind {
+	case parse.Int:
+		if t.Name == "char" {
+			return basic("byte", 1), true
+		}
+		if n := IntName(t.Size, t.Signed); n != "" {
+			return basic(n, t.Size), true
+		}
+	case parse.Bool:
+		return basic("bool", t.Size), true
+	case parse.Float:
+		if t.Size == 4 {
+			return basic("float32", 4), true
+		}
+		if t.Size == 8 {
+			return basic("float64", 8), true
+		}
+	case parse.EnumRef:
+		if e := pl.pkg.EnumByTag(t.Tag); e != nil {
+			return &GoType{Kind: Named, Name: e.GoName, Size: t.Size, Align: t.Size}, true
+		}
+		if n := IntName(t.Size, t.Signed); n != "" {
+			return basic(n, t.Size), true
+		}
+	case parse.Pointer:
+		if t.Elem.Kind == parse.Function {
+			return nil, false
+		}
+		return pl.pointerTo(t.Elem, t.Size), true
+	}
+	return nil, false
 }
 
 func describe(t *parse.Type) string {

@@ -1,0 +1,276 @@
+// Package shim plans the Go call wrapper of every function in scope: how
+// its result becomes a Go error (the convention), which pointer arguments
+// are required, how each parameter crosses into C, and which functions
+// cannot be wrapped (and why). Static inline functions are called through
+// a C wrapper compiled against the headers; exported ones through a
+// function pointer resolved from libibverbs at first use.
+package shim
+
+import (
+	"fmt"
+	"go/token"
+	"strings"
+	"unicode"
+
+	"github.com/verbsexp/verbsexp/gen/internal/layout"
+	"github.com/verbsexp/verbsexp/gen/internal/model"
+	"github.com/verbsexp/verbsexp/gen/internal/parse"
+)
+
+// Convention is how a C function reports failure.
+type Convention string
+
+const (
+	// Status: an int; 0 is success, a positive value is an errno (the
+	// verbs' usual "return the errno"), -1 means "see errno", other
+	// negative values are -errno.
+	Status Convention = "status"
+	// Count: an int count on success (poll_cq), negative as for Status.
+	Count Convention = "count"
+	// Pointer: a pointer on success, NULL with errno set on failure.
+	Pointer Convention = "pointer"
+	// Value: a result that does not signal failure (name lookups, *_str).
+	Value Convention = "value"
+	// Void: no result.
+	Void Convention = "void"
+	// Skip: not wrapped.
+	Skip Convention = "skip"
+)
+
+// Overrides fixes the convention of functions that inference gets wrong.
+// Inference: void → Void; pointer → Pointer; integer → Status; other
+// scalars → Value.
+var Overrides = map[string]Convention{
+	"ibv_poll_cq":           Count,
+	"ibv_exp_poll_cq":       Count,
+	"ibv_get_device_guid":   Value,
+	"ibv_get_device_name":   Value,
+	"ibv_wc_status_str":     Value,
+	"ibv_node_type_str":     Value,
+	"ibv_port_state_str":    Value,
+	"ibv_event_type_str":    Value,
+	"ibv_exp_wc_status_str": Value,
+	"ibv_rate_to_mult":      Value,
+	"mult_to_ibv_rate":      Value,
+	"ibv_rate_to_mbps":      Value,
+	"mbps_to_ibv_rate":      Value,
+	"verbs_get_ctx":         Value,
+	"verbs_get_exp_ctx":     Value,
+}
+
+// skipPrefixes are helpers of a header set's own, not part of the verbs
+// API (the project's restated headers name theirs verbsexp_…).
+var skipPrefixes = []string{"verbsexp_"}
+
+// Nullable lists pointer parameters that C accepts as NULL. Every other
+// pointer to a record is required: the wrapper returns EINVAL for nil
+// instead of letting C dereference it. void * and char * parameters are
+// optional unless listed in Required.
+var Nullable = map[string][]string{
+	"ibv_create_cq":        {"channel"},
+	"ibv_exp_create_cq":    {"channel"},
+	"ibv_get_device_list":  {"num_devices"},
+	"ibv_free_device_list": {},
+}
+
+// Required lists void */char * parameters that C dereferences anyway.
+var Required = map[string][]string{}
+
+// Wrapper is one planned Go function.
+type Wrapper struct {
+	Func   *model.Func
+	Conv   Convention
+	Params []Param
+	Result *layout.GoType // nil for Status and Void
+	// CResult is the C type the trampoline returns ("" for void).
+	CResult string
+	// Trampoline is the C function the Go wrapper calls.
+	Trampoline string
+}
+
+// Param is one wrapper parameter.
+type Param struct {
+	C        string // C name, or argN
+	Go       string // Go name
+	Type     *layout.GoType
+	CType    string // trampoline parameter type
+	Required bool   // nil is refused with EINVAL
+}
+
+// Plan is the wrappers of a package and what was skipped.
+type Plan struct {
+	Wrappers []*Wrapper
+	Skipped  []parse.Diag
+}
+
+// Build plans every function of pkg; pl maps types (any target will do:
+// wrapper signatures use pointers and fixed-size integers only).
+func Build(pkg *model.Package, pl *layout.Planner) *Plan {
+	p := &Plan{}
+	for _, f := range pkg.Funcs {
+		w, why := plan(f, pl)
+		if why != "" {
+			p.Skipped = append(p.Skipped, parse.Diag{Pos: f.Pos, Msg: fmt.Sprintf("function %s is not wrapped: %s", f.C, why)})
+			continue
+		}
+		if w != nil {
+			p.Wrappers = append(p.Wrappers, w)
+		}
+	}
+	return p
+}
+
+func plan(f *model.Func, pl *layout.Planner) (*Wrapper, string) {
+	for _, pre := range skipPrefixes {
+		if strings.HasPrefix(f.C, pre) {
+			return nil, "" // the header set's private helper: silently not API
+		}
+	}
+	if Overrides[f.C] == Skip {
+		return nil, "listed as skipped in the convention table"
+	}
+	if f.Sig.Variadic {
+		return nil, "variadic"
+	}
+	w := &Wrapper{Func: f, Trampoline: "verbsexp_" + f.GoName} // Go names are unique
+	nullable := set(Nullable[f.C])
+	required := set(Required[f.C])
+	used := map[string]bool{}
+	for i, prm := range f.Sig.Params {
+		if prm.Type.Kind == parse.Pointer && prm.Type.Elem.Kind == parse.Function {
+			return nil, fmt.Sprintf("parameter %d is a function pointer", i+1)
+		}
+		g, ok := pl.ParamType(prm.Type)
+		if !ok {
+			return nil, fmt.Sprintf("parameter %d (%s) is passed by value as a %s", i+1, paramName(prm, i), kindWord(prm.Type))
+		}
+		cname := prm.Name
+		if cname == "" {
+			cname = fmt.Sprintf("arg%d", i)
+		}
+		p := Param{C: cname, Go: goParam(cname, used), Type: g, CType: cType(prm.Type)}
+		if prm.Type.Kind == parse.Pointer {
+			isRecord := g.Kind == layout.Ptr && g.Elem.Kind == layout.Named
+			p.Required = (isRecord && !nullable[cname]) || required[cname]
+		}
+		w.Params = append(w.Params, p)
+	}
+	res := f.Sig.Result
+	conv := Overrides[f.C]
+	switch {
+	case res.Kind == parse.Void:
+		if conv == "" {
+			conv = Void
+		}
+	default:
+		g, ok := pl.ParamType(res)
+		if !ok {
+			return nil, "its result is a " + kindWord(res)
+		}
+		w.CResult = cType(res)
+		if conv == "" {
+			switch {
+			case res.Kind == parse.Pointer:
+				conv = Pointer
+			case res.Kind == parse.Int && res.Signed:
+				conv = Status
+			default:
+				conv = Value
+			}
+		}
+		if conv != Status {
+			w.Result = g
+		}
+	}
+	w.Conv = conv
+	return w, ""
+}
+
+func set(xs []string) map[string]bool {
+	m := map[string]bool{}
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
+func paramName(p parse.Param, i int) string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return fmt.Sprintf("#%d", i+1)
+}
+
+func kindWord(t *parse.Type) string {
+	switch t.Kind {
+	case parse.RecordRef, parse.Nested:
+		return "record"
+	case parse.Pointer:
+		return "function pointer"
+	case parse.Opaque:
+		return "type the wrapper cannot pass (" + t.Name + ")"
+	}
+	return "type the wrapper cannot pass"
+}
+
+// cType is the trampoline's spelling of a parameter or result: pointers as
+// void * (C converts them implicitly to the real pointer type), integers as
+// fixed-size stdint types.
+func cType(t *parse.Type) string {
+	switch t.Kind {
+	case parse.Pointer:
+		return "void *"
+	case parse.Bool:
+		return "_Bool"
+	case parse.Float:
+		if t.Size == 4 {
+			return "float"
+		}
+		return "double"
+	case parse.Int, parse.EnumRef:
+		if t.Name == "char" {
+			return "char"
+		}
+		n := layout.IntName(t.Size, t.Signed)
+		return n + "_t"
+	}
+	return "void"
+}
+
+// reserved are identifiers the wrapper bodies use.
+var reserved = map[string]bool{"r": true, "errno": true, "fn": true, "err": true, "unsafe": true, "abiutil": true, "dynlib": true, "C": true}
+
+// goParam turns a C parameter name into a unique lowerCamel Go name.
+func goParam(c string, used map[string]bool) string {
+	n := lowerCamel(model.GoName(c))
+	if token.IsKeyword(n) || reserved[n] || used[n] {
+		n += "_"
+	}
+	for used[n] {
+		n += "_"
+	}
+	used[n] = true
+	return n
+}
+
+// lowerCamel lowers the leading capital run: QPNum → qpNum, QP → qp,
+// BadTask → badTask.
+func lowerCamel(s string) string {
+	r := []rune(s)
+	i := 0
+	for i < len(r) && unicode.IsUpper(r[i]) {
+		i++
+	}
+	switch {
+	case i == 0:
+		return s
+	case i == len(r):
+		return strings.ToLower(s)
+	case i > 1:
+		i-- // keep the capital that starts the next word
+	}
+	for j := 0; j < i; j++ {
+		r[j] = unicode.ToLower(r[j])
+	}
+	return string(r)
+}

@@ -1,0 +1,141 @@
+//go:build linux && cgo
+
+// Package shimtest is a minimal verbs provider written for the tests of the
+// generated call wrappers: a struct verbs_context_exp placed in front of a
+// struct verbs_context (whose last member is the struct ibv_context), as a
+// provider lays them out, with a few operations filled in. The wrappers
+// then run the headers' real inline dispatch path into these operations.
+package shimtest
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../headers
+#include <errno.h>
+#include <stdlib.h>
+#include <infiniband/verbs_exp.h>
+
+struct provider {
+	struct verbs_context_exp exp; // found by verbs_get_exp_ctx in front of...
+	struct verbs_context vctx;    // ...the verbs context ending with ibv_context
+};
+
+// What the operations saw, for the tests to compare with what Go passed.
+static void *seen_ctx, *seen_task, *seen_bad;
+static long calls;
+static int post_task_result;
+static int poll_result;
+
+static int op_post_task(struct ibv_context *ctx, struct ibv_exp_task *task, struct ibv_exp_task **bad) {
+	seen_ctx = ctx; seen_task = task; seen_bad = bad; calls++;
+	if (post_task_result != 0 && bad != NULL)
+		*bad = task->next != NULL ? task->next : task; // the failing task
+	return post_task_result;
+}
+
+static struct ibv_cq *op_create_cq(struct ibv_context *ctx, int cqe, struct ibv_comp_channel *ch,
+                                   int vector, struct ibv_exp_cq_init_attr *attr) {
+	calls++;
+	if (cqe <= 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct ibv_cq *cq = calloc(1, sizeof *cq);
+	cq->cqe = cqe;
+	return cq;
+}
+
+static int op_poll_cq(struct ibv_cq *cq, int n, struct ibv_exp_wc *wc, uint32_t wc_size) {
+	calls++;
+	return poll_result < n ? poll_result : n;
+}
+
+static struct ibv_context *provider_open(int with_ops) {
+	struct provider *p = calloc(1, sizeof *p);
+	p->vctx.sz = sizeof(struct verbs_context);
+	p->vctx.has_comp_mask = VERBS_CONTEXT_EXP;
+	p->vctx.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
+	pthread_mutex_init(&p->vctx.context.mutex, NULL);
+	p->exp.sz = sizeof(struct verbs_context_exp);
+	if (with_ops) {
+		p->exp.lib_exp_post_task = op_post_task;
+		p->exp.exp_create_cq = op_create_cq;
+		p->exp.drv_exp_ibv_poll_cq = op_poll_cq;
+	}
+	return &p->vctx.context;
+}
+
+static void provider_close(struct ibv_context *ctx) {
+	free(container_of(ctx, struct provider, vctx.context));
+}
+
+// Accessors: cgo cannot reach static variables directly.
+static void set_post_task_result(int r) { post_task_result = r; }
+static void set_poll_result(int n) { poll_result = n; }
+static void *get_seen_ctx(void) { return seen_ctx; }
+static void *get_seen_task(void) { return seen_task; }
+static void *get_seen_bad(void) { return seen_bad; }
+static long get_calls(void) { return calls; }
+
+// An empty function: the price of one cgo transition.
+static void nop(void) {}
+
+// The C baseline of the benchmark: n calls of the inline verb from C.
+static int post_task_loop(struct ibv_context *ctx, struct ibv_exp_task *task,
+                          struct ibv_exp_task **bad, long n) {
+	int r = 0;
+	for (long i = 0; i < n; i++)
+		r |= ibv_exp_post_task(ctx, task, bad);
+	return r;
+}
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	verbs "github.com/verbsexp/verbsexp/generated"
+)
+
+// Open returns a context of the test provider; withOps false leaves the
+// experimental operations NULL (the verbs then report ENOSYS).
+func Open(withOps bool) *verbs.Context {
+	w := 0
+	if withOps {
+		w = 1
+	}
+	return (*verbs.Context)(unsafe.Pointer(C.provider_open(C.int(w))))
+}
+
+// Close frees a context from Open.
+func Close(ctx *verbs.Context) { C.provider_close((*C.struct_ibv_context)(unsafe.Pointer(ctx))) }
+
+// Calloc returns n zeroed bytes of C memory, as T.
+func Calloc[T any]() *T {
+	var zero T
+	return (*T)(C.calloc(1, C.size_t(unsafe.Sizeof(zero))))
+}
+
+// Free releases C memory from Calloc.
+func Free(p unsafe.Pointer) { C.free(p) }
+
+// SetPostTaskResult makes the post_task operation return r (an errno).
+func SetPostTaskResult(r int) { C.set_post_task_result(C.int(r)) }
+
+// SetPollResult makes poll_cq report n completions.
+func SetPollResult(n int) { C.set_poll_result(C.int(n)) }
+
+// Seen returns the arguments the last post_task operation received.
+func Seen() (ctx, task, bad unsafe.Pointer) {
+	return C.get_seen_ctx(), C.get_seen_task(), C.get_seen_bad()
+}
+
+// Calls counts the operations called so far.
+func Calls() int64 { return int64(C.get_calls()) }
+
+// Nop makes one cgo call that does nothing.
+func Nop() { C.nop() }
+
+// PostTaskLoop calls ibv_exp_post_task n times from C.
+func PostTaskLoop(ctx *verbs.Context, task *verbs.ExpTask, bad **verbs.ExpTask, n int) int {
+	return int(C.post_task_loop((*C.struct_ibv_context)(unsafe.Pointer(ctx)), (*C.struct_ibv_exp_task)(unsafe.Pointer(task)),
+		(**C.struct_ibv_exp_task)(unsafe.Pointer(bad)), C.long(n)))
+}
