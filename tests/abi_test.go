@@ -61,8 +61,9 @@ func TestManifestAgreesWithRealHeaders(t *testing.T) {
 
 // TestRealReleases generates from every real release under
 // $VERBSEXP_OFED_RELEASES, builds the result for every target (its layout
-// guards compile only if Go agrees with the plan) and checks its manifest
-// with the C compiler on that release's headers.
+// guards compile only if Go agrees with the plan), builds its call shims
+// against the release's headers, and checks its manifest with the C
+// compiler on those headers.
 func TestRealReleases(t *testing.T) {
 	root := os.Getenv("VERBSEXP_OFED_RELEASES")
 	if root == "" {
@@ -91,6 +92,9 @@ func TestRealReleases(t *testing.T) {
 			for _, tg := range target.All {
 				runIn(t, repoRoot(t), []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + tg.GoArch}, "go", "vet", rel)
 			}
+			// The call shims (cgo, host target) compile against the real
+			// headers: every inline verb of the release is wrapped.
+			runIn(t, repoRoot(t), []string{"CGO_ENABLED=1"}, "go", "vet", rel)
 			m, err := manifest.Read(filepath.Join(pkg, "abi.json"))
 			if err != nil {
 				t.Fatal(err)
