@@ -21,7 +21,7 @@ var update = flag.Bool("update", false, "rewrite gen/testdata/golden from the cu
 
 // goldenCases are the C constructs under test: gen/testdata/c/<case>.h,
 // expected output in gen/testdata/golden/<case>/.
-var goldenCases = []string{"anon", "bitfields", "enums", "flexible", "packed"}
+var goldenCases = []string{"anon", "bitfields", "enums", "flexible", "funcs", "packed"}
 
 func goldenOptions(c string) generate.Options {
 	return generate.Options{
@@ -123,8 +123,8 @@ func TestGoldenAgreesWithC(t *testing.T) {
 }
 
 // TestGoldenCompilesEverywhere vets the golden packages for every target
-// without cgo: their layout guards fail to compile if Go's layout of a
-// generated type is not the one planned.
+// without cgo (their layout guards fail to compile if Go's layout of a
+// generated type is not the one planned), and on the host with cgo.
 func TestGoldenCompilesEverywhere(t *testing.T) {
 	var pkgs []string
 	for _, c := range goldenCases {
@@ -136,5 +136,48 @@ func TestGoldenCompilesEverywhere(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("GOARCH=%s go vet %s: %v\n%s", tg.GoArch, strings.Join(pkgs, " "), err, out)
 		}
+	}
+	// With cgo on the host: the shims compile against the case headers and
+	// their _Static_asserts hold.
+	cmd := exec.Command("go", append([]string{"vet"}, pkgs...)...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("go vet (cgo) %s: %v\n%s", strings.Join(pkgs, " "), err, out)
+	}
+}
+
+// TestUnwrappableFunctionsAreReported: what cannot be wrapped is named in
+// the notes with the reason, and every other function gets a wrapper.
+func TestUnwrappableFunctionsAreReported(t *testing.T) {
+	res, err := generate.Run(goldenOptions("funcs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	for _, n := range res.Notes {
+		notes = append(notes, n.String())
+	}
+	all := strings.Join(notes, "\n")
+	for _, want := range []string{
+		"funcs.h:14:5: function dev_printf is not wrapped: variadic",
+		"funcs.h:15:5: function dev_on_event is not wrapped: parameter 2 is a function pointer",
+		"funcs.h:16:5: function dev_sum is not wrapped: parameter 1 (p) is passed by value as a record",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("notes lack %q:\n%s", want, all)
+		}
+	}
+	got := map[string]string{}
+	for _, w := range res.Shims.Wrappers {
+		got[w.Func.C] = string(w.Conv)
+	}
+	want := map[string]string{"dev_status": "status", "dev_open": "pointer", "dev_close": "void", "dev_guid": "value", "dev_poke": "status"}
+	for fn, conv := range want {
+		if got[fn] != conv {
+			t.Errorf("%s: convention %q, want %q", fn, got[fn], conv)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("wrapped %v, want exactly %v", got, want)
 	}
 }
