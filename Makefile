@@ -3,7 +3,9 @@
 #   make generate                     regenerate generated/ from headers/
 #   make generate OFED_INCLUDE=/usr/include
 #                                     regenerate from an installed MLNX_OFED
-#   make test                         everything CI runs
+#   make test                         everything CI runs (includes abi-check)
+#   make abi-check                    stale check, layout tests, diff against the baseline
+#   make abi-baseline                 accept generated/abi.json as the new baseline
 #   make bench-gen                    generation time vs go tool cgo -godefs
 
 GO           ?= go
@@ -13,13 +15,31 @@ ARCHES       := amd64 arm64 ppc64le
 # Packages under testdata are not matched by ./...; these carry cgo checks.
 GOLDEN_CGO   := ./gen/testdata/golden/bitfields ./gen/testdata/golden/packed
 
-.PHONY: generate test vet fmt-check bench-gen toolchains
+# The ABI users built against, and reviewed breaking changes since (see
+# docs/regenerate.md).
+BASELINE     ?= tests/testdata/baseline/abi.json
+ABI_ACK      ?= tests/testdata/baseline/ack.txt
+
+.PHONY: generate test vet fmt-check bench-gen toolchains abi-check abi-baseline
 
 toolchains:
 	@scripts/ensure-toolchains
 
+# Generates into a scratch directory, prints the ABI diff against the
+# current generated/abi.json and replaces generated/ only if nothing breaks
+# (ALLOW_BREAKING=1 to accept breaking changes).
 generate: toolchains
-	$(GO) run ./gen -I $(HEADERS) -o generated
+	@GO=$(GO) ALLOW_BREAKING=$(ALLOW_BREAKING) OFED_INCLUDE=$(OFED_INCLUDE) scripts/regenerate $(HEADERS)
+
+# Stale check, manifest = Go layout = C compiler on every arch, and the
+# diff against BASELINE (ACK_BREAKING=1 or ABI_ACK entries accept breaks).
+abi-check: toolchains
+	@GO=$(GO) HEADERS=$(HEADERS) BASELINE=$(BASELINE) ABI_ACK=$(ABI_ACK) ACK_BREAKING=$(ACK_BREAKING) scripts/abi-check
+
+abi-baseline:
+	cp generated/abi.json $(BASELINE)
+	@printf '# Breaking changes against the baseline, one "KIND SUBJECT" per line (see docs/regenerate.md).\n' > $(ABI_ACK)
+	@echo "baseline is now generated/abi.json; commit $(BASELINE) and $(ABI_ACK)"
 
 vet:
 	$(GO) vet ./... $(GOLDEN_CGO)
@@ -34,6 +54,7 @@ fmt-check:
 
 test: toolchains fmt-check vet
 	$(GO) test ./... $(GOLDEN_CGO)
+	@$(MAKE) --no-print-directory abi-check OFED_INCLUDE=
 
 bench-gen: toolchains
 	$(GO) test ./gen -run '^$$' -bench BenchmarkGenerateVsGodefs -benchtime 10x $(if $(OFED_INCLUDE),-ofed $(OFED_INCLUDE))
