@@ -1,0 +1,419 @@
+//go:build linux && cgo
+
+// Package task builds cross-channel task lists for ibv_exp_post_task in C
+// memory and posts them with one call.
+//
+// A List owns one C allocation (an arena) with room for a fixed number of
+// tasks, send and receive work requests and scatter/gather entries, laid
+// out as the generated types (verbs.ExpTask, verbs.ExpSendWR, verbs.RecvWR,
+// verbs.SGE). Builders append records to the arena and link them; each
+// returns a typed pointer into C memory that the caller may adjust in
+// place. Post hands the first task to ibv_exp_post_task: nothing is
+// marshalled or copied at post time, and nothing is allocated.
+//
+// Verbs copy work requests into the queues when they are posted, so a List
+// may be posted again as soon as Post returns (a standing schedule), or
+// Reset and rebuilt without allocating. The data buffers the SGEs name are
+// another matter: they must stay put until their completions are polled
+// (see package lease).
+//
+//	l, _ := task.New(ctx, task.Capacity{Tasks: 2, SendWRs: 4, SGEs: 4})
+//	defer l.Free()
+//	l.SendTask(qp)
+//	l.Send(1, verbs.ExpSendSignaled, verbs.SGE{Addr: a, Length: n, Lkey: k})
+//	l.SendTask(mqp)
+//	l.Wait(cq, 1, true)
+//	err := l.Post()
+package task
+
+/*
+#include <stdlib.h>
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"unsafe"
+
+	"github.com/verbsexp/verbsexp/abiutil"
+	verbs "github.com/verbsexp/verbsexp/generated"
+)
+
+// Capacity sizes a List's arena.
+type Capacity struct {
+	Tasks, SendWRs, RecvWRs, SGEs int
+}
+
+// Errors a List reports for misuse; they wrap syscall.EINVAL or ENOMEM so
+// callers may also test those.
+var (
+	ErrFreed     = errors.New("task list was freed")
+	ErrEmpty     = errors.New("task list is empty")
+	ErrNoTask    = errors.New("no task to add the work request to: call SendTask or RecvTask first")
+	ErrWrongKind = errors.New("work request does not fit the current task's kind")
+)
+
+// CapacityError says which region of the arena is full.
+type CapacityError struct {
+	What string
+	Cap  int
+}
+
+func (e *CapacityError) Error() string {
+	return fmt.Sprintf("task list is full: capacity of %d %s reached", e.Cap, e.What)
+}
+
+// Unwrap makes errors.Is(err, syscall.ENOMEM) true.
+func (e *CapacityError) Unwrap() error { return syscall.ENOMEM }
+
+// List is a task list in C memory. It is not safe for concurrent use;
+// separate Lists may be built and posted from separate goroutines.
+type List struct {
+	ctx   *verbs.Context
+	mem   unsafe.Pointer
+	tasks []verbs.ExpTask
+	sends []verbs.ExpSendWR
+	recvs []verbs.RecvWR
+	sges  []verbs.SGE
+	bad   **verbs.ExpTask
+
+	nTasks, nSends, nRecvs, nSGEs int
+	// The last work request of the current task, to link the next one.
+	lastSend *verbs.ExpSendWR
+	lastRecv *verbs.RecvWR
+	// firstWR[i] is the index of task i's first work request in its slab.
+	firstWR []int32
+}
+
+// New allocates a List for ctx with the given capacity.
+func New(ctx *verbs.Context, c Capacity) (*List, error) {
+	if ctx == nil {
+		return nil, abiutil.NilArg("task.New", "ctx")
+	}
+	if c.Tasks <= 0 || c.SendWRs < 0 || c.RecvWRs < 0 || c.SGEs < 0 {
+		return nil, fmt.Errorf("task.New: capacity %+v: need at least one task and no negative counts: %w", c, syscall.EINVAL)
+	}
+	offTasks := uintptr(0)
+	offSends := align(offTasks+uintptr(c.Tasks)*unsafe.Sizeof(verbs.ExpTask{}), 16)
+	offRecvs := align(offSends+uintptr(c.SendWRs)*unsafe.Sizeof(verbs.ExpSendWR{}), 16)
+	offSGEs := align(offRecvs+uintptr(c.RecvWRs)*unsafe.Sizeof(verbs.RecvWR{}), 16)
+	offBad := align(offSGEs+uintptr(c.SGEs)*unsafe.Sizeof(verbs.SGE{}), 16)
+	size := offBad + unsafe.Sizeof(uintptr(0))
+	mem := C.calloc(1, C.size_t(size))
+	if mem == nil {
+		return nil, fmt.Errorf("task.New: cannot allocate %d bytes of C memory: %w", size, syscall.ENOMEM)
+	}
+	l := &List{
+		ctx:     ctx,
+		mem:     mem,
+		tasks:   unsafe.Slice((*verbs.ExpTask)(unsafe.Add(mem, offTasks)), c.Tasks),
+		sends:   unsafe.Slice((*verbs.ExpSendWR)(unsafe.Add(mem, offSends)), c.SendWRs),
+		recvs:   unsafe.Slice((*verbs.RecvWR)(unsafe.Add(mem, offRecvs)), c.RecvWRs),
+		sges:    unsafe.Slice((*verbs.SGE)(unsafe.Add(mem, offSGEs)), c.SGEs),
+		bad:     (**verbs.ExpTask)(unsafe.Add(mem, offBad)),
+		firstWR: make([]int32, c.Tasks),
+	}
+	return l, nil
+}
+
+func align(n, a uintptr) uintptr { return (n + a - 1) &^ (a - 1) }
+
+// Free releases the arena. The List cannot be used afterwards; a second
+// Free is an error.
+func (l *List) Free() error {
+	if l.mem == nil {
+		return fmt.Errorf("task list: double free: %w", ErrFreed)
+	}
+	C.free(l.mem)
+	l.mem = nil
+	l.tasks, l.sends, l.recvs, l.sges, l.bad = nil, nil, nil, nil, nil
+	return nil
+}
+
+// Reset empties the List for rebuilding; the arena is kept, nothing is
+// allocated.
+func (l *List) Reset() error {
+	if l.mem == nil {
+		return ErrFreed
+	}
+	l.nTasks, l.nSends, l.nRecvs, l.nSGEs = 0, 0, 0, 0
+	l.lastSend, l.lastRecv = nil, nil
+	return nil
+}
+
+// Len returns the number of tasks built.
+func (l *List) Len() int { return l.nTasks }
+
+// SendTask starts a task of send work requests on qp, linked after the
+// previous task.
+func (l *List) SendTask(qp *verbs.QP) (*verbs.ExpTask, error) {
+	return l.newTask(verbs.ExpTaskSend, qp)
+}
+
+// RecvTask starts a task of receive work requests on qp.
+func (l *List) RecvTask(qp *verbs.QP) (*verbs.ExpTask, error) {
+	return l.newTask(verbs.ExpTaskRecv, qp)
+}
+
+func (l *List) newTask(kind verbs.ExpTaskType, qp *verbs.QP) (*verbs.ExpTask, error) {
+	if l.mem == nil {
+		return nil, ErrFreed
+	}
+	if qp == nil {
+		return nil, abiutil.NilArg("task list", "qp")
+	}
+	if l.nTasks == len(l.tasks) {
+		return nil, &CapacityError{"tasks", len(l.tasks)}
+	}
+	t := &l.tasks[l.nTasks]
+	*t = verbs.ExpTask{}
+	t.TaskType = kind
+	t.Item.QP = qp
+	if l.nTasks > 0 {
+		l.tasks[l.nTasks-1].Next = t
+	}
+	if kind == verbs.ExpTaskSend {
+		l.firstWR[l.nTasks] = int32(l.nSends)
+	} else {
+		l.firstWR[l.nTasks] = int32(l.nRecvs)
+	}
+	l.nTasks++
+	l.lastSend, l.lastRecv = nil, nil
+	return t, nil
+}
+
+// sendWR appends a zeroed send work request to the current send task.
+func (l *List) sendWR(wrID uint64, op verbs.ExpWROpcode, flags verbs.ExpSendFlags, sges []verbs.SGE) (*verbs.ExpSendWR, error) {
+	t, err := l.current(verbs.ExpTaskSend)
+	if err != nil {
+		return nil, err
+	}
+	if l.nSends == len(l.sends) {
+		return nil, &CapacityError{"send work requests", len(l.sends)}
+	}
+	if l.nSGEs+len(sges) > len(l.sges) {
+		return nil, &CapacityError{"scatter/gather entries", len(l.sges)}
+	}
+	wr := &l.sends[l.nSends]
+	l.nSends++
+	*wr = verbs.ExpSendWR{}
+	wr.WRID = wrID
+	wr.ExpOpcode = op
+	wr.ExpSendFlags = uint64(flags)
+	if len(sges) > 0 {
+		dst := l.sges[l.nSGEs : l.nSGEs+len(sges)]
+		copy(dst, sges)
+		l.nSGEs += len(sges)
+		wr.SGList = &dst[0]
+		wr.NumSGE = int32(len(sges))
+	}
+	if l.lastSend == nil {
+		t.Item.SetSendWR(wr)
+	} else {
+		l.lastSend.Next = wr
+	}
+	l.lastSend = wr
+	return wr, nil
+}
+
+func (l *List) current(kind verbs.ExpTaskType) (*verbs.ExpTask, error) {
+	if l.mem == nil {
+		return nil, ErrFreed
+	}
+	if l.nTasks == 0 {
+		return nil, ErrNoTask
+	}
+	t := &l.tasks[l.nTasks-1]
+	if t.TaskType != kind {
+		return nil, fmt.Errorf("%w: task %d is a %v task", ErrWrongKind, l.nTasks-1, t.TaskType)
+	}
+	return t, nil
+}
+
+// Send appends a SEND of the gathered sges.
+func (l *List) Send(wrID uint64, flags verbs.ExpSendFlags, sges ...verbs.SGE) (*verbs.ExpSendWR, error) {
+	return l.sendWR(wrID, verbs.ExpWRSend, flags, sges)
+}
+
+// Write appends an RDMA WRITE of the gathered sges to remote/rkey.
+func (l *List) Write(wrID uint64, flags verbs.ExpSendFlags, remote uint64, rkey uint32, sges ...verbs.SGE) (*verbs.ExpSendWR, error) {
+	wr, err := l.sendWR(wrID, verbs.ExpWRRDMAWrite, flags, sges)
+	if err == nil {
+		r := wr.WR.RDMA()
+		r.RemoteAddr, r.Rkey = remote, rkey
+	}
+	return wr, err
+}
+
+// Read appends an RDMA READ from remote/rkey into the sges.
+func (l *List) Read(wrID uint64, flags verbs.ExpSendFlags, remote uint64, rkey uint32, sges ...verbs.SGE) (*verbs.ExpSendWR, error) {
+	wr, err := l.sendWR(wrID, verbs.ExpWRRDMARead, flags, sges)
+	if err == nil {
+		r := wr.WR.RDMA()
+		r.RemoteAddr, r.Rkey = remote, rkey
+	}
+	return wr, err
+}
+
+// Calc appends a SEND that reduces its operands (one per SGE) with op
+// over 64-bit elements of type typ and sends the result
+// (IBV_EXP_SEND_WITH_CALC).
+func (l *List) Calc(wrID uint64, flags verbs.ExpSendFlags, op verbs.ExpCalcOp, typ verbs.ExpCalcDataType, operands ...verbs.SGE) (*verbs.ExpSendWR, error) {
+	wr, err := l.sendWR(wrID, verbs.ExpWRSend, flags|verbs.ExpSendWithCalc, operands)
+	if err == nil {
+		c := wr.Op.Calc()
+		c.CalcOp, c.DataType, c.DataSize = op, typ, verbs.ExpCalcDataSize64Bit
+	}
+	return wr, err
+}
+
+// Wait appends a CQE_WAIT: the current task's send queue stops until cq
+// has produced count more completions. last marks the final wait of a
+// group (IBV_EXP_SEND_WAIT_EN_LAST).
+func (l *List) Wait(cq *verbs.CQ, count int, last bool, flags verbs.ExpSendFlags) (*verbs.ExpSendWR, error) {
+	if cq == nil {
+		return nil, abiutil.NilArg("task list Wait", "cq")
+	}
+	if last {
+		flags |= verbs.ExpSendWaitEnLast
+	}
+	wr, err := l.sendWR(0, verbs.ExpWRCQEWait, flags, nil)
+	if err == nil {
+		w := wr.Task.CQEWait()
+		w.CQ, w.CQCount = cq, int32(count)
+	}
+	return wr, err
+}
+
+// SendEnable appends a SEND_ENABLE of count more work requests of the
+// managed send queue of qp (0: all posted so far).
+func (l *List) SendEnable(qp *verbs.QP, count int, flags verbs.ExpSendFlags) (*verbs.ExpSendWR, error) {
+	return l.enable(verbs.ExpWRSendEnable, qp, count, flags)
+}
+
+// RecvEnable appends a RECV_ENABLE of count more receive work requests of
+// the managed receive queue of qp (0: all posted so far).
+func (l *List) RecvEnable(qp *verbs.QP, count int, flags verbs.ExpSendFlags) (*verbs.ExpSendWR, error) {
+	return l.enable(verbs.ExpWRRecvEnable, qp, count, flags)
+}
+
+func (l *List) enable(op verbs.ExpWROpcode, qp *verbs.QP, count int, flags verbs.ExpSendFlags) (*verbs.ExpSendWR, error) {
+	if qp == nil {
+		return nil, abiutil.NilArg("task list enable", "qp")
+	}
+	wr, err := l.sendWR(0, op, flags, nil)
+	if err == nil {
+		e := wr.Task.WQEEnable()
+		e.QP, e.WQECount = qp, int32(count)
+	}
+	return wr, err
+}
+
+// Recv appends a receive work request scattering into sges to the current
+// receive task.
+func (l *List) Recv(wrID uint64, sges ...verbs.SGE) (*verbs.RecvWR, error) {
+	t, err := l.current(verbs.ExpTaskRecv)
+	if err != nil {
+		return nil, err
+	}
+	if l.nRecvs == len(l.recvs) {
+		return nil, &CapacityError{"receive work requests", len(l.recvs)}
+	}
+	if l.nSGEs+len(sges) > len(l.sges) {
+		return nil, &CapacityError{"scatter/gather entries", len(l.sges)}
+	}
+	wr := &l.recvs[l.nRecvs]
+	l.nRecvs++
+	*wr = verbs.RecvWR{WRID: wrID}
+	if len(sges) > 0 {
+		dst := l.sges[l.nSGEs : l.nSGEs+len(sges)]
+		copy(dst, sges)
+		l.nSGEs += len(sges)
+		wr.SGList = &dst[0]
+		wr.NumSGE = int32(len(sges))
+	}
+	if l.lastRecv == nil {
+		t.Item.SetRecvWR(wr)
+	} else {
+		l.lastRecv.Next = wr
+	}
+	l.lastRecv = wr
+	return wr, nil
+}
+
+// PostError is a failed Post: the errno ibv_exp_post_task returned and
+// the task it stopped at, as the index the caller built it under. The
+// verb does not say which work request inside the task failed; FirstWR
+// and NumWRs give the task's range in the List's send or receive slab.
+type PostError struct {
+	Errno   syscall.Errno
+	Task    int // -1 when the verb did not set bad_task
+	Kind    verbs.ExpTaskType
+	FirstWR int
+	NumWRs  int
+}
+
+func (e *PostError) Error() string {
+	if e.Task < 0 {
+		return "ibv_exp_post_task: " + e.Errno.Error()
+	}
+	return fmt.Sprintf("ibv_exp_post_task: task %d (%v, work requests %d..%d): %v",
+		e.Task, e.Kind, e.FirstWR, e.FirstWR+e.NumWRs-1, e.Errno)
+}
+
+// Unwrap returns the errno.
+func (e *PostError) Unwrap() error { return e.Errno }
+
+// Post posts the whole list with exactly one ibv_exp_post_task call. The
+// List is unchanged and may be posted again.
+func (l *List) Post() error {
+	if l.mem == nil {
+		return ErrFreed
+	}
+	if l.nTasks == 0 {
+		return fmt.Errorf("task list Post: %w (%w)", ErrEmpty, syscall.EINVAL)
+	}
+	*l.bad = nil
+	l.tasks[l.nTasks-1].Next = nil
+	err := verbs.ExpPostTask(l.ctx, &l.tasks[0], l.bad)
+	if err == nil {
+		return nil
+	}
+	return l.postError(err)
+}
+
+// postError maps bad_task back to the index the caller built. It runs
+// only on failure, so it may allocate.
+func (l *List) postError(err error) error {
+	var ce *abiutil.CallError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	pe := &PostError{Errno: ce.Errno, Task: -1}
+	bad := *l.bad
+	if bad == nil {
+		return pe
+	}
+	base := uintptr(unsafe.Pointer(&l.tasks[0]))
+	off := uintptr(unsafe.Pointer(bad)) - base
+	size := unsafe.Sizeof(verbs.ExpTask{})
+	if off%size != 0 || off/size >= uintptr(l.nTasks) {
+		return pe // not one of ours; report the errno alone
+	}
+	i := int(off / size)
+	pe.Task, pe.Kind, pe.FirstWR = i, l.tasks[i].TaskType, int(l.firstWR[i])
+	end := l.nSends
+	if pe.Kind == verbs.ExpTaskRecv {
+		end = l.nRecvs
+	}
+	for j := i + 1; j < l.nTasks; j++ {
+		if l.tasks[j].TaskType == pe.Kind {
+			end = int(l.firstWR[j])
+			break
+		}
+	}
+	pe.NumWRs = end - pe.FirstWR
+	return pe
+}

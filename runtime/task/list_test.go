@@ -1,0 +1,188 @@
+//go:build linux && cgo
+
+package task
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+	"unsafe"
+
+	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/tests/shimtest"
+)
+
+// fakeQP and fakeCQ are C records the builders only store pointers to.
+func fakeQP(t *testing.T) *verbs.QP {
+	qp := shimtest.Calloc[verbs.QP]()
+	t.Cleanup(func() { shimtest.Free(unsafe.Pointer(qp)) })
+	return qp
+}
+
+func fakeCQ(t *testing.T) *verbs.CQ {
+	cq := shimtest.Calloc[verbs.CQ]()
+	t.Cleanup(func() { shimtest.Free(unsafe.Pointer(cq)) })
+	return cq
+}
+
+func newList(t *testing.T, ctx *verbs.Context, c Capacity) *List {
+	l, err := New(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Free() })
+	return l
+}
+
+// TestBuildLinksInPlace checks the records the builders leave in C memory:
+// tasks linked in order, each task's WRs linked from its item, SGEs
+// copied into the arena, and the cross-channel parameters where the
+// provider reads them.
+func TestBuildLinksInPlace(t *testing.T) {
+	ctx := shimtest.Open(true)
+	defer shimtest.Close(ctx)
+	l := newList(t, ctx, Capacity{Tasks: 3, SendWRs: 4, RecvWRs: 2, SGEs: 4})
+	qp, mqp, cq := fakeQP(t), fakeQP(t), fakeCQ(t)
+
+	rt, _ := l.RecvTask(qp)
+	r1, _ := l.Recv(10, verbs.SGE{Addr: 0x1000, Length: 64, Lkey: 7})
+	st, _ := l.SendTask(qp)
+	s1, _ := l.Send(11, verbs.ExpSendSignaled, verbs.SGE{Addr: 0x2000, Length: 8, Lkey: 7}, verbs.SGE{Addr: 0x3000, Length: 8, Lkey: 7})
+	s2, _ := l.Calc(12, 0, verbs.ExpCalcOpMaxloc, verbs.ExpCalcDataTypeFloat, verbs.SGE{Addr: 0x4000, Length: 16, Lkey: 7})
+	wt, _ := l.SendTask(mqp)
+	w, err := l.Wait(cq, 2, true, verbs.ExpSendSignaled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := l.SendEnable(qp, 3, 0)
+
+	if rt.Next != st || st.Next != wt || wt.Next != nil {
+		t.Fatal("tasks are not linked in build order")
+	}
+	if rt.TaskType != verbs.ExpTaskRecv || rt.Item.QP != qp || rt.Item.RecvWR() != r1 {
+		t.Fatal("receive task item wrong")
+	}
+	if st.Item.SendWR() != s1 || s1.Next != s2 || s2.Next != nil {
+		t.Fatal("send WRs not linked from the task item")
+	}
+	sg := unsafe.Slice(s1.SGList, s1.NumSGE)
+	if len(sg) != 2 || sg[1].Addr != 0x3000 || uintptr(unsafe.Pointer(s1.SGList)) < uintptr(l.mem) {
+		t.Fatalf("SGEs not copied into the arena: %+v", sg)
+	}
+	if s2.ExpSendFlags&uint64(verbs.ExpSendWithCalc) == 0 || s2.Op.Calc().CalcOp != verbs.ExpCalcOpMaxloc || s2.Op.Calc().DataType != verbs.ExpCalcDataTypeFloat {
+		t.Fatal("calc parameters not set")
+	}
+	if w.ExpOpcode != verbs.ExpWRCQEWait || w.Task.CQEWait().CQ != cq || w.Task.CQEWait().CQCount != 2 ||
+		w.ExpSendFlags != uint64(verbs.ExpSendSignaled|verbs.ExpSendWaitEnLast) {
+		t.Fatalf("wait WR wrong: opcode %v flags %#x", w.ExpOpcode, w.ExpSendFlags)
+	}
+	if e.ExpOpcode != verbs.ExpWRSendEnable || e.Task.WQEEnable().QP != qp || e.Task.WQEEnable().WQECount != 3 || w.Next != e {
+		t.Fatal("enable WR wrong")
+	}
+}
+
+func TestMisuse(t *testing.T) {
+	ctx := shimtest.Open(true)
+	defer shimtest.Close(ctx)
+	qp := fakeQP(t)
+	l := newList(t, ctx, Capacity{Tasks: 1, SendWRs: 1, SGEs: 1})
+	if _, err := l.Send(1, 0); !errors.Is(err, ErrNoTask) {
+		t.Errorf("Send before a task: %v", err)
+	}
+	if err := l.Post(); !errors.Is(err, ErrEmpty) || !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("Post of an empty list: %v", err)
+	}
+	l.SendTask(qp)
+	if _, err := l.Recv(1); !errors.Is(err, ErrWrongKind) {
+		t.Errorf("Recv on a send task: %v", err)
+	}
+	if _, err := l.Send(1, 0, verbs.SGE{}, verbs.SGE{}); !errors.Is(err, syscall.ENOMEM) {
+		t.Errorf("two SGEs in a list with room for one: %v", err)
+	}
+	l.Send(1, 0)
+	if _, err := l.Send(2, 0); !errors.Is(err, syscall.ENOMEM) {
+		t.Errorf("WR over capacity: %v", err)
+	}
+	if _, err := l.SendTask(qp); !errors.Is(err, syscall.ENOMEM) {
+		t.Errorf("task over capacity: %v", err)
+	}
+	if _, err := l.SendTask(nil); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("nil QP: %v", err)
+	}
+	if err := l.Free(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Post(); !errors.Is(err, ErrFreed) {
+		t.Errorf("Post after Free: %v", err)
+	}
+	if err := l.Free(); !errors.Is(err, ErrFreed) {
+		t.Errorf("double Free: %v", err)
+	}
+	if _, err := New(nil, Capacity{Tasks: 1}); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("New(nil ctx): %v", err)
+	}
+	if _, err := New(ctx, Capacity{}); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("New with no tasks: %v", err)
+	}
+}
+
+// TestPostOnceZeroCopy: one ibv_exp_post_task call, with the arena's own
+// first task; no allocation; posting again works without rebuilding.
+func TestPostOnceZeroCopy(t *testing.T) {
+	ctx := shimtest.Open(true)
+	defer shimtest.Close(ctx)
+	qp := fakeQP(t)
+	l := newList(t, ctx, Capacity{Tasks: 2, SendWRs: 2, SGEs: 2})
+	first, _ := l.SendTask(qp)
+	l.Send(1, 0, verbs.SGE{Addr: 1, Length: 1})
+	l.SendTask(qp)
+	l.Send(2, 0)
+	shimtest.SetPostTaskResult(0)
+	before := shimtest.Calls()
+	if err := l.Post(); err != nil {
+		t.Fatal(err)
+	}
+	if got := shimtest.Calls() - before; got != 1 {
+		t.Fatalf("Post made %d provider calls, want 1", got)
+	}
+	c, tk, _ := shimtest.Seen()
+	if c != unsafe.Pointer(ctx) || tk != unsafe.Pointer(first) {
+		t.Fatalf("provider saw ctx %p task %p, want %p %p", c, tk, ctx, first)
+	}
+	if a := testing.AllocsPerRun(100, func() { l.Post() }); a != 0 {
+		t.Fatalf("Post allocates %.1f times per call", a)
+	}
+	if a := testing.AllocsPerRun(100, func() {
+		l.Reset()
+		l.SendTask(qp)
+		l.Send(3, 0, verbs.SGE{Addr: 1, Length: 1})
+	}); a != 0 {
+		t.Fatalf("Reset and rebuild allocate %.1f times", a)
+	}
+}
+
+// TestPostErrorMapsBadTask: the provider fails at the second task; the
+// error names it by index, with its WR range and the errno.
+func TestPostErrorMapsBadTask(t *testing.T) {
+	ctx := shimtest.Open(true)
+	defer shimtest.Close(ctx)
+	qp := fakeQP(t)
+	l := newList(t, ctx, Capacity{Tasks: 3, SendWRs: 5})
+	l.SendTask(qp)
+	l.Send(1, 0)
+	l.Send(2, 0)
+	l.SendTask(qp) // the provider reports task->next: this one
+	l.Send(3, 0)
+	l.Send(4, 0)
+	l.Send(5, 0)
+	shimtest.SetPostTaskResult(int(syscall.ENOMEM))
+	defer shimtest.SetPostTaskResult(0)
+	err := l.Post()
+	var pe *PostError
+	if !errors.As(err, &pe) || !errors.Is(err, syscall.ENOMEM) {
+		t.Fatalf("Post = %v, want a PostError wrapping ENOMEM", err)
+	}
+	if pe.Task != 1 || pe.Kind != verbs.ExpTaskSend || pe.FirstWR != 2 || pe.NumWRs != 3 {
+		t.Fatalf("PostError %+v, want task 1 with send WRs 2..4", pe)
+	}
+}
