@@ -56,6 +56,9 @@ type Field struct {
 	Size      int64  `json:"size"`
 	BitOffset *int64 `json:"bit_offset,omitempty"`
 	BitSize   int    `json:"bit_size,omitempty"`
+	// Type is the Go type the path yields (optional: manifests written
+	// before it existed lack it, and then it is not compared).
+	Type string `json:"type,omitempty"`
 }
 
 // Constant is an enumerator or an integer #define.

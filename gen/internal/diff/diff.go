@@ -256,6 +256,10 @@ func compareRecord(arch string, o, n *manifest.Record, endAnchored bool) []Chang
 			}
 			add(Change{Subject: subject, Field: of.C, Kind: k, Old: of.Go, New: nf.Go, Breaking: true, Why: why})
 		}
+		if of.Type != "" && nf.Type != "" && of.Type != nf.Type && of.Go == nf.Go {
+			add(Change{Subject: subject, Field: of.C, Kind: FieldRetyped, Old: of.Type, New: nf.Type, Breaking: true,
+				Why: "its Go type changed: Go code using " + of.Go + " as " + of.Type + " no longer compiles"})
+		}
 		if (of.BitOffset == nil) != (nf.BitOffset == nil) {
 			add(Change{Subject: subject, Field: of.C, Kind: FieldRetyped, Old: bitsDesc(of), New: bitsDesc(*nf), Breaking: true,
 				Why: "the member changed between bit-field and plain member"})

@@ -29,7 +29,7 @@ func (in Input) manifestData() *manifest.Manifest {
 			}
 			r := manifest.Record{C: p.Record.C, Go: p.Record.GoName, Size: p.Size, Align: p.Align, Fields: []manifest.Field{}}
 			for _, f := range p.Fields {
-				mf := manifest.Field{C: f.C, Go: f.Go, Offset: f.Offset, Size: f.Size}
+				mf := manifest.Field{C: f.C, Go: f.Go, Offset: f.Offset, Size: f.Size, Type: f.Type}
 				if f.BitSize > 0 {
 					off := f.BitOffset
 					mf.BitOffset, mf.BitSize = &off, f.BitSize

@@ -22,6 +22,7 @@ func (b *planBuilder) build() error {
 		b.p.GoAlign = 1
 	}
 	b.p.Selectors = map[string]string{}
+	b.p.Types = map[string]*GoType{}
 	var err error
 	if def.Kind == parse.Union {
 		if err = b.storage(0, def.Size, b.p.GoAlign, def.Pos); err == nil {
@@ -108,6 +109,7 @@ func (b *planBuilder) structMembers(rec *parse.Record, base int64) error {
 			name := b.rec.Members[m.Name]
 			b.p.Slots = append(b.p.Slots, Slot{Name: name, Offset: off, Type: t, CPath: m.Name})
 			b.p.Selectors[m.Name] = name
+			b.p.Types[m.Name] = t
 			b.cur = off + t.Size
 		}
 	}
@@ -193,6 +195,7 @@ func (b *planBuilder) accessor(m *parse.Member, base int64) error {
 	}
 	b.p.Accessors = append(b.p.Accessors, a)
 	b.p.Selectors[m.Name] = name + "()"
+	b.p.Types[m.Name] = t
 	return nil
 }
 
@@ -242,7 +245,7 @@ func (b *planBuilder) facts(def *parse.Record, owner *model.Record, plan *Plan, 
 		if !ok {
 			return fmt.Errorf("%s: %s: member %s has no Go selector (internal error)", m.Pos, owner.C, m.Name)
 		}
-		f := Field{C: cprefix + m.Name, Go: goprefix + sel, Offset: base + m.Offset, Size: m.Type.Size}
+		f := Field{C: cprefix + m.Name, Go: goprefix + sel, Offset: base + m.Offset, Size: m.Type.Size, Type: plan.Types[m.Name].String()}
 		if m.BitField {
 			f.BitOffset = base*8 + m.BitOffset
 			f.BitSize = m.BitSize

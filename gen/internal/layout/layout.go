@@ -41,6 +41,19 @@ type GoType struct {
 	Composite bool
 }
 
+// String spells the type as Go source does: uint32, *ExpSendWR, [4]uint64.
+func (t *GoType) String() string {
+	switch t.Kind {
+	case UnsafePointer:
+		return "unsafe.Pointer"
+	case Ptr:
+		return "*" + t.Elem.String()
+	case Arr:
+		return fmt.Sprintf("[%d]%s", t.Len, t.Elem.String())
+	}
+	return t.Name
+}
+
 // Scalar reports whether values of the type are read and written whole
 // (getter/setter) rather than reached through a pointer.
 func (t *GoType) Scalar() bool { return t.Kind != Arr && !t.Composite }
@@ -86,6 +99,7 @@ type Field struct {
 	Size      int64
 	BitOffset int64 // bit-fields: from the start of the record
 	BitSize   int
+	Type      string // the Go type of the field or accessor
 }
 
 // Plan is the Go representation of one record on one target.
@@ -99,8 +113,10 @@ type Plan struct {
 	Accessors []Accessor
 	Fields    []Field // manifest facts, offsets from the start of the record
 	// Selectors maps each reachable C member name to its Go selector on
-	// this type: "Name" for a field, "Name()" for an accessor.
+	// this type: "Name" for a field, "Name()" for an accessor; Types to the
+	// Go type that selector yields (the element type for a flexible array).
 	Selectors map[string]string
+	Types     map[string]*GoType
 }
 
 // Planner plans every record of a package for one target.
