@@ -56,6 +56,9 @@ func Files(in Input) ([]File, error) {
 		build func() *jen.File
 	}
 	jobs := []job{{"doc.go", in.doc}, {"types.go", in.shared}, {"consts.go", in.consts}, {"shims.go", in.shims}}
+	if len(in.Pkg.Arches) > 1 {
+		jobs = append(jobs, job{"ztypes_linux.go", in.common})
+	}
 	for i, arch := range in.Pkg.Arches {
 		jobs = append(jobs, job{fmt.Sprintf("ztypes_linux_%s.go", arch), func() *jen.File { return in.arch(i) }})
 	}

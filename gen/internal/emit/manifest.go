@@ -15,6 +15,7 @@ func (in Input) manifestData() *manifest.Manifest {
 		Version:   manifest.Version,
 		Generator: Generator,
 		Package:   in.Pkg.Name,
+		Inputs:    []manifest.Input{}, // a header declaring nothing in scope: [] (null does not read back)
 		Arches:    map[string]*manifest.Arch{},
 		Functions: []manifest.Function{},
 	}

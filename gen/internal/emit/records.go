@@ -2,43 +2,88 @@ package emit
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/dave/jennifer/jen"
 
 	"github.com/verbsexp/verbsexp/gen/internal/layout"
 )
 
-// arch renders the records of one target, their accessors, the constants
-// whose value depends on the target, and the compile-time layout guards.
+// sameEverywhere reports whether record k has the same Go declaration on every
+// target, so that it is written once (as x/sys/unix merges identical
+// declarations) instead of once per target.
+func (in Input) sameEverywhere(k int) bool {
+	if len(in.Plans) < 2 {
+		return false
+	}
+	for _, plans := range in.Plans {
+		if plans[k] == nil || !plans[k].SameGo(in.Plans[0][k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sharedConstraint selects every generated target.
+func (in Input) sharedConstraint() string {
+	return "linux && (" + strings.Join(in.Pkg.Arches, " || ") + ")"
+}
+
+// common renders the records whose layout is the same on every target.
+func (in Input) common() *jen.File {
+	f := in.newFile(in.sharedConstraint())
+	var plans []*layout.Plan
+	for k, p := range in.Plans[0] {
+		if in.sameEverywhere(k) {
+			plans = append(plans, p)
+		}
+	}
+	in.records(f, plans, "every target ("+strings.Join(in.Pkg.Arches, ", ")+")")
+	return f
+}
+
+// arch renders the records of one target whose layout differs between
+// targets, their accessors, the constants whose value depends on the
+// target, and their compile-time layout guards.
 func (in Input) arch(i int) *jen.File {
 	goarch := in.Pkg.Arches[i]
 	f := in.newFile("linux && " + goarch)
-	var guards []jen.Code
-	guards = append(guards, jen.Var().Id("x").Index(jen.Lit(1)).Struct())
-	for _, p := range in.Plans[i] {
-		if p == nil {
-			continue
+	var plans []*layout.Plan
+	for k, p := range in.Plans[i] {
+		if p != nil && !in.sameEverywhere(k) {
+			plans = append(plans, p)
 		}
+	}
+	in.records(f, plans, "linux/"+goarch)
+	in.archConsts(f, i)
+	return f
+}
+
+// records renders plans and one function of layout guards for them.
+func (in Input) records(f *jen.File, plans []*layout.Plan, where string) {
+	if len(plans) == 0 {
+		return
+	}
+	guards := []jen.Code{jen.Var().Id("x").Index(jen.Lit(1)).Struct()}
+	for _, p := range plans {
 		f.Line()
-		in.record(f, p, goarch)
+		in.record(f, p, where)
 		guards = append(guards, recordGuards(p)...)
 	}
-	in.archConsts(f, i)
 	f.Line()
 	f.Comment("Layout guards: each index is zero only while the Go layout equals the C")
 	f.Comment("layout recorded at generation time; any drift is a compile error.")
 	f.Func().Id("_").Params().Block(guards...)
-	return f
 }
 
-func (in Input) record(f *jen.File, p *layout.Plan, goarch string) {
+func (in Input) record(f *jen.File, p *layout.Plan, where string) {
 	r := p.Record
 	if r.Nested {
-		f.Commentf("%s is the unnamed %s type of %s (%s): %d bytes, aligned to %d on linux/%s.",
-			r.GoName, r.Kind, r.C, r.Pos, p.Size, p.Align, goarch)
+		f.Commentf("%s is the unnamed %s type of %s (%s): %d bytes, aligned to %d on %s.",
+			r.GoName, r.Kind, r.C, r.Pos, p.Size, p.Align, where)
 	} else {
-		f.Commentf("%s is %s (%s): %d bytes, aligned to %d on linux/%s.",
-			r.GoName, r.C, r.Pos, p.Size, p.Align, goarch)
+		f.Commentf("%s is %s (%s): %d bytes, aligned to %d on %s.",
+			r.GoName, r.C, r.Pos, p.Size, p.Align, where)
 	}
 	if p.Align > p.GoAlign {
 		f.Commentf("Go aligns it to %d only: allocate it in C memory when the alignment matters.", p.GoAlign)

@@ -156,6 +156,29 @@ func (pl *Planner) Plan(rec *model.Record) (*Plan, error) {
 	return p, nil
 }
 
+// SameGo reports whether two plans (of one record on two targets) give
+// the same Go declaration: same size, alignment, fields and accessors.
+func (p *Plan) SameGo(q *Plan) bool {
+	if p.Size != q.Size || p.Align != q.Align || p.GoAlign != q.GoAlign ||
+		len(p.Slots) != len(q.Slots) || len(p.Accessors) != len(q.Accessors) {
+		return false
+	}
+	for i, s := range p.Slots {
+		t := q.Slots[i]
+		if s.Name != t.Name || s.Offset != t.Offset || s.Type.String() != t.Type.String() {
+			return false
+		}
+	}
+	for i, a := range p.Accessors {
+		b := q.Accessors[i]
+		if a.Name != b.Name || a.Kind != b.Kind || a.Offset != b.Offset || a.Aligned != b.Aligned ||
+			a.BitOffset != b.BitOffset || a.BitSize != b.BitSize || a.Signed != b.Signed || a.Type.String() != b.Type.String() {
+			return false
+		}
+	}
+	return true
+}
+
 // GoAlignLimit is the largest alignment a Go struct can have on the 64-bit
 // targets (that of uint64 and pointers).
 const GoAlignLimit = 8

@@ -3,33 +3,3 @@
 //go:build linux && arm64
 
 package enums
-
-import "unsafe"
-
-// Sized is struct sized (enums.h:16:1): 16 bytes, aligned to 8 on linux/arm64.
-type Sized struct {
-	A int64
-	B byte
-	_ [7]byte
-}
-
-// Uses is struct uses (enums.h:26:1): 16 bytes, aligned to 8 on linux/arm64.
-type Uses struct {
-	C Color
-	_ [4]byte
-	F WideFlags
-}
-
-// Layout guards: each index is zero only while the Go layout equals the C
-// layout recorded at generation time; any drift is a compile error.
-func _() {
-	var x [1]struct{}
-	_ = x[unsafe.Sizeof(Sized{})-16]
-	_ = x[unsafe.Alignof(Sized{})-8]
-	_ = x[unsafe.Offsetof(Sized{}.A)-0]
-	_ = x[unsafe.Offsetof(Sized{}.B)-8]
-	_ = x[unsafe.Sizeof(Uses{})-16]
-	_ = x[unsafe.Alignof(Uses{})-8]
-	_ = x[unsafe.Offsetof(Uses{}.C)-0]
-	_ = x[unsafe.Offsetof(Uses{}.F)-8]
-}

@@ -3,29 +3,3 @@
 //go:build linux && ppc64le
 
 package funcs
-
-import "unsafe"
-
-// Dev is struct dev (funcs.h:5:1): 4 bytes, aligned to 4 on linux/ppc64le.
-type Dev struct {
-	FD int32
-}
-
-// Pair is struct pair (funcs.h:6:1): 8 bytes, aligned to 4 on linux/ppc64le.
-type Pair struct {
-	A int32
-	B int32
-}
-
-// Layout guards: each index is zero only while the Go layout equals the C
-// layout recorded at generation time; any drift is a compile error.
-func _() {
-	var x [1]struct{}
-	_ = x[unsafe.Sizeof(Dev{})-4]
-	_ = x[unsafe.Alignof(Dev{})-4]
-	_ = x[unsafe.Offsetof(Dev{}.FD)-0]
-	_ = x[unsafe.Sizeof(Pair{})-8]
-	_ = x[unsafe.Alignof(Pair{})-4]
-	_ = x[unsafe.Offsetof(Pair{}.A)-0]
-	_ = x[unsafe.Offsetof(Pair{}.B)-4]
-}
