@@ -159,48 +159,45 @@ func isIdent(s string) bool {
 	return s != ""
 }
 
+// fromPackage spells path p as seen from the output package directory out:
+// absolute paths stay as given, relative ones become relative to out.
+// relative is false when p stays absolute.
+func fromPackage(p, out string) (spelled string, relative bool) {
+	if filepath.IsAbs(p) {
+		return p, false
+	}
+	a, err1 := filepath.Abs(p)
+	absOut, err2 := filepath.Abs(out)
+	if err1 != nil || err2 != nil {
+		return p, false
+	}
+	r, err := filepath.Rel(absOut, a)
+	if err != nil {
+		return a, false
+	}
+	return filepath.ToSlash(r), true
+}
+
 // cgoIncludes are the -I flags of shims.go: relative directories as seen
 // from the package (${SRCDIR}/…), absolute ones as given.
 func cgoIncludes(includes []string, out string) []string {
 	var r []string
-	absOut, _ := filepath.Abs(out)
 	for _, inc := range includes {
-		if filepath.IsAbs(inc) {
-			r = append(r, "-I"+inc)
-			continue
+		p, rel := fromPackage(inc, out)
+		if rel {
+			p = "${SRCDIR}/" + p
 		}
-		a, _ := filepath.Abs(inc)
-		rel, err := filepath.Rel(absOut, a)
-		if err != nil {
-			r = append(r, "-I"+a)
-			continue
-		}
-		r = append(r, "-I${SRCDIR}/"+filepath.ToSlash(rel))
+		r = append(r, "-I"+p)
 	}
 	return r
 }
 
-// packageRelative rewrites relative -I and -o paths to be relative to the
-// output package directory; absolute ones stay as given.
+// packageRelative is the command line as run from the output package
+// (where go generate runs): -I and -o paths rebased with fromPackage, and
+// output-only flags left out, so the recorded command does not depend on
+// the caller's directory or verbosity.
 func packageRelative(args []string, out string) string {
-	absOut, err := filepath.Abs(out)
-	if err != nil {
-		return ""
-	}
-	rel := func(p string) string {
-		if filepath.IsAbs(p) {
-			return p
-		}
-		a, err := filepath.Abs(p)
-		if err != nil {
-			return p
-		}
-		r, err := filepath.Rel(absOut, a)
-		if err != nil {
-			return a
-		}
-		return filepath.ToSlash(r)
-	}
+	rel := func(p string) string { r, _ := fromPackage(p, out); return r }
 	var b []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -213,7 +210,6 @@ func packageRelative(args []string, out string) string {
 		case strings.HasPrefix(a, "-o="):
 			b = append(b, "-o", rel(a[3:]))
 		case a == "-q" || a == "-q=true" || a == "-q=false":
-			// verbosity does not change the output, so it is not recorded
 		default:
 			b = append(b, a)
 		}
