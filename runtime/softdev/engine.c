@@ -1,0 +1,581 @@
+//go:build linux && cgo
+
+/*
+ * softdev engine: executes the WQEs the post path built, and hands
+ * completions to the poll operations.
+ *
+ * Scheduling is a fixed round robin over the QPs in creation order: in
+ * each round every QP gets one step (run or flush the WQE at the head of
+ * its send queue), and rounds repeat until one makes no progress. Posts
+ * and polls take the same device lock, so the outcome depends only on the
+ * order of the calls made on the device, never on timing.
+ */
+#include <errno.h>
+#include <string.h>
+#include "softdev.h"
+
+/* ------------------------------------------------------------------ */
+/* Completions                                                          */
+/* ------------------------------------------------------------------ */
+
+/* Every completion counts towards the CQ's produced index (which is what
+ * CQE_WAIT compares against), even when the ring has no room for it. A
+ * full ring drops the new entry; unless the CQ ignores overruns (cross
+ * channel, or IBV_EXP_CQ_IGNORE_OVERRUN) that also puts it in error. */
+static void cq_push(struct sd_cq *c, const struct sd_cqe *e)
+{
+	c->produced++;
+	if (c->head - c->tail >= c->cap) {
+		c->dropped++;
+		if (!(c->flags & (SD_CQ_CROSS_CHANNEL | SD_CQ_IGNORE_OVERRUN)))
+			c->overrun = 1;
+		return;
+	}
+	c->ring[c->head++ % c->cap] = *e;
+}
+
+static void complete(struct sd_cq *c, struct sd_qp *q, uint64_t wr_id, uint32_t status,
+                     uint32_t opcode, uint64_t byte_len)
+{
+	struct sd_cqe e = {
+		.wr_id = wr_id,
+		.exp_flags = IBV_EXP_WC_QP,
+		.qp = &q->ibv,
+		.status = status,
+		.opcode = opcode,
+		.byte_len = (uint32_t)byte_len,
+		.qp_num = q->ibv.qp_num,
+	};
+	cq_push(c, &e);
+}
+
+static uint32_t send_wc_opcode(uint8_t op)
+{
+	switch (op) {
+	case SD_OP_WRITE:
+	case SD_OP_WRITE_IMM:
+		return IBV_EXP_WC_RDMA_WRITE;
+	case SD_OP_READ:
+		return IBV_EXP_WC_RDMA_READ;
+	default:
+		return IBV_EXP_WC_SEND; /* SEND, NOP, WAIT and the enables */
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Memory checks and copies                                             */
+/* ------------------------------------------------------------------ */
+
+static int in_mr(const struct sd_mr *m, uint64_t addr, uint64_t len)
+{
+	uint64_t lo = (uintptr_t)m->ibv.addr, hi = lo + m->ibv.length;
+	return addr >= lo && addr <= hi && len <= hi - addr;
+}
+
+/* A local SGE: its lkey names a live MR of the QP's PD, the range lies in
+ * it, and (for data arriving) the MR allows local write. */
+static int local_ok(struct sd_device *d, struct sd_pd *pd, const struct ibv_sge *s, int write)
+{
+	struct sd_mr *m = sd_mr_by_key(d, s->lkey);
+	if (m == NULL || m->ibv.lkey != s->lkey || m->pd != pd)
+		return 0;
+	if (write && !(m->access & IBV_ACCESS_LOCAL_WRITE))
+		return 0;
+	return in_mr(m, s->addr, s->length);
+}
+
+static int all_local_ok(struct sd_device *d, struct sd_pd *pd, const struct ibv_sge *sg, int n, int write)
+{
+	for (int i = 0; i < n; i++)
+		if (!local_ok(d, pd, &sg[i], write))
+			return 0;
+	return 1;
+}
+
+/* A remote range: rkey names a live MR in the responder's PD that grants
+ * the access, the responder QP grants it too, and the range fits. */
+static int remote_ok(struct sd_device *d, struct sd_qp *resp, uint64_t addr, uint64_t len,
+                     uint32_t rkey, int access)
+{
+	struct sd_mr *m = sd_mr_by_key(d, rkey);
+	return m != NULL && m->ibv.rkey == rkey && m->pd == resp->pd &&
+	       (m->access & access) && (resp->access & access) && in_mr(m, addr, len);
+}
+
+/* Copies len bytes from one SGE list to another, piece by piece. Both
+ * lists were checked and hold at least len bytes. */
+static void sg_copy(const struct ibv_sge *dst, int nd, const struct ibv_sge *src, int ns, uint64_t len)
+{
+	int i = 0, j = 0;
+	uint64_t doff = 0, soff = 0;
+	while (len > 0 && i < nd && j < ns) {
+		uint64_t n = len;
+		if (dst[i].length - doff < n)
+			n = dst[i].length - doff;
+		if (src[j].length - soff < n)
+			n = src[j].length - soff;
+		if (n > 0)
+			memmove((void *)(uintptr_t)(dst[i].addr + doff),
+			        (const void *)(uintptr_t)(src[j].addr + soff), n);
+		len -= n;
+		doff += n;
+		soff += n;
+		if (doff == dst[i].length) {
+			i++;
+			doff = 0;
+		}
+		if (soff == src[j].length) {
+			j++;
+			soff = 0;
+		}
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Calc                                                                 */
+/* ------------------------------------------------------------------ */
+
+static uint64_t ld64(uint64_t addr)
+{
+	uint64_t v;
+	memcpy(&v, (const void *)(uintptr_t)addr, 8);
+	return v;
+}
+
+static double as_f64(uint64_t v)
+{
+	double f;
+	memcpy(&f, &v, 8);
+	return f;
+}
+
+static uint64_t from_f64(double f)
+{
+	uint64_t v;
+	memcpy(&v, &f, 8);
+	return v;
+}
+
+/* -1, 0, 1 as a is below, equal to, above b in the data type; 2 when a
+ * float comparison is unordered (NaN). */
+static int cmp(uint8_t type, uint64_t a, uint64_t b)
+{
+	switch (type) {
+	case IBV_EXP_CALC_DATA_TYPE_INT:
+		return (int64_t)a < (int64_t)b ? -1 : (int64_t)a > (int64_t)b;
+	case IBV_EXP_CALC_DATA_TYPE_UINT:
+		return a < b ? -1 : a > b;
+	default: {
+		double x = as_f64(a), y = as_f64(b);
+		return x < y ? -1 : x > y ? 1 : x == y ? 0 : 2;
+	}
+	}
+}
+
+/*
+ * Reduces the operands named by the SGEs, in SGE order, into out (8
+ * bytes, or 16 for MAXLOC) and returns the result's size. Operands are
+ * host-order 64-bit values, one per SGE; MAXLOC operands are {value,
+ * index} pairs of two 64-bit words, and the result is the largest value
+ * with its index (the smallest index among equal values).
+ */
+static uint32_t calc(const struct sd_wqe *w, const struct ibv_sge *sg, uint8_t out[16])
+{
+	uint64_t acc = ld64(sg[0].addr);
+	if (w->calc_op == IBV_EXP_CALC_OP_MAXLOC) {
+		uint64_t idx = ld64(sg[0].addr + 8);
+		for (int i = 1; i < w->num_sge; i++) {
+			uint64_t v = ld64(sg[i].addr), vi = ld64(sg[i].addr + 8);
+			int c = cmp(w->calc_type, v, acc);
+			if (c == 1 || (c == 0 && vi < idx)) {
+				acc = v;
+				idx = vi;
+			}
+		}
+		memcpy(out, &acc, 8);
+		memcpy(out + 8, &idx, 8);
+		return 16;
+	}
+	for (int i = 1; i < w->num_sge; i++) {
+		uint64_t v = ld64(sg[i].addr);
+		switch (w->calc_op) {
+		case IBV_EXP_CALC_OP_ADD:
+			if (w->calc_type == IBV_EXP_CALC_DATA_TYPE_FLOAT)
+				acc = from_f64(as_f64(acc) + as_f64(v));
+			else
+				acc += v; /* two's complement: the same bits for int and uint */
+			break;
+		case IBV_EXP_CALC_OP_BAND: acc &= v; break;
+		case IBV_EXP_CALC_OP_BXOR: acc ^= v; break;
+		case IBV_EXP_CALC_OP_BOR:  acc |= v; break;
+		}
+	}
+	memcpy(out, &acc, 8);
+	return 8;
+}
+
+/* ------------------------------------------------------------------ */
+/* Execution                                                            */
+/* ------------------------------------------------------------------ */
+
+static int ready(const struct sd_queue *q)
+{
+	return q->tail < q->head && (!q->managed || q->tail < q->enabled);
+}
+
+static struct sd_wqe *head_wqe(struct sd_queue *q, struct ibv_sge **sg)
+{
+	uint32_t idx = (uint32_t)(q->tail % q->depth);
+	if (sg != NULL)
+		*sg = &q->sge[(size_t)idx * q->max_sge];
+	return &q->ring[idx];
+}
+
+/* Drops the references a WAIT or ENABLE WQE holds. */
+static void release(struct sd_wqe *w)
+{
+	if (w->op == SD_OP_WAIT)
+		w->u.wait.cq->refs--;
+	else if ((w->op == SD_OP_SEND_EN || w->op == SD_OP_RECV_EN) && w->u.enable.qp != NULL)
+		w->u.enable.qp->refs--;
+}
+
+/* Retires the head send WQE; success completes only if signaled,
+ * errors always complete, and put the QP in the error state. */
+static void retire_send(struct sd_device *d, struct sd_qp *q, struct sd_wqe *w, uint32_t status,
+                        uint64_t len)
+{
+	q->sq.tail++;
+	d->executed++;
+	if (status != IBV_WC_SUCCESS)
+		q->ibv.state = IBV_QPS_ERR;
+	if (status != IBV_WC_SUCCESS || (w->flags & SD_WQE_SIGNALED))
+		complete(q->scq, q, w->wr_id, status, send_wc_opcode(w->op), len);
+}
+
+/* Retires the head receive WQE of p, with the data that arrived from q. */
+static void retire_recv(struct sd_device *d, struct sd_qp *p, struct sd_qp *from, uint32_t status,
+                        uint32_t opcode, uint64_t len, int with_imm, uint32_t imm)
+{
+	struct sd_wqe *r = head_wqe(&p->rq, NULL);
+	struct sd_cqe e = {
+		.wr_id = r->wr_id,
+		.exp_flags = IBV_EXP_WC_QP | (with_imm ? IBV_EXP_WC_WITH_IMM : 0),
+		.qp = &p->ibv,
+		.status = status,
+		.opcode = opcode,
+		.byte_len = (uint32_t)len,
+		.imm = with_imm ? imm : 0,
+		.qp_num = p->ibv.qp_num,
+		.src_qp = from->ibv.qp_num,
+	};
+	p->rq.tail++;
+	d->executed++;
+	if (status != IBV_WC_SUCCESS)
+		p->ibv.state = IBV_QPS_ERR;
+	cq_push(p->rcq, &e);
+}
+
+/* SEND, WRITE and READ: returns 0 when blocked (no receive WQE ready at
+ * the peer, as an RNR retry that never gives up), else 1. */
+static int transfer(struct sd_device *d, struct sd_qp *q, struct sd_wqe *w, struct ibv_sge *sg)
+{
+	struct sd_qp *p = sd_qp_by_num(d, q->dest_qpn);
+	if (p == NULL || (p->ibv.state != IBV_QPS_RTR && p->ibv.state != IBV_QPS_RTS)) {
+		retire_send(d, q, w, IBV_WC_RETRY_EXC_ERR, 0); /* nobody answers */
+		return 1;
+	}
+	int wants_recv = w->op == SD_OP_SEND || w->op == SD_OP_SEND_IMM || w->op == SD_OP_WRITE_IMM;
+	if (wants_recv && !ready(&p->rq))
+		return 0;
+
+	/* The local side: where the payload comes from (or goes to). */
+	uint8_t result[16];
+	struct ibv_sge flat;
+	const struct ibv_sge *src = sg;
+	int nsrc = w->num_sge;
+	uint64_t len = w->length;
+	if (w->flags & SD_WQE_INLINE) {
+		uint32_t idx = (uint32_t)(q->sq.tail % q->sq.depth);
+		flat.addr = (uintptr_t)&q->sq.inl[(size_t)idx * q->sq.max_inline];
+		flat.length = (uint32_t)len;
+		src = &flat;
+		nsrc = 1;
+	} else if (!all_local_ok(d, q->pd, sg, w->num_sge, w->op == SD_OP_READ)) {
+		retire_send(d, q, w, IBV_WC_LOC_PROT_ERR, 0);
+		return 1;
+	} else if (w->flags & SD_WQE_CALC) {
+		len = calc(w, sg, result);
+		flat.addr = (uintptr_t)result;
+		flat.length = (uint32_t)len;
+		src = &flat;
+		nsrc = 1;
+	}
+
+	switch (w->op) {
+	case SD_OP_SEND:
+	case SD_OP_SEND_IMM: {
+		struct ibv_sge *rsg;
+		struct sd_wqe *r = head_wqe(&p->rq, &rsg);
+		if (len > r->length) {
+			retire_recv(d, p, q, IBV_WC_LOC_LEN_ERR, IBV_EXP_WC_RECV, 0, 0, 0);
+			retire_send(d, q, w, IBV_WC_REM_INV_REQ_ERR, 0);
+			return 1;
+		}
+		if (!all_local_ok(d, p->pd, rsg, r->num_sge, 1)) {
+			retire_recv(d, p, q, IBV_WC_LOC_PROT_ERR, IBV_EXP_WC_RECV, 0, 0, 0);
+			retire_send(d, q, w, IBV_WC_REM_OP_ERR, 0);
+			return 1;
+		}
+		sg_copy(rsg, r->num_sge, src, nsrc, len);
+		retire_recv(d, p, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV, len, w->op == SD_OP_SEND_IMM, w->imm);
+		retire_send(d, q, w, IBV_WC_SUCCESS, len);
+		return 1;
+	}
+	case SD_OP_WRITE:
+	case SD_OP_WRITE_IMM: {
+		if (!remote_ok(d, p, w->remote_addr, len, w->rkey, IBV_ACCESS_REMOTE_WRITE)) {
+			retire_send(d, q, w, IBV_WC_REM_ACCESS_ERR, 0);
+			return 1;
+		}
+		struct ibv_sge remote = { .addr = w->remote_addr, .length = (uint32_t)len };
+		sg_copy(&remote, 1, src, nsrc, len);
+		if (w->op == SD_OP_WRITE_IMM)
+			retire_recv(d, p, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV_RDMA_WITH_IMM, len, 1, w->imm);
+		retire_send(d, q, w, IBV_WC_SUCCESS, len);
+		return 1;
+	}
+	case SD_OP_READ: {
+		if (!remote_ok(d, p, w->remote_addr, len, w->rkey, IBV_ACCESS_REMOTE_READ)) {
+			retire_send(d, q, w, IBV_WC_REM_ACCESS_ERR, 0);
+			return 1;
+		}
+		struct ibv_sge remote = { .addr = w->remote_addr, .length = (uint32_t)len };
+		sg_copy(sg, w->num_sge, &remote, 1, len);
+		retire_send(d, q, w, IBV_WC_SUCCESS, len);
+		return 1;
+	}
+	}
+	return 0;
+}
+
+/* In the error state every WQE completes with IBV_WC_WR_FLUSH_ERR, send
+ * queue first, one per step, whether enabled or not. */
+static int flush_one(struct sd_device *d, struct sd_qp *q)
+{
+	if (q->sq.tail < q->sq.head) {
+		struct sd_wqe *w = head_wqe(&q->sq, NULL);
+		release(w);
+		retire_send(d, q, w, IBV_WC_WR_FLUSH_ERR, 0);
+		return 1;
+	}
+	if (q->rq.tail < q->rq.head) {
+		struct sd_wqe *r = head_wqe(&q->rq, NULL);
+		struct sd_cqe e = {
+			.wr_id = r->wr_id,
+			.exp_flags = IBV_EXP_WC_QP,
+			.qp = &q->ibv,
+			.status = IBV_WC_WR_FLUSH_ERR,
+			.opcode = IBV_EXP_WC_RECV,
+			.qp_num = q->ibv.qp_num,
+		};
+		q->rq.tail++;
+		d->executed++;
+		cq_push(q->rcq, &e);
+		return 1;
+	}
+	return 0;
+}
+
+/* One step of one QP: 1 if a WQE retired, 0 if it is idle or blocked. */
+static int step(struct sd_device *d, struct sd_qp *q)
+{
+	if (q->ibv.state == IBV_QPS_ERR)
+		return flush_one(d, q);
+	if (q->ibv.state != IBV_QPS_RTS || !ready(&q->sq))
+		return 0;
+	struct ibv_sge *sg;
+	struct sd_wqe *w = head_wqe(&q->sq, &sg);
+	switch (w->op) {
+	case SD_OP_NOP:
+		retire_send(d, q, w, IBV_WC_SUCCESS, 0);
+		return 1;
+	case SD_OP_WAIT:
+		if (w->u.wait.cq->produced < w->u.wait.target)
+			return 0; /* blocks the rest of this send queue */
+		release(w);
+		retire_send(d, q, w, IBV_WC_SUCCESS, 0);
+		return 1;
+	case SD_OP_SEND_EN:
+	case SD_OP_RECV_EN:
+		if (!(w->flags & SD_WQE_NOOP_EN)) {
+			struct sd_qp *t = w->u.enable.qp;
+			struct sd_queue *tq = w->op == SD_OP_SEND_EN ? &t->sq : &t->rq;
+			if (w->u.enable.target > tq->enabled)
+				tq->enabled = w->u.enable.target;
+		}
+		release(w);
+		retire_send(d, q, w, IBV_WC_SUCCESS, 0);
+		return 1;
+	default:
+		return transfer(d, q, w, sg);
+	}
+}
+
+long sd_run(struct sd_device *d)
+{
+	long total = 0;
+	for (;;) {
+		long n = 0;
+		for (struct sd_qp *q = d->qps; q != NULL; q = q->next)
+			n += step(d, q);
+		if (n == 0)
+			return total;
+		total += n;
+	}
+}
+
+/* A QP whose next WQE may run but cannot: after sd_run, that is every
+ * RTS QP with a ready send queue. */
+static int blocked(const struct sd_qp *q)
+{
+	return q->ibv.state == IBV_QPS_RTS && ready(&q->sq);
+}
+
+long sd_progress(struct ibv_context *ctx, int *stalled)
+{
+	struct sd_device *d = sd_dev(ctx);
+	sd_lock(d);
+	long n = sd_run(d);
+	*stalled = 0;
+	for (struct sd_qp *q = d->qps; q != NULL; q = q->next)
+		if (blocked(q))
+			(*stalled)++;
+	sd_unlock(d);
+	return n;
+}
+
+int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max)
+{
+	struct sd_device *d = sd_dev(ctx);
+	int n = 0;
+	sd_lock(d);
+	for (struct sd_qp *q = d->qps; q != NULL && n < max; q = q->next) {
+		if (!blocked(q))
+			continue;
+		struct sd_wqe *w = head_wqe(&q->sq, NULL);
+		struct sd_blocked *b = &out[n++];
+		memset(b, 0, sizeof *b);
+		b->qp_num = q->ibv.qp_num;
+		b->wr_id = w->wr_id;
+		if (w->op == SD_OP_WAIT) {
+			b->kind = SD_BLOCK_WAIT;
+			b->cq = &w->u.wait.cq->ibv;
+			b->cq_handle = w->u.wait.cq->ibv.handle;
+			b->needed = w->u.wait.target;
+			b->produced = w->u.wait.cq->produced;
+		} else {
+			b->kind = SD_BLOCK_RNR;
+			b->dest_qpn = q->dest_qpn;
+		}
+	}
+	sd_unlock(d);
+	return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Polling                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Both polls first run the engine, so completions appear without an
+ * explicit progress call. A CQ that overran reports -EOVERFLOW. */
+static int poll_begin(struct sd_cq *c, int n)
+{
+	sd_lock(c->dev);
+	sd_run(c->dev);
+	if (c->overrun)
+		return -EOVERFLOW;
+	if (n < 0)
+		return -EINVAL;
+	return 0;
+}
+
+int sd_op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+	struct sd_cq *c = (struct sd_cq *)cq;
+	int k = poll_begin(c, n);
+	while (k >= 0 && k < n && c->tail != c->head) {
+		const struct sd_cqe *e = &c->ring[c->tail++ % c->cap];
+		struct ibv_wc *o = &wc[k++];
+		memset(o, 0, sizeof *o);
+		o->wr_id = e->wr_id;
+		o->status = e->status;
+		o->opcode = e->opcode;
+		o->byte_len = e->byte_len;
+		o->imm_data = e->imm;
+		o->qp_num = e->qp_num;
+		o->src_qp = e->src_qp;
+		o->wc_flags = (e->exp_flags & IBV_EXP_WC_WITH_IMM) ? IBV_WC_WITH_IMM : 0;
+	}
+	sd_unlock(c->dev);
+	return k;
+}
+
+int sd_op_exp_poll_cq(struct ibv_cq *cq, int n, struct ibv_exp_wc *wc, uint32_t wc_size)
+{
+	struct sd_cq *c = (struct sd_cq *)cq;
+	if (wc_size < offsetof(struct ibv_exp_wc, src_qp))
+		return -EINVAL;
+	int k = poll_begin(c, n);
+	while (k >= 0 && k < n && c->tail != c->head) {
+		const struct sd_cqe *e = &c->ring[c->tail++ % c->cap];
+		struct ibv_exp_wc o;
+		memset(&o, 0, sizeof o);
+		o.wr_id = e->wr_id;
+		o.status = e->status;
+		o.exp_opcode = e->opcode;
+		o.byte_len = e->byte_len;
+		o.imm_data = e->imm;
+		o.qp_num = e->qp_num;
+		o.src_qp = e->src_qp;
+		o.qp = e->qp;
+		o.exp_wc_flags = e->exp_flags;
+		/* Entries are wc_size apart; a smaller struct gets its prefix. */
+		memcpy((char *)wc + (size_t)k * wc_size, &o, wc_size < sizeof o ? wc_size : sizeof o);
+		k++;
+	}
+	sd_unlock(c->dev);
+	return k;
+}
+
+/* ------------------------------------------------------------------ */
+/* Introspection for the Go side                                        */
+/* ------------------------------------------------------------------ */
+
+void sd_cq_state(struct ibv_cq *cq, uint64_t *produced, uint64_t *queued, uint64_t *dropped,
+                 int *overrun)
+{
+	struct sd_cq *c = (struct sd_cq *)cq;
+	sd_lock(c->dev);
+	*produced = c->produced;
+	*queued = c->head - c->tail;
+	*dropped = c->dropped;
+	*overrun = c->overrun;
+	sd_unlock(c->dev);
+}
+
+int sd_qp_state(struct ibv_qp *qp, uint64_t *sq_posted, uint64_t *sq_done, uint64_t *sq_enabled,
+                uint64_t *rq_posted, uint64_t *rq_done, uint64_t *rq_enabled)
+{
+	struct sd_qp *q = (struct sd_qp *)qp;
+	sd_lock(q->dev);
+	*sq_posted = q->sq.head;
+	*sq_done = q->sq.tail;
+	*sq_enabled = q->sq.managed ? q->sq.enabled : q->sq.head;
+	*rq_posted = q->rq.head;
+	*rq_done = q->rq.tail;
+	*rq_enabled = q->rq.managed ? q->rq.enabled : q->rq.head;
+	int state = q->ibv.state;
+	sd_unlock(q->dev);
+	return state;
+}

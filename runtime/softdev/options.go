@@ -1,0 +1,66 @@
+//go:build linux && cgo
+
+package softdev
+
+import verbs "github.com/verbsexp/verbsexp/generated"
+
+type cqConfig struct {
+	crossChannel  bool
+	ignoreOverrun bool
+}
+
+// CQOption configures CreateCQ.
+type CQOption func(*cqConfig)
+
+// CrossChannelCQ creates the CQ with IBV_EXP_CQ_CREATE_CROSS_CHANNEL. On
+// this device such a CQ, like one with IgnoreOverrun, never fails on
+// overrun: completions beyond its capacity are counted (CQE_WAIT sees
+// them) and dropped.
+func CrossChannelCQ() CQOption { return func(c *cqConfig) { c.crossChannel = true } }
+
+// IgnoreOverrun sets IBV_EXP_CQ_IGNORE_OVERRUN with ibv_exp_modify_cq
+// after creation (the only place the headers offer it).
+func IgnoreOverrun() CQOption { return func(c *cqConfig) { c.ignoreOverrun = true } }
+
+// Caps are the capacities of a QP's queues (struct ibv_qp_cap).
+type Caps struct {
+	SendWR, RecvWR   int // ring slots
+	SendSGE, RecvSGE int // SGEs per WQE
+	Inline           int // bytes of IBV_SEND_INLINE payload per send WQE
+}
+
+// DefaultCaps are the capacities CreateQP uses without QPCaps.
+var DefaultCaps = Caps{SendWR: 64, RecvWR: 64, SendSGE: 4, RecvSGE: 4, Inline: 64}
+
+type qpConfig struct {
+	flags  verbs.ExpQPCreateFlags
+	caps   Caps
+	sigAll bool
+}
+
+// QPOption configures CreateQP.
+type QPOption func(*qpConfig)
+
+// CrossChannel sets IBV_EXP_QP_CREATE_CROSS_CHANNEL: the QP may post
+// CQE_WAIT, SEND_ENABLE and RECV_ENABLE.
+func CrossChannel() QPOption {
+	return func(c *qpConfig) { c.flags |= verbs.ExpQPCreateCrossChannel }
+}
+
+// ManagedSend sets IBV_EXP_QP_CREATE_MANAGED_SEND: send WQEs run only once
+// a SEND_ENABLE has enabled them.
+func ManagedSend() QPOption {
+	return func(c *qpConfig) { c.flags |= verbs.ExpQPCreateManagedSend }
+}
+
+// ManagedRecv sets IBV_EXP_QP_CREATE_MANAGED_RECV: receive WQEs accept
+// data only once a RECV_ENABLE has enabled them.
+func ManagedRecv() QPOption {
+	return func(c *qpConfig) { c.flags |= verbs.ExpQPCreateManagedRecv }
+}
+
+// QPCaps sets the queue capacities.
+func QPCaps(c Caps) QPOption { return func(q *qpConfig) { q.caps = c } }
+
+// SigAll sets sq_sig_all: every send WQE completes, signaled or not.
+func SigAll() QPOption { return func(c *qpConfig) { c.sigAll = true } }

@@ -1,0 +1,339 @@
+//go:build linux && cgo
+
+/*
+ * softdev post path: every work request is checked and turned into a
+ * 64-byte WQE in the QP's ring at once (its SGEs copied to the ring's
+ * side table, an inline payload to the inline area), so callers may
+ * reuse their WR structs, SGE arrays and inline buffers as soon as the
+ * call returns. Nothing executes here; see engine.c.
+ */
+#include <errno.h>
+#include <string.h>
+#include "softdev.h"
+
+/* What the post path needs of a send request, whichever struct it came
+ * in (struct ibv_send_wr or struct ibv_exp_send_wr). */
+struct sd_sreq {
+	uint64_t                      wr_id;
+	struct ibv_sge               *sg;
+	int                           num_sge;
+	uint32_t                      opcode; /* enum ibv_exp_wr_opcode */
+	uint64_t                      flags;  /* enum ibv_exp_send_flags */
+	uint32_t                      imm;
+	uint64_t                      remote_addr;
+	uint32_t                      rkey;
+	const struct ibv_exp_send_wr *x;      /* exp fields; NULL for ibv_send_wr */
+};
+
+static int queue_full(const struct sd_queue *q)
+{
+	return q->head - q->tail >= q->depth;
+}
+
+/* Copies n SGEs into the side table row of slot idx and returns their
+ * total length, or -1 if it does not fit in 32 bits (a message limit). */
+static int64_t copy_sges(struct sd_queue *q, uint32_t idx, const struct ibv_sge *sg, int n)
+{
+	struct ibv_sge *row = &q->sge[(size_t)idx * q->max_sge];
+	uint64_t total = 0;
+	for (int i = 0; i < n; i++) {
+		row[i] = sg[i];
+		total += sg[i].length;
+	}
+	return total > 0x7fffffffu ? -1 : (int64_t)total;
+}
+
+/* Builds one send WQE; returns 0 or an errno, leaving the ring and every
+ * counter untouched on error. Called with the device lock held. */
+static int post_send_one(struct sd_device *d, struct sd_qp *q, const struct sd_sreq *r)
+{
+	struct sd_queue *sq = &q->sq;
+	const uint64_t known = IBV_EXP_SEND_FENCE | IBV_EXP_SEND_SIGNALED |
+	                       IBV_EXP_SEND_SOLICITED | IBV_EXP_SEND_INLINE |
+	                       IBV_EXP_SEND_WITH_CALC | IBV_EXP_SEND_WAIT_EN_LAST;
+	uint8_t op;
+
+	if (q->ibv.state != IBV_QPS_RTS && q->ibv.state != IBV_QPS_ERR)
+		return EINVAL;
+	if (queue_full(sq))
+		return ENOMEM;
+	if ((r->flags & ~known) || r->num_sge < 0 || (uint32_t)r->num_sge > sq->max_sge ||
+	    (r->num_sge > 0 && r->sg == NULL) || (r->x != NULL && r->x->comp_mask != 0))
+		return EINVAL;
+
+	switch (r->opcode) {
+	case IBV_EXP_WR_SEND:                op = SD_OP_SEND; break;
+	case IBV_EXP_WR_SEND_WITH_IMM:       op = SD_OP_SEND_IMM; break;
+	case IBV_EXP_WR_RDMA_WRITE:          op = SD_OP_WRITE; break;
+	case IBV_EXP_WR_RDMA_WRITE_WITH_IMM: op = SD_OP_WRITE_IMM; break;
+	case IBV_EXP_WR_RDMA_READ:           op = SD_OP_READ; break;
+	case IBV_EXP_WR_NOP:                 op = SD_OP_NOP; break;
+	case IBV_EXP_WR_CQE_WAIT:            op = SD_OP_WAIT; break;
+	case IBV_EXP_WR_SEND_ENABLE:         op = SD_OP_SEND_EN; break;
+	case IBV_EXP_WR_RECV_ENABLE:         op = SD_OP_RECV_EN; break;
+	default:
+		return EINVAL; /* atomics, memory windows, UMR, TSO: not simulated */
+	}
+	int cross = op == SD_OP_WAIT || op == SD_OP_SEND_EN || op == SD_OP_RECV_EN;
+	int calc = (r->flags & IBV_EXP_SEND_WITH_CALC) != 0;
+	int inl = (r->flags & IBV_EXP_SEND_INLINE) != 0;
+
+	/* Flag and opcode combinations. */
+	if (cross && (r->x == NULL || !(q->create_flags & IBV_EXP_QP_CREATE_CROSS_CHANNEL)))
+		return EINVAL;
+	if ((r->flags & IBV_EXP_SEND_WAIT_EN_LAST) && !cross)
+		return EINVAL;
+	if (calc && (op != SD_OP_SEND || inl || r->x == NULL))
+		return EINVAL;
+	if (inl && op != SD_OP_SEND && op != SD_OP_SEND_IMM && op != SD_OP_WRITE && op != SD_OP_WRITE_IMM)
+		return EINVAL;
+
+	uint32_t idx = (uint32_t)(sq->head % sq->depth);
+	struct sd_wqe w;
+	memset(&w, 0, sizeof w);
+	w.wr_id = r->wr_id;
+	w.op = op;
+	if ((r->flags & IBV_EXP_SEND_SIGNALED) || q->sig_all)
+		w.flags |= SD_WQE_SIGNALED;
+	if (r->flags & IBV_EXP_SEND_WAIT_EN_LAST)
+		w.flags |= SD_WQE_EN_LAST;
+	w.imm = r->imm;
+	w.remote_addr = r->remote_addr;
+	w.rkey = r->rkey;
+
+	if (calc) {
+		const struct ibv_exp_send_wr *x = r->x;
+		uint32_t want = x->op.calc.calc_op == IBV_EXP_CALC_OP_MAXLOC ? 16 : 8;
+		if (x->op.calc.calc_op >= IBV_EXP_CALC_OP_NUMBER ||
+		    x->op.calc.data_type >= IBV_EXP_CALC_DATA_TYPE_NUMBER ||
+		    x->op.calc.data_size != IBV_EXP_CALC_DATA_SIZE_64_BIT || r->num_sge < 1)
+			return EINVAL;
+		for (int i = 0; i < r->num_sge; i++)
+			if (r->sg[i].length != want)
+				return EINVAL;
+		w.flags |= SD_WQE_CALC;
+		w.calc_op = (uint8_t)x->op.calc.calc_op;
+		w.calc_type = (uint8_t)x->op.calc.data_type;
+	}
+
+	if (op == SD_OP_WAIT) {
+		struct sd_cq *c = sd_cq_of(d, r->x->task.cqe_wait.cq);
+		int32_t count = r->x->task.cqe_wait.cq_count;
+		if (c == NULL || count < 0)
+			return EINVAL;
+		/* Producer-index style: this wait is for the CQ's running wait
+		 * index advanced by count. */
+		c->wait_posted += (uint64_t)count;
+		w.u.wait.cq = c;
+		w.u.wait.target = c->wait_posted;
+		c->refs++;
+	} else if (op == SD_OP_SEND_EN || op == SD_OP_RECV_EN) {
+		struct sd_qp *t = sd_qp_of(d, r->x->task.wqe_enable.qp);
+		int32_t count = r->x->task.wqe_enable.wqe_count;
+		if (t == NULL || count < 0)
+			return EINVAL;
+		struct sd_queue *tq = op == SD_OP_SEND_EN ? &t->sq : &t->rq;
+		if (!tq->managed) {
+			w.flags |= SD_WQE_NOOP_EN; /* nothing to enable: runs as a no-op */
+		} else {
+			uint64_t target = count == 0 ? (tq->head > tq->en_posted ? tq->head : tq->en_posted)
+			                             : tq->en_posted + (uint64_t)count;
+			tq->en_posted = target;
+			w.u.enable.qp = t;
+			w.u.enable.target = target;
+			t->refs++;
+		}
+	} else if (inl) {
+		uint64_t total = 0;
+		for (int i = 0; i < r->num_sge; i++)
+			total += r->sg[i].length;
+		if (total > sq->max_inline)
+			return EINVAL;
+		uint8_t *dst = &sq->inl[(size_t)idx * sq->max_inline];
+		for (int i = 0; i < r->num_sge; i++) {
+			if (r->sg[i].length != 0)
+				memcpy(dst, (const void *)(uintptr_t)r->sg[i].addr, r->sg[i].length);
+			dst += r->sg[i].length;
+		}
+		w.flags |= SD_WQE_INLINE;
+		w.length = total;
+	} else if (op != SD_OP_NOP) {
+		int64_t total = copy_sges(sq, idx, r->sg, r->num_sge);
+		if (total < 0)
+			return EINVAL;
+		w.num_sge = (uint16_t)r->num_sge;
+		w.length = (uint64_t)total;
+	}
+	sq->ring[idx] = w;
+	sq->head++;
+	return 0;
+}
+
+static int post_recv_one(struct sd_qp *q, const struct ibv_recv_wr *wr)
+{
+	struct sd_queue *rq = &q->rq;
+	if (q->ibv.state == IBV_QPS_RESET)
+		return EINVAL;
+	if (queue_full(rq))
+		return ENOMEM;
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge ||
+	    (wr->num_sge > 0 && wr->sg_list == NULL))
+		return EINVAL;
+	uint32_t idx = (uint32_t)(rq->head % rq->depth);
+	int64_t total = copy_sges(rq, idx, wr->sg_list, wr->num_sge);
+	if (total < 0)
+		return EINVAL;
+	struct sd_wqe *w = &rq->ring[idx];
+	memset(w, 0, sizeof *w);
+	w->wr_id = wr->wr_id;
+	w->op = SD_OP_RECV;
+	w->num_sge = (uint16_t)wr->num_sge;
+	w->length = (uint64_t)total;
+	rq->head++;
+	return 0;
+}
+
+/* Lists. Each returns 0, or the errno of the first WR that failed with
+ * *bad pointing at it; the WRs before it stay posted. */
+
+static int post_exp_list(struct sd_device *d, struct sd_qp *q, struct ibv_exp_send_wr *wr,
+                         struct ibv_exp_send_wr **bad)
+{
+	for (; wr != NULL; wr = wr->next) {
+		struct sd_sreq r = {
+			.wr_id = wr->wr_id,
+			.sg = wr->sg_list,
+			.num_sge = wr->num_sge,
+			.opcode = wr->exp_opcode,
+			.flags = wr->exp_send_flags,
+			.imm = wr->ex.imm_data,
+			.remote_addr = wr->wr.rdma.remote_addr,
+			.rkey = wr->wr.rdma.rkey,
+			.x = wr,
+		};
+		int err = post_send_one(d, q, &r);
+		if (err) {
+			if (bad != NULL)
+				*bad = wr;
+			return err;
+		}
+	}
+	return 0;
+}
+
+static int post_recv_list(struct sd_qp *q, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	for (; wr != NULL; wr = wr->next) {
+		int err = post_recv_one(q, wr);
+		if (err) {
+			if (bad != NULL)
+				*bad = wr;
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* ---- the operations the inline verbs dispatch to ---- */
+
+int sd_op_exp_post_send(struct ibv_qp *qp, struct ibv_exp_send_wr *wr, struct ibv_exp_send_wr **bad)
+{
+	struct sd_device *d = sd_dev(qp->context);
+	sd_lock(d);
+	struct sd_qp *q = sd_qp_of(d, qp);
+	int err = q == NULL ? EINVAL : post_exp_list(d, q, wr, bad);
+	if (q == NULL && bad != NULL)
+		*bad = wr;
+	sd_unlock(d);
+	return err;
+}
+
+int sd_op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	struct sd_device *d = sd_dev(qp->context);
+	sd_lock(d);
+	struct sd_qp *q = sd_qp_of(d, qp);
+	int err = q == NULL ? EINVAL : 0;
+	for (; err == 0 && wr != NULL; wr = wr->next) {
+		struct sd_sreq r = {
+			.wr_id = wr->wr_id,
+			.sg = wr->sg_list,
+			.num_sge = wr->num_sge,
+			.opcode = (uint32_t)wr->opcode, /* same values as the exp opcodes */
+			.flags = (uint32_t)wr->send_flags,
+			.imm = wr->imm_data,
+			.remote_addr = wr->wr.rdma.remote_addr,
+			.rkey = wr->wr.rdma.rkey,
+			.x = NULL,
+		};
+		err = post_send_one(d, q, &r);
+		if (err)
+			break;
+	}
+	if (err && bad != NULL)
+		*bad = wr;
+	sd_unlock(d);
+	return err;
+}
+
+int sd_op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct sd_device *d = sd_dev(qp->context);
+	sd_lock(d);
+	struct sd_qp *q = sd_qp_of(d, qp);
+	int err;
+	if (q == NULL) {
+		err = EINVAL;
+		if (bad != NULL)
+			*bad = wr;
+	} else {
+		err = post_recv_list(q, wr, bad);
+	}
+	sd_unlock(d);
+	return err;
+}
+
+/* ibv_exp_post_task: each task's WR list goes to its QP's send or
+ * receive queue, in list order, under one hold of the device lock (the
+ * engine never sees half a list). The first failure stops the walk:
+ * *bad_task names the task, and the WRs posted before it stay posted. */
+int sd_op_post_task(struct ibv_context *ctx, struct ibv_exp_task *task, struct ibv_exp_task **bad)
+{
+	struct sd_device *d = sd_dev(ctx);
+	sd_lock(d);
+	int err = 0;
+	void *bad_wr = NULL;
+	struct ibv_exp_task *t;
+	for (t = task; t != NULL; t = t->next) {
+		struct sd_qp *q = sd_qp_of(d, t->item.qp);
+		if (q == NULL || t->comp_mask != 0)
+			err = EINVAL;
+		else if (t->task_type == IBV_EXP_TASK_SEND)
+			err = post_exp_list(d, q, t->item.send_wr, (struct ibv_exp_send_wr **)&bad_wr);
+		else if (t->task_type == IBV_EXP_TASK_RECV)
+			err = post_recv_list(q, t->item.recv_wr, (struct ibv_recv_wr **)&bad_wr);
+		else
+			err = EINVAL;
+		if (err)
+			break;
+	}
+	if (err) {
+		if (bad != NULL)
+			*bad = t;
+		d->fail_task = t;
+		d->fail_wr = bad_wr;
+		d->fail_errno = err;
+	}
+	sd_unlock(d);
+	return err;
+}
+
+void sd_task_failure(struct ibv_context *ctx, void **task, void **wr, int *err)
+{
+	struct sd_device *d = sd_dev(ctx);
+	sd_lock(d);
+	*task = d->fail_task;
+	*wr = d->fail_wr;
+	*err = d->fail_errno;
+	sd_unlock(d);
+}

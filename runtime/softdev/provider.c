@@ -1,0 +1,796 @@
+//go:build linux && cgo
+
+/*
+ * softdev provider: the context, the dispatch tables and the control path
+ * (PDs, MRs, CQs, QPs and their state machine). The data path is in
+ * post.c, execution and polling in engine.c.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "softdev.h"
+
+/* The exp record must end exactly where the verbs context starts:
+ * verbs_get_exp_ctx() finds it by subtracting its size. */
+_Static_assert(offsetof(struct sd_device, vctx) == sizeof(struct verbs_context_exp),
+               "softdev: padding between verbs_context_exp and verbs_context");
+_Static_assert(sizeof(struct sd_wqe) == 64, "softdev: a WQE must be 64 bytes");
+
+struct sd_device *sd_dev(struct ibv_context *ctx)
+{
+	return container_of(ctx, struct sd_device, vctx.context);
+}
+
+void sd_lock(struct sd_device *d) { pthread_mutex_lock(&d->lock); }
+void sd_unlock(struct sd_device *d) { pthread_mutex_unlock(&d->lock); }
+
+/* Doubly linked lists in creation order; the same four lines for each
+ * object kind. */
+#define LIST_APPEND(head, tail, o) do {                      \
+	(o)->prev = (tail); (o)->next = NULL;                \
+	if (tail) (tail)->next = (o); else (head) = (o);     \
+	(tail) = (o);                                        \
+} while (0)
+#define LIST_REMOVE(head, tail, o) do {                      \
+	if ((o)->prev) (o)->prev->next = (o)->next; else (head) = (o)->next; \
+	if ((o)->next) (o)->next->prev = (o)->prev; else (tail) = (o)->prev; \
+} while (0)
+
+/* Is cq one of this device's CQs? Users hand us raw pointers; only
+ * pointers we gave out are converted. */
+struct sd_cq *sd_cq_of(struct sd_device *d, struct ibv_cq *cq)
+{
+	for (struct sd_cq *c = d->cqs; c != NULL; c = c->next)
+		if (&c->ibv == cq)
+			return c;
+	return NULL;
+}
+
+struct sd_qp *sd_qp_of(struct sd_device *d, struct ibv_qp *qp)
+{
+	if (qp == NULL || qp->context != &d->vctx.context)
+		return NULL;
+	struct sd_qp *q = sd_qp_by_num(d, qp->qp_num);
+	return q != NULL && &q->ibv == qp ? q : NULL;
+}
+
+struct sd_qp *sd_qp_by_num(struct sd_device *d, uint32_t qpn)
+{
+	if (qpn < SD_QPN_BASE || qpn - SD_QPN_BASE >= d->nqpn)
+		return NULL;
+	return d->qpn[qpn - SD_QPN_BASE];
+}
+
+/* Keys: slot index in the upper 24 bits, a generation tag in the low 7,
+ * bit 7 set for the remote key. A stale or mistyped key misses. */
+struct sd_mr *sd_mr_by_key(struct sd_device *d, uint32_t key)
+{
+	uint32_t slot = key >> 8;
+	if (slot >= d->nkeys || d->keys[slot] == NULL)
+		return NULL;
+	struct sd_mr *m = d->keys[slot];
+	return (m->ibv.lkey == key || m->ibv.rkey == key) ? m : NULL;
+}
+
+static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	uint32_t n = *cap ? *cap * 2 : 16;
+	while (n < need)
+		n *= 2;
+	void *p = realloc(*arr, (size_t)n * elem);
+	if (p == NULL)
+		return ENOMEM;
+	memset((char *)p + (size_t)*cap * elem, 0, (size_t)(n - *cap) * elem);
+	*arr = p;
+	*cap = n;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Protection domains and memory regions                               */
+/* ------------------------------------------------------------------ */
+
+static struct ibv_pd *op_alloc_pd(struct ibv_context *ctx)
+{
+	struct sd_device *d = sd_dev(ctx);
+	struct sd_pd *p = calloc(1, sizeof *p);
+	if (p == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	sd_lock(d);
+	p->dev = d;
+	p->ibv.context = ctx;
+	p->ibv.handle = ++d->next_handle;
+	LIST_APPEND(d->pds, d->pds_tail, p);
+	sd_unlock(d);
+	return &p->ibv;
+}
+
+static int op_dealloc_pd(struct ibv_pd *pd)
+{
+	struct sd_pd *p = (struct sd_pd *)pd;
+	struct sd_device *d = p->dev;
+	sd_lock(d);
+	if (p->refs != 0) {
+		sd_unlock(d);
+		return EBUSY;
+	}
+	LIST_REMOVE(d->pds, d->pds_tail, p);
+	sd_unlock(d);
+	free(p);
+	return 0;
+}
+
+static struct ibv_mr *op_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	struct sd_pd *p = (struct sd_pd *)pd;
+	struct sd_device *d = p->dev;
+	const int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+	                  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+
+	/* As on hardware: remote write or atomic access needs local write. */
+	if ((access & ~known) != 0 || addr == NULL || length == 0 ||
+	    ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	     !(access & IBV_ACCESS_LOCAL_WRITE)) ||
+	    (uintptr_t)addr + length < (uintptr_t)addr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct sd_mr *m = calloc(1, sizeof *m);
+	if (m == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	sd_lock(d);
+	/* Reuse the first free key slot, else append one. */
+	uint32_t slot = 0;
+	while (slot < d->nkeys && d->keys[slot] != NULL)
+		slot++;
+	if (slot == d->nkeys) {
+		if (slot >= (1u << 24) || grow((void **)&d->keys, &d->keycap, slot + 1, sizeof *d->keys)) {
+			sd_unlock(d);
+			free(m);
+			errno = ENOMEM;
+			return NULL;
+		}
+		d->nkeys++;
+	}
+	uint32_t tag = (++d->key_gen) & 0x7f;
+	m->dev = d;
+	m->pd = p;
+	m->slot = slot;
+	m->access = access;
+	m->ibv.context = pd->context;
+	m->ibv.pd = pd;
+	m->ibv.addr = addr;
+	m->ibv.length = length;
+	m->ibv.handle = ++d->next_handle;
+	m->ibv.lkey = slot << 8 | tag;
+	m->ibv.rkey = slot << 8 | 0x80 | tag;
+	d->keys[slot] = m;
+	p->refs++;
+	LIST_APPEND(d->mrs, d->mrs_tail, m);
+	sd_unlock(d);
+	return &m->ibv;
+}
+
+static int op_dereg_mr(struct ibv_mr *mr)
+{
+	struct sd_mr *m = (struct sd_mr *)mr;
+	struct sd_device *d = m->dev;
+	sd_lock(d);
+	d->keys[m->slot] = NULL;
+	m->pd->refs--;
+	LIST_REMOVE(d->mrs, d->mrs_tail, m);
+	sd_unlock(d);
+	free(m);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Completion queues                                                    */
+/* ------------------------------------------------------------------ */
+
+/* The exp create op: ibv_exp_create_cq() itself fills context, channel,
+ * cq_context, the event counters and the mutex/cond after we return. */
+static struct ibv_cq *op_exp_create_cq(struct ibv_context *ctx, int cqe,
+                                       struct ibv_comp_channel *channel, int vector,
+                                       struct ibv_exp_cq_init_attr *attr)
+{
+	struct sd_device *d = sd_dev(ctx);
+	uint32_t flags = 0;
+
+	if (cqe <= 0 || cqe > SD_MAX_CQE || channel != NULL) {
+		errno = cqe > SD_MAX_CQE ? ENOMEM : EINVAL;
+		return NULL;
+	}
+	if (attr != NULL && (attr->comp_mask & IBV_EXP_CQ_INIT_ATTR_FLAGS)) {
+		if (attr->flags & ~(uint32_t)IBV_EXP_CQ_CREATE_CROSS_CHANNEL) {
+			errno = EINVAL; /* timestamps, compression: not simulated */
+			return NULL;
+		}
+		flags = attr->flags;
+	}
+	if (attr != NULL && (attr->comp_mask & ~(uint32_t)IBV_EXP_CQ_INIT_ATTR_FLAGS)) {
+		errno = EINVAL; /* resource domains, peer-direct: not simulated */
+		return NULL;
+	}
+	struct sd_cq *c = calloc(1, sizeof *c);
+	struct sd_cqe *ring = calloc((size_t)cqe, sizeof *ring);
+	if (c == NULL || ring == NULL) {
+		free(c);
+		free(ring);
+		errno = ENOMEM;
+		return NULL;
+	}
+	sd_lock(d);
+	c->dev = d;
+	c->ring = ring;
+	c->cap = (uint32_t)cqe;
+	c->flags = (flags & IBV_EXP_CQ_CREATE_CROSS_CHANNEL) ? SD_CQ_CROSS_CHANNEL : 0;
+	c->ibv.cqe = cqe;
+	c->ibv.handle = ++d->next_handle;
+	LIST_APPEND(d->cqs, d->cqs_tail, c);
+	sd_unlock(d);
+	return &c->ibv;
+}
+
+/* Legacy create (only reachable if a real libibverbs routes here). */
+static struct ibv_cq *op_create_cq(struct ibv_context *ctx, int cqe,
+                                   struct ibv_comp_channel *channel, int vector)
+{
+	return op_exp_create_cq(ctx, cqe, channel, vector, NULL);
+}
+
+static int op_destroy_cq(struct ibv_cq *cq)
+{
+	struct sd_cq *c = (struct sd_cq *)cq;
+	struct sd_device *d = c->dev;
+	sd_lock(d);
+	if (c->refs != 0) {
+		sd_unlock(d);
+		return EBUSY;
+	}
+	LIST_REMOVE(d->cqs, d->cqs_tail, c);
+	sd_unlock(d);
+	pthread_mutex_destroy(&c->ibv.mutex); /* set up by ibv_exp_create_cq */
+	pthread_cond_destroy(&c->ibv.cond);
+	free(c->ring);
+	free(c);
+	return 0;
+}
+
+/* ibv_exp_modify_cq: IBV_EXP_CQ_CAP_FLAGS sets or clears ignore-overrun;
+ * moderation is accepted and has no effect (completions are immediate). */
+static int op_exp_modify_cq(struct ibv_cq *cq, struct ibv_exp_cq_attr *attr, int mask)
+{
+	struct sd_device *d = sd_dev(cq->context);
+	sd_lock(d);
+	struct sd_cq *c = sd_cq_of(d, cq);
+	int err = 0;
+	if (c == NULL || (mask & ~(IBV_EXP_CQ_MODERATION | IBV_EXP_CQ_CAP_FLAGS)))
+		err = EINVAL;
+	else if ((mask & IBV_EXP_CQ_CAP_FLAGS) &&
+	         (!(attr->comp_mask & IBV_EXP_CQ_ATTR_CQ_CAP_FLAGS) ||
+	          (attr->cq_cap_flags & ~(uint32_t)IBV_EXP_CQ_CAP_MASK)))
+		err = EINVAL;
+	else if ((mask & IBV_EXP_CQ_MODERATION) && !(attr->comp_mask & IBV_EXP_CQ_ATTR_MODERATION))
+		err = EINVAL;
+	else if (mask & IBV_EXP_CQ_CAP_FLAGS) {
+		if (attr->cq_cap_flags & IBV_EXP_CQ_IGNORE_OVERRUN)
+			c->flags |= SD_CQ_IGNORE_OVERRUN;
+		else
+			c->flags &= ~(uint32_t)SD_CQ_IGNORE_OVERRUN;
+	}
+	sd_unlock(d);
+	return err;
+}
+
+static int op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
+{
+	return cq->channel == NULL ? EINVAL : 0; /* no channels: nothing to arm */
+}
+
+/* ------------------------------------------------------------------ */
+/* Queue pairs                                                          */
+/* ------------------------------------------------------------------ */
+
+static int queue_init(struct sd_queue *q, uint32_t depth, uint32_t max_sge, uint32_t max_inline)
+{
+	q->depth = depth;
+	q->max_sge = max_sge;
+	q->max_inline = max_inline;
+	q->ring = calloc(depth ? depth : 1, sizeof *q->ring);
+	q->sge = calloc((size_t)(depth ? depth : 1) * (max_sge ? max_sge : 1), sizeof *q->sge);
+	q->inl = max_inline ? calloc(depth ? depth : 1, max_inline) : NULL;
+	return (q->ring && q->sge && (q->inl || !max_inline)) ? 0 : ENOMEM;
+}
+
+static void queue_free(struct sd_queue *q)
+{
+	free(q->ring);
+	free(q->sge);
+	free(q->inl);
+}
+
+static struct ibv_qp *op_exp_create_qp(struct ibv_context *ctx, struct ibv_exp_qp_init_attr *a)
+{
+	struct sd_device *d = sd_dev(ctx);
+	const uint32_t known_mask = IBV_EXP_QP_INIT_ATTR_PD | IBV_EXP_QP_INIT_ATTR_CREATE_FLAGS;
+	const uint32_t known_flags = IBV_EXP_QP_CREATE_CROSS_CHANNEL |
+	                             IBV_EXP_QP_CREATE_MANAGED_SEND |
+	                             IBV_EXP_QP_CREATE_MANAGED_RECV;
+	uint32_t flags = (a->comp_mask & IBV_EXP_QP_INIT_ATTR_CREATE_FLAGS) ? a->exp_create_flags : 0;
+	struct ibv_qp_cap cap = a->cap;
+
+	if ((a->comp_mask & ~known_mask) || !(a->comp_mask & IBV_EXP_QP_INIT_ATTR_PD) ||
+	    a->pd == NULL || a->qp_type != IBV_QPT_RC || a->srq != NULL ||
+	    (flags & ~known_flags) || a->send_cq == NULL || a->recv_cq == NULL ||
+	    cap.max_send_sge > SD_MAX_SGE || cap.max_recv_sge > SD_MAX_SGE ||
+	    cap.max_inline_data > SD_MAX_INLINE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (cap.max_send_wr > SD_MAX_QP_WR || cap.max_recv_wr > SD_MAX_QP_WR) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct sd_qp *q = calloc(1, sizeof *q);
+	if (q == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (queue_init(&q->sq, cap.max_send_wr, cap.max_send_sge, cap.max_inline_data) ||
+	    queue_init(&q->rq, cap.max_recv_wr, cap.max_recv_sge, 0)) {
+		queue_free(&q->sq);
+		queue_free(&q->rq);
+		free(q);
+		errno = ENOMEM;
+		return NULL;
+	}
+	q->sq.managed = (flags & IBV_EXP_QP_CREATE_MANAGED_SEND) != 0;
+	q->rq.managed = (flags & IBV_EXP_QP_CREATE_MANAGED_RECV) != 0;
+
+	sd_lock(d);
+	struct sd_cq *scq = sd_cq_of(d, a->send_cq), *rcq = sd_cq_of(d, a->recv_cq);
+	struct sd_pd *pd = (struct sd_pd *)a->pd;
+	int ok = scq && rcq && a->pd->context == ctx;
+	if (ok)
+		for (struct sd_pd *p = d->pds; ; p = p->next)
+			if (p == NULL || p == pd) {
+				ok = p != NULL;
+				break;
+			}
+	if (!ok || grow((void **)&d->qpn, &d->qpncap, d->nqpn + 1, sizeof *d->qpn)) {
+		sd_unlock(d);
+		queue_free(&q->sq);
+		queue_free(&q->rq);
+		free(q);
+		errno = ok ? ENOMEM : EINVAL;
+		return NULL;
+	}
+	q->dev = d;
+	q->pd = pd;
+	q->scq = scq;
+	q->rcq = rcq;
+	q->create_flags = flags;
+	q->sig_all = a->sq_sig_all;
+	pd->refs++;
+	scq->refs++;
+	rcq->refs++;
+	q->ibv.context = ctx;
+	q->ibv.qp_context = a->qp_context;
+	q->ibv.pd = a->pd;
+	q->ibv.send_cq = a->send_cq;
+	q->ibv.recv_cq = a->recv_cq;
+	q->ibv.srq = NULL;
+	q->ibv.handle = ++d->next_handle;
+	q->ibv.qp_num = SD_QPN_BASE + d->nqpn;
+	q->ibv.state = IBV_QPS_RESET;
+	q->ibv.qp_type = IBV_QPT_RC;
+	q->ibv.events_completed = 0;
+	pthread_mutex_init(&q->ibv.mutex, NULL);
+	pthread_cond_init(&q->ibv.cond, NULL);
+	d->qpn[d->nqpn++] = q;
+	LIST_APPEND(d->qps, d->qps_tail, q);
+	sd_unlock(d);
+	a->cap = cap; /* report the capacities granted: exactly those asked */
+	return &q->ibv;
+}
+
+/* Legacy create: same attributes with only a PD. */
+static struct ibv_qp *op_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct ibv_exp_qp_init_attr a;
+	memset(&a, 0, sizeof a);
+	a.qp_context = attr->qp_context;
+	a.send_cq = attr->send_cq;
+	a.recv_cq = attr->recv_cq;
+	a.srq = attr->srq;
+	a.cap = attr->cap;
+	a.qp_type = attr->qp_type;
+	a.sq_sig_all = attr->sq_sig_all;
+	a.comp_mask = IBV_EXP_QP_INIT_ATTR_PD;
+	a.pd = pd;
+	struct ibv_qp *qp = op_exp_create_qp(pd->context, &a);
+	if (qp != NULL)
+		attr->cap = a.cap;
+	return qp;
+}
+
+/* Give back the references held by WQEs that will never run. */
+void sd_queue_release_refs(struct sd_queue *q)
+{
+	for (uint64_t i = q->tail; i < q->head; i++) {
+		struct sd_wqe *w = &q->ring[i % q->depth];
+		if (w->op == SD_OP_WAIT)
+			w->u.wait.cq->refs--;
+		else if ((w->op == SD_OP_SEND_EN || w->op == SD_OP_RECV_EN) && w->u.enable.qp != NULL)
+			w->u.enable.qp->refs--;
+	}
+}
+
+void sd_queue_reset(struct sd_queue *q)
+{
+	sd_queue_release_refs(q);
+	q->head = q->tail = q->enabled = q->en_posted = 0;
+}
+
+static int destroy_qp_locked(struct sd_device *d, struct sd_qp *q)
+{
+	if (q->refs != 0)
+		return EBUSY;
+	sd_queue_release_refs(&q->sq);
+	sd_queue_release_refs(&q->rq);
+	q->pd->refs--;
+	q->scq->refs--;
+	q->rcq->refs--;
+	d->qpn[q->ibv.qp_num - SD_QPN_BASE] = NULL;
+	LIST_REMOVE(d->qps, d->qps_tail, q);
+	pthread_mutex_destroy(&q->ibv.mutex);
+	pthread_cond_destroy(&q->ibv.cond);
+	queue_free(&q->sq);
+	queue_free(&q->rq);
+	free(q);
+	return 0;
+}
+
+static int op_destroy_qp(struct ibv_qp *qp)
+{
+	struct sd_device *d = sd_dev(qp->context);
+	sd_lock(d);
+	struct sd_qp *q = sd_qp_of(d, qp);
+	int err = q == NULL ? EINVAL : destroy_qp_locked(d, q);
+	sd_unlock(d);
+	return err;
+}
+
+/*
+ * The RC state machine, reduced to what a loopback device needs:
+ * RESET -> INIT -> RTR (needs dest_qp_num) -> RTS, any state -> ERR
+ * (WQEs then complete with IBV_WC_WR_FLUSH_ERR), any state -> RESET
+ * (WQEs are discarded). Path, timer and PSN attributes are accepted and
+ * have no effect.
+ */
+/* What modify_qp uses of struct ibv_qp_attr / ibv_exp_qp_attr. */
+struct sd_qp_attr {
+	enum ibv_qp_state state;
+	uint32_t dest_qpn;
+	int access;
+};
+
+static int modify_qp(struct ibv_qp *qp, struct sd_qp_attr *a, uint64_t mask)
+{
+	struct sd_device *d = sd_dev(qp->context);
+	sd_lock(d);
+	struct sd_qp *q = sd_qp_of(d, qp);
+	int err = 0;
+	if (q == NULL) {
+		err = EINVAL;
+		goto out;
+	}
+	enum ibv_qp_state cur = q->ibv.state;
+	enum ibv_qp_state next = (mask & IBV_QP_STATE) ? a->state : cur;
+	int legal;
+	switch (next) {
+	case IBV_QPS_RESET:
+	case IBV_QPS_ERR:
+		legal = 1;
+		break;
+	case IBV_QPS_INIT:
+		legal = cur == IBV_QPS_RESET || cur == IBV_QPS_INIT;
+		break;
+	case IBV_QPS_RTR:
+		legal = cur == IBV_QPS_INIT || cur == IBV_QPS_RTR;
+		if (cur == IBV_QPS_INIT && !(mask & IBV_QP_DEST_QPN))
+			legal = 0;
+		break;
+	case IBV_QPS_RTS:
+		legal = cur == IBV_QPS_RTR || cur == IBV_QPS_RTS;
+		break;
+	default:
+		legal = 0; /* SQD, SQE: not simulated */
+	}
+	if (!legal) {
+		err = EINVAL;
+		goto out;
+	}
+	if (mask & IBV_QP_ACCESS_FLAGS)
+		q->access = a->access;
+	if (mask & IBV_QP_DEST_QPN)
+		q->dest_qpn = a->dest_qpn;
+	if (next == IBV_QPS_RESET) {
+		sd_queue_reset(&q->sq);
+		sd_queue_reset(&q->rq);
+	}
+	q->ibv.state = next;
+out:
+	sd_unlock(d);
+	return err;
+}
+
+static int op_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	struct sd_qp_attr a = { attr->qp_state, attr->dest_qp_num, attr->qp_access_flags };
+	return modify_qp(qp, &a, (uint32_t)mask);
+}
+
+static int op_exp_modify_qp(struct ibv_qp *qp, struct ibv_exp_qp_attr *attr, uint64_t mask)
+{
+	struct sd_qp_attr a = { attr->qp_state, attr->dest_qp_num, attr->qp_access_flags };
+	/* The low 21 bits of the exp mask are the standard ones. */
+	return modify_qp(qp, &a, mask);
+}
+
+/* ------------------------------------------------------------------ */
+/* Device queries                                                       */
+/* ------------------------------------------------------------------ */
+
+static void fill_common_attr(char *fw_ver, int *max_qp, int *max_qp_wr, int *max_sge,
+                             int *max_cq, int *max_cqe, int *max_mr, int *max_pd)
+{
+	strcpy(fw_ver, "softdev-1");
+	*max_qp = 1 << 16;
+	*max_qp_wr = SD_MAX_QP_WR;
+	*max_sge = SD_MAX_SGE;
+	*max_cq = 1 << 16;
+	*max_cqe = SD_MAX_CQE;
+	*max_mr = 1 << 24;
+	*max_pd = 1 << 16;
+}
+
+static int op_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
+{
+	memset(a, 0, sizeof *a);
+	fill_common_attr(a->fw_ver, &a->max_qp, &a->max_qp_wr, &a->max_sge, &a->max_cq,
+	                 &a->max_cqe, &a->max_mr, &a->max_pd);
+	a->phys_port_cnt = 1;
+	return 0;
+}
+
+static int op_exp_query_device(struct ibv_context *ctx, struct ibv_exp_device_attr *a)
+{
+	uint32_t want = a->comp_mask;
+	const uint64_t ops = 1u << IBV_EXP_CALC_OP_ADD | 1u << IBV_EXP_CALC_OP_MAXLOC |
+	                     1u << IBV_EXP_CALC_OP_BAND | 1u << IBV_EXP_CALC_OP_BXOR |
+	                     1u << IBV_EXP_CALC_OP_BOR;
+	memset(a, 0, offsetof(struct ibv_exp_device_attr, comp_mask));
+	fill_common_attr(a->fw_ver, &a->max_qp, &a->max_qp_wr, &a->max_sge, &a->max_cq,
+	                 &a->max_cqe, &a->max_mr, &a->max_pd);
+	a->phys_port_cnt = 1;
+	a->comp_mask = want & (IBV_EXP_DEVICE_ATTR_CALC_CAP | IBV_EXP_DEVICE_ATTR_EXP_CAP_FLAGS);
+	if (want & IBV_EXP_DEVICE_ATTR_CALC_CAP) {
+		a->calc_cap.data_types = 1u << IBV_EXP_CALC_DATA_TYPE_INT |
+		                         1u << IBV_EXP_CALC_DATA_TYPE_UINT |
+		                         1u << IBV_EXP_CALC_DATA_TYPE_FLOAT;
+		a->calc_cap.data_sizes = 1u << IBV_EXP_CALC_DATA_SIZE_64_BIT;
+		a->calc_cap.int_ops = a->calc_cap.uint_ops = a->calc_cap.fp_ops = ops;
+	}
+	if (want & IBV_EXP_DEVICE_ATTR_EXP_CAP_FLAGS)
+		a->exp_device_cap_flags = IBV_EXP_DEVICE_CROSS_CHANNEL;
+	return 0;
+}
+
+static int op_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *a)
+{
+	if (port != 1)
+		return EINVAL;
+	memset(a, 0, sizeof *a);
+	a->state = IBV_PORT_ACTIVE;
+	a->max_mtu = a->active_mtu = IBV_MTU_4096;
+	a->max_msg_sz = 1u << 31;
+	a->lid = 1;
+	a->link_layer = IBV_LINK_LAYER_INFINIBAND;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Open and close                                                       */
+/* ------------------------------------------------------------------ */
+
+struct ibv_context *sd_open(void)
+{
+	struct sd_device *d = calloc(1, sizeof *d);
+	if (d == NULL)
+		return NULL;
+	pthread_mutex_init(&d->lock, NULL);
+
+	/* The verbs context: extended, and carrying the exp record. */
+	d->vctx.sz = sizeof(struct verbs_context);
+	d->vctx.has_comp_mask = VERBS_CONTEXT_EXP;
+	struct ibv_context *ctx = &d->vctx.context;
+	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
+	ctx->cmd_fd = ctx->async_fd = -1;
+	ctx->num_comp_vectors = 1;
+	pthread_mutex_init(&ctx->mutex, NULL);
+
+	struct ibv_context_ops *o = &ctx->ops;
+	o->query_device = op_query_device;
+	o->query_port = op_query_port;
+	o->alloc_pd = op_alloc_pd;
+	o->dealloc_pd = op_dealloc_pd;
+	o->reg_mr = op_reg_mr;
+	o->dereg_mr = op_dereg_mr;
+	o->create_cq = op_create_cq;
+	o->poll_cq = sd_op_poll_cq;
+	o->req_notify_cq = op_req_notify_cq;
+	o->destroy_cq = op_destroy_cq;
+	o->create_qp = op_create_qp;
+	o->modify_qp = op_modify_qp;
+	o->destroy_qp = op_destroy_qp;
+	o->post_send = sd_op_post_send;
+	o->post_recv = sd_op_post_recv;
+
+	/* The experimental entry points the inline verbs dispatch to. */
+	d->exp.sz = sizeof(struct verbs_context_exp);
+	d->exp.lib_exp_query_device = op_exp_query_device;
+	d->exp.drv_exp_query_device = op_exp_query_device;
+	d->exp.exp_create_cq = op_exp_create_cq;
+	d->exp.lib_exp_modify_cq = op_exp_modify_cq;
+	d->exp.drv_exp_modify_cq = op_exp_modify_cq;
+	d->exp.lib_exp_create_qp = op_exp_create_qp;
+	d->exp.drv_exp_create_qp = op_exp_create_qp;
+	d->exp.lib_exp_modify_qp = op_exp_modify_qp;
+	d->exp.drv_exp_modify_qp = op_exp_modify_qp;
+	d->exp.drv_exp_post_send = sd_op_exp_post_send;
+	d->exp.drv_exp_ibv_poll_cq = sd_op_exp_poll_cq;
+	d->exp.lib_exp_post_task = sd_op_post_task;
+	d->exp.drv_exp_post_task = sd_op_post_task;
+	return ctx;
+}
+
+/* Frees everything, counting what the user had not destroyed. */
+void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks)
+{
+	struct sd_device *d = sd_dev(ctx);
+	memset(leaks, 0, sizeof *leaks);
+	sd_lock(d);
+	/* QPs first (they hold the other objects). Their pending WQEs are
+	 * discarded without releasing references: everything goes. */
+	for (struct sd_qp *q = d->qps; q != NULL; q = q->next) {
+		q->sq.head = q->sq.tail;
+		q->rq.head = q->rq.tail;
+		q->refs = 0;
+	}
+	while (d->qps != NULL) {
+		leaks->qps++;
+		destroy_qp_locked(d, d->qps);
+	}
+	while (d->cqs != NULL) {
+		struct sd_cq *c = d->cqs;
+		leaks->cqs++;
+		LIST_REMOVE(d->cqs, d->cqs_tail, c);
+		free(c->ring);
+		free(c);
+	}
+	while (d->mrs != NULL) {
+		struct sd_mr *m = d->mrs;
+		leaks->mrs++;
+		LIST_REMOVE(d->mrs, d->mrs_tail, m);
+		free(m);
+	}
+	while (d->pds != NULL) {
+		struct sd_pd *p = d->pds;
+		leaks->pds++;
+		LIST_REMOVE(d->pds, d->pds_tail, p);
+		free(p);
+	}
+	free(d->keys);
+	free(d->qpn);
+	sd_unlock(d);
+	pthread_mutex_destroy(&d->lock);
+	pthread_mutex_destroy(&ctx->mutex);
+	free(d);
+}
+
+/* ------------------------------------------------------------------ */
+/* Control path as libibverbs' exported verbs would run it              */
+/* ------------------------------------------------------------------ */
+
+struct ibv_pd *sd_alloc_pd(struct ibv_context *ctx, int *err)
+{
+	errno = 0;
+	struct ibv_pd *pd = ctx->ops.alloc_pd(ctx);
+	if (pd == NULL)
+		*err = errno ? errno : ENOMEM;
+	else
+		pd->context = ctx;
+	return pd;
+}
+
+/* The ops trust their argument; the Go API may be handed anything, so
+ * these wrappers first check that the object is one of this device's. */
+static int owns_pd(struct sd_device *d, struct ibv_pd *pd)
+{
+	for (struct sd_pd *p = d->pds; p != NULL; p = p->next)
+		if (&p->ibv == pd)
+			return 1;
+	return 0;
+}
+
+static int owns_mr(struct sd_device *d, struct ibv_mr *mr)
+{
+	for (struct sd_mr *m = d->mrs; m != NULL; m = m->next)
+		if (&m->ibv == mr)
+			return 1;
+	return 0;
+}
+
+int sd_dealloc_pd(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	struct sd_device *d = sd_dev(ctx);
+	sd_lock(d);
+	int ok = owns_pd(d, pd);
+	sd_unlock(d);
+	return ok ? ctx->ops.dealloc_pd(pd) : EINVAL;
+}
+
+struct ibv_mr *sd_reg_mr(struct ibv_context *ctx, struct ibv_pd *pd, void *addr, size_t len,
+                         int access, int *err)
+{
+	struct sd_device *d = sd_dev(ctx);
+	sd_lock(d);
+	int ok = owns_pd(d, pd);
+	sd_unlock(d);
+	if (!ok) {
+		*err = EINVAL;
+		return NULL;
+	}
+	errno = 0;
+	struct ibv_mr *mr = ctx->ops.reg_mr(pd, addr, len, access);
+	if (mr == NULL) {
+		*err = errno ? errno : ENOMEM;
+		return NULL;
+	}
+	mr->context = ctx;
+	mr->pd = pd;
+	mr->addr = addr;
+	mr->length = len;
+	return mr;
+}
+
+int sd_dereg_mr(struct ibv_context *ctx, struct ibv_mr *mr)
+{
+	struct sd_device *d = sd_dev(ctx);
+	sd_lock(d);
+	int ok = owns_mr(d, mr);
+	sd_unlock(d);
+	return ok ? ctx->ops.dereg_mr(mr) : EINVAL;
+}
+
+int sd_destroy_cq(struct ibv_context *ctx, struct ibv_cq *cq)
+{
+	struct sd_device *d = sd_dev(ctx);
+	sd_lock(d);
+	int ok = sd_cq_of(d, cq) != NULL;
+	sd_unlock(d);
+	return ok ? ctx->ops.destroy_cq(cq) : EINVAL;
+}
+
+int sd_destroy_qp(struct ibv_context *ctx, struct ibv_qp *qp)
+{
+	return ctx->ops.destroy_qp(qp); /* the op checks ownership itself */
+}

@@ -1,0 +1,327 @@
+//go:build linux && cgo
+
+package softdev
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../headers
+#include <stdlib.h>
+#include "softdev.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	verbs "github.com/verbsexp/verbsexp/generated"
+)
+
+// Device is one open software device: a verbs context whose dispatch
+// tables point at this package's provider. Its methods are safe for
+// concurrent use; so are the verbs the context dispatches to.
+type Device struct {
+	mu     sync.Mutex // guards closed against Close
+	closed bool
+	ctx    *C.struct_ibv_context
+}
+
+// ErrClosed is returned by the methods of a closed Device.
+var ErrClosed = errors.New("softdev: device is closed")
+
+// Open creates a device. Close it when done.
+func Open() (*Device, error) {
+	ctx := C.sd_open()
+	if ctx == nil {
+		return nil, fmt.Errorf("softdev: open: %w", syscall.ENOMEM)
+	}
+	return &Device{ctx: ctx}, nil
+}
+
+// Context returns the device's struct ibv_context, the argument of the
+// generated wrappers that take a context (verbs.ExpPostTask,
+// verbs.ExpQueryDevice, …). It stays valid until Close.
+func (d *Device) Context() *verbs.Context { return (*verbs.Context)(unsafe.Pointer(d.ctx)) }
+
+// use runs f unless the device is closed.
+func (d *Device) use(f func() error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	return f()
+}
+
+// Close destroys the device and every object still open in it. It
+// returns a *LeakError counting the PDs, MRs, CQs and QPs that had not
+// been destroyed (they are freed all the same), or nil. Using the
+// device, its context or any of its objects afterwards is undefined.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	d.closed = true
+	var l C.struct_sd_leaks
+	C.sd_close(d.ctx, &l)
+	if l.pds+l.mrs+l.cqs+l.qps == 0 {
+		return nil
+	}
+	return &LeakError{PDs: int(l.pds), MRs: int(l.mrs), CQs: int(l.cqs), QPs: int(l.qps)}
+}
+
+func callErr(fn string, errno C.int) error {
+	if errno == 0 {
+		return nil
+	}
+	return fmt.Errorf("softdev: %s: %w", fn, syscall.Errno(errno))
+}
+
+// AllocPD allocates a protection domain (ibv_alloc_pd through the
+// context's alloc_pd operation).
+func (d *Device) AllocPD() (*verbs.PD, error) {
+	var pd *verbs.PD
+	err := d.use(func() error {
+		var e C.int
+		p := C.sd_alloc_pd(d.ctx, &e)
+		if p == nil {
+			return callErr("alloc_pd", e)
+		}
+		pd = (*verbs.PD)(unsafe.Pointer(p))
+		return nil
+	})
+	return pd, err
+}
+
+// DeallocPD frees a protection domain; EBUSY while MRs or QPs use it.
+func (d *Device) DeallocPD(pd *verbs.PD) error {
+	return d.use(func() error {
+		return callErr("dealloc_pd", C.sd_dealloc_pd(d.ctx, (*C.struct_ibv_pd)(unsafe.Pointer(pd))))
+	})
+}
+
+// RegMR registers length bytes at addr in pd with the given access
+// (verbs.AccessLocalWrite, AccessRemoteWrite, AccessRemoteRead, as in
+// ibv_reg_mr; remote write needs local write). The device reads and
+// writes that memory while executing WQEs, so it must stay valid and
+// unmoved until DeregMR: C memory (Calloc), or Go memory pinned with a
+// runtime.Pinner for that long. The MR's Lkey and Rkey are distinct.
+func (d *Device) RegMR(pd *verbs.PD, addr unsafe.Pointer, length int, access verbs.AccessFlags) (*verbs.MR, error) {
+	if length <= 0 {
+		return nil, callErr("reg_mr", C.int(syscall.EINVAL))
+	}
+	var mr *verbs.MR
+	err := d.use(func() error {
+		var e C.int
+		m := C.sd_reg_mr(d.ctx, (*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.int(access), &e)
+		if m == nil {
+			return callErr("reg_mr", e)
+		}
+		mr = (*verbs.MR)(unsafe.Pointer(m))
+		return nil
+	})
+	return mr, err
+}
+
+// DeregMR deregisters an MR. WQEs still naming its keys fail when they
+// execute (IBV_WC_LOC_PROT_ERR or IBV_WC_REM_ACCESS_ERR).
+func (d *Device) DeregMR(mr *verbs.MR) error {
+	return d.use(func() error {
+		return callErr("dereg_mr", C.sd_dereg_mr(d.ctx, (*C.struct_ibv_mr)(unsafe.Pointer(mr))))
+	})
+}
+
+// CreateCQ creates a completion queue with room for cqe completions,
+// through verbs.ExpCreateCQ (and verbs.ExpModifyCQ for IgnoreOverrun),
+// so the header's inline code runs as it would with hardware.
+func (d *Device) CreateCQ(cqe int, opts ...CQOption) (*verbs.CQ, error) {
+	var cfg cqConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var cq *verbs.CQ
+	err := d.use(func() error {
+		attr := Calloc[verbs.ExpCQInitAttr]()
+		defer Free(unsafe.Pointer(attr))
+		if cfg.crossChannel {
+			attr.CompMask = uint32(verbs.ExpCQInitAttrFlags)
+			attr.Flags = uint32(verbs.ExpCQCreateCrossChannel)
+		}
+		c, err := verbs.ExpCreateCQ(d.Context(), int32(cqe), nil, nil, 0, attr)
+		if err != nil {
+			return err
+		}
+		if cfg.ignoreOverrun {
+			m := Calloc[verbs.ExpCQAttr]()
+			defer Free(unsafe.Pointer(m))
+			m.CompMask = uint32(verbs.ExpCQAttrCQCapFlags)
+			m.CQCapFlags = uint32(verbs.ExpCQIgnoreOverrun)
+			if err := verbs.ExpModifyCQ(c, m, int32(verbs.ExpCQCapFlagsConst)); err != nil {
+				C.sd_destroy_cq(d.ctx, (*C.struct_ibv_cq)(unsafe.Pointer(c)))
+				return err
+			}
+		}
+		cq = c
+		return nil
+	})
+	return cq, err
+}
+
+// DestroyCQ destroys a CQ; EBUSY while a QP uses it or a pending
+// CQE_WAIT names it.
+func (d *Device) DestroyCQ(cq *verbs.CQ) error {
+	return d.use(func() error {
+		return callErr("destroy_cq", C.sd_destroy_cq(d.ctx, (*C.struct_ibv_cq)(unsafe.Pointer(cq))))
+	})
+}
+
+// CreateQP creates an RC queue pair in pd, in the RESET state, through
+// verbs.ExpCreateQP (with IBV_EXP_QP_INIT_ATTR_CREATE_FLAGS always set,
+// so the call reaches the provider even without flags: the header routes
+// a PD-only request to the exported ibv_create_qp). Without QPCaps the
+// queues hold DefaultCaps.
+func (d *Device) CreateQP(pd *verbs.PD, sendCQ, recvCQ *verbs.CQ, opts ...QPOption) (*verbs.QP, error) {
+	cfg := qpConfig{caps: DefaultCaps}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var qp *verbs.QP
+	err := d.use(func() error {
+		attr := Calloc[verbs.ExpQPInitAttr]()
+		defer Free(unsafe.Pointer(attr))
+		attr.SendCQ = sendCQ
+		attr.RecvCQ = recvCQ
+		attr.Cap = verbs.QPCap{
+			MaxSendWR:     uint32(cfg.caps.SendWR),
+			MaxRecvWR:     uint32(cfg.caps.RecvWR),
+			MaxSendSGE:    uint32(cfg.caps.SendSGE),
+			MaxRecvSGE:    uint32(cfg.caps.RecvSGE),
+			MaxInlineData: uint32(cfg.caps.Inline),
+		}
+		attr.QPType = verbs.QptRC
+		if cfg.sigAll {
+			attr.SQSigAll = 1
+		}
+		attr.CompMask = uint32(verbs.ExpQPInitAttrPD | verbs.ExpQPInitAttrCreateFlags)
+		attr.PD = pd
+		attr.ExpCreateFlags = uint32(cfg.flags)
+		q, err := verbs.ExpCreateQP(d.Context(), attr)
+		if err != nil {
+			return err
+		}
+		qp = q
+		return nil
+	})
+	return qp, err
+}
+
+// DestroyQP destroys a QP, discarding its WQEs; EBUSY while a pending
+// SEND_ENABLE or RECV_ENABLE on another QP names it.
+func (d *Device) DestroyQP(qp *verbs.QP) error {
+	return d.use(func() error {
+		return callErr("destroy_qp", C.sd_destroy_qp(d.ctx, (*C.struct_ibv_qp)(unsafe.Pointer(qp))))
+	})
+}
+
+// Progress runs the device until nothing more can run and returns the
+// number of WQEs it retired (executed or flushed). If work remains that
+// cannot run with what has been posted so far, the error is a
+// *DeadlockError naming each blocked queue; posting more work (a
+// receive, a send whose completion a wait needs) may unblock it, so the
+// error describes the moment, it is not a sticky state. Polling runs the
+// device the same way, so Progress is needed only to drive schedules
+// whose completions nobody polls, or to detect a stall.
+func (d *Device) Progress() (executed int, err error) {
+	err = d.use(func() error {
+		var stalled C.int
+		executed = int(C.sd_progress(d.ctx, &stalled))
+		if stalled == 0 {
+			return nil
+		}
+		buf := make([]C.struct_sd_blocked, int(stalled))
+		n := int(C.sd_blocked(d.ctx, &buf[0], C.int(len(buf))))
+		de := &DeadlockError{}
+		for _, b := range buf[:n] {
+			switch b.kind {
+			case C.SD_BLOCK_WAIT:
+				de.Waits = append(de.Waits, BlockedWait{
+					QPNum: uint32(b.qp_num), WRID: uint64(b.wr_id),
+					CQ: (*verbs.CQ)(b.cq), CQHandle: uint32(b.cq_handle),
+					Needed: uint64(b.needed), Produced: uint64(b.produced),
+				})
+			default:
+				de.Sends = append(de.Sends, BlockedSend{
+					QPNum: uint32(b.qp_num), WRID: uint64(b.wr_id), DestQPNum: uint32(b.dest_qpn),
+				})
+			}
+		}
+		if len(de.Waits)+len(de.Sends) == 0 {
+			return nil // unblocked between the two calls
+		}
+		return de
+	})
+	return executed, err
+}
+
+// CQStats describes a CQ's counters.
+type CQStats struct {
+	Produced uint64 // completions produced since creation (what CQE_WAIT counts)
+	Queued   uint64 // completions waiting to be polled
+	Dropped  uint64 // completions that found the ring full
+	Overrun  bool   // a completion was lost on a CQ that does not ignore overruns
+}
+
+// CQStats returns the counters of one of the device's CQs.
+func (d *Device) CQStats(cq *verbs.CQ) (CQStats, error) {
+	var s CQStats
+	err := d.use(func() error {
+		var p, q, dr C.uint64_t
+		var o C.int
+		C.sd_cq_state((*C.struct_ibv_cq)(unsafe.Pointer(cq)), &p, &q, &dr, &o)
+		s = CQStats{Produced: uint64(p), Queued: uint64(q), Dropped: uint64(dr), Overrun: o != 0}
+		return nil
+	})
+	return s, err
+}
+
+// QueueStats describes one queue of a QP, in WQEs since creation (or
+// since the last move to RESET).
+type QueueStats struct {
+	Posted  uint64 // producer index
+	Done    uint64 // consumer index: WQEs retired
+	Enabled uint64 // WQEs below this index may run (Posted if not managed)
+}
+
+// QPStats returns the state and the queue counters of one of the
+// device's QPs.
+func (d *Device) QPStats(qp *verbs.QP) (state verbs.QPState, send, recv QueueStats, err error) {
+	err = d.use(func() error {
+		var sp, sd, se, rp, rd, re C.uint64_t
+		st := C.sd_qp_state((*C.struct_ibv_qp)(unsafe.Pointer(qp)), &sp, &sd, &se, &rp, &rd, &re)
+		state = verbs.QPState(st)
+		send = QueueStats{uint64(sp), uint64(sd), uint64(se)}
+		recv = QueueStats{uint64(rp), uint64(rd), uint64(re)}
+		return nil
+	})
+	return
+}
+
+// TaskFailure reports the most recent failed ibv_exp_post_task on this
+// device: the task *bad_task named, the work request of that task that
+// failed (a *verbs.ExpSendWR or *verbs.RecvWR, nil if the task itself was
+// invalid) and the errno. The verbs API has no way to return the WR;
+// this is the device's own record of it.
+func (d *Device) TaskFailure() (task *verbs.ExpTask, wr unsafe.Pointer, errno syscall.Errno) {
+	_ = d.use(func() error {
+		var t, w unsafe.Pointer
+		var e C.int
+		C.sd_task_failure(d.ctx, &t, &w, &e)
+		task, wr, errno = (*verbs.ExpTask)(t), w, syscall.Errno(e)
+		return nil
+	})
+	return
+}

@@ -1,0 +1,256 @@
+/*
+ * softdev: a software verbs provider with cross-channel ("CORE-Direct")
+ * semantics, living in the calling process.
+ *
+ * This header is private to the package: it declares the device's own
+ * records (each one embeds the public verbs record it stands for as its
+ * first member, so a struct ibv_qp * handed out to users converts back
+ * to a struct sd_qp * with a cast) and the entry points the Go side calls.
+ */
+#ifndef SOFTDEV_H
+#define SOFTDEV_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <pthread.h>
+#include <infiniband/verbs_exp.h>
+
+/* Limits the device reports and enforces. */
+enum {
+	SD_MAX_QP_WR    = 1 << 15, /* WQEs per send or receive ring */
+	SD_MAX_SGE      = 64,      /* scatter/gather entries per WQE */
+	SD_MAX_INLINE   = 1024,    /* inline bytes per send WQE */
+	SD_MAX_CQE      = 1 << 20, /* entries per CQ */
+	SD_QPN_BASE     = 0x100,   /* the first QP number handed out */
+	SD_MAX_BLOCKED  = 4096,    /* entries a deadlock report can list */
+};
+
+/* Internal opcodes of a WQE (the ring does not keep the verbs values). */
+enum sd_op {
+	SD_OP_RECV = 1,
+	SD_OP_SEND,
+	SD_OP_SEND_IMM,
+	SD_OP_WRITE,
+	SD_OP_WRITE_IMM,
+	SD_OP_READ,
+	SD_OP_NOP,
+	SD_OP_WAIT,
+	SD_OP_SEND_EN,
+	SD_OP_RECV_EN,
+};
+
+/* Bits of sd_wqe.flags. */
+enum {
+	SD_WQE_SIGNALED = 0x01, /* produce a CQE on success */
+	SD_WQE_INLINE   = 0x02, /* payload was copied into the ring's inline area */
+	SD_WQE_CALC     = 0x04, /* reduce the operands, send the result */
+	SD_WQE_EN_LAST  = 0x08, /* IBV_EXP_SEND_WAIT_EN_LAST was given */
+	SD_WQE_NOOP_EN  = 0x10, /* enable of a queue that is not managed */
+};
+
+/*
+ * One ring slot: exactly 64 bytes, built at post time from the caller's
+ * work request. Scatter/gather entries are copied to a side table that
+ * has max_sge entries per slot, inline payloads to an area with
+ * max_inline bytes per slot; nothing points back at the caller's WR.
+ */
+struct sd_wqe {
+	uint64_t wr_id;
+	uint8_t  op;          /* enum sd_op */
+	uint8_t  flags;       /* SD_WQE_* */
+	uint8_t  calc_op;     /* enum ibv_exp_calc_op (SD_WQE_CALC) */
+	uint8_t  calc_type;   /* enum ibv_exp_calc_data_type (SD_WQE_CALC) */
+	uint16_t num_sge;
+	uint16_t reserved0;
+	uint32_t imm;         /* immediate data, as the caller gave it */
+	uint32_t rkey;        /* RDMA: remote key */
+	uint64_t remote_addr; /* RDMA: remote address */
+	union {
+		struct {
+			struct sd_cq *cq;
+			uint64_t      target; /* CQ completion count that satisfies the wait */
+		} wait;
+		struct {
+			struct sd_qp *qp;
+			uint64_t      target; /* enable index the target queue reaches */
+		} enable;
+		uint64_t raw[2];
+	} u;
+	uint64_t length;      /* bytes named by the SGEs (or inline bytes) */
+	uint64_t reserved1;
+};
+
+/* A send or receive ring. Indexes count WQEs since creation. */
+struct sd_queue {
+	struct sd_wqe  *ring;
+	struct ibv_sge *sge;        /* depth * max_sge entries */
+	uint8_t        *inl;        /* depth * max_inline bytes, or NULL */
+	uint32_t        depth;      /* slots */
+	uint32_t        max_sge;
+	uint32_t        max_inline;
+	int             managed;    /* WQEs run only once enabled */
+	uint64_t        head;       /* WQEs posted (producer index) */
+	uint64_t        tail;       /* WQEs retired (consumer index) */
+	uint64_t        enabled;    /* managed: WQEs below this index may run */
+	uint64_t        en_posted;  /* managed: enable index given out at post time */
+};
+
+struct sd_device;
+
+struct sd_pd {
+	struct ibv_pd     ibv;
+	struct sd_device *dev;
+	uint32_t          refs;     /* MRs and QPs in this PD */
+	struct sd_pd     *prev, *next;
+};
+
+struct sd_mr {
+	struct ibv_mr     ibv;
+	struct sd_device *dev;
+	struct sd_pd     *pd;
+	uint32_t          slot;     /* index in the device's key table */
+	int               access;   /* enum ibv_access_flags bits */
+	struct sd_mr     *prev, *next;
+};
+
+/* A completion as the device keeps it; converted when polled. */
+struct sd_cqe {
+	uint64_t      wr_id;
+	uint64_t      exp_flags; /* enum ibv_exp_wc_flags bits */
+	struct ibv_qp *qp;
+	uint32_t      status;    /* enum ibv_wc_status */
+	uint32_t      opcode;    /* enum ibv_exp_wc_opcode (same values as ibv_wc_opcode) */
+	uint32_t      byte_len;
+	uint32_t      imm;
+	uint32_t      qp_num;
+	uint32_t      src_qp;
+};
+
+enum {
+	SD_CQ_CROSS_CHANNEL  = 0x1, /* created with IBV_EXP_CQ_CREATE_CROSS_CHANNEL */
+	SD_CQ_IGNORE_OVERRUN = 0x2, /* IBV_EXP_CQ_IGNORE_OVERRUN set by modify */
+};
+
+struct sd_cq {
+	struct ibv_cq     ibv;
+	struct sd_device *dev;
+	struct sd_cqe    *ring;
+	uint32_t          cap;
+	uint32_t          flags;        /* SD_CQ_* */
+	uint64_t          head, tail;   /* stored / polled entries */
+	uint64_t          produced;     /* completions ever produced, dropped ones too */
+	uint64_t          dropped;      /* completions lost to a full ring */
+	uint64_t          wait_posted;  /* wait index given out to CQE_WAIT WQEs */
+	int               overrun;      /* lost a completion without ignore-overrun */
+	uint32_t          refs;         /* QPs using the CQ, pending WAITs naming it */
+	struct sd_cq     *prev, *next;
+};
+
+struct sd_qp {
+	struct ibv_qp     ibv;
+	struct sd_device *dev;
+	struct sd_pd     *pd;
+	struct sd_cq     *scq, *rcq;
+	struct sd_queue   sq, rq;
+	uint32_t          create_flags; /* enum ibv_exp_qp_create_flags bits */
+	int               sig_all;
+	uint32_t          dest_qpn;
+	int               access;       /* remote access the QP permits as responder */
+	uint32_t          refs;         /* pending ENABLE WQEs naming this QP */
+	struct sd_qp     *prev, *next;
+};
+
+/*
+ * The device: the experimental dispatch record directly in front of the
+ * verbs context (whose last member is the struct ibv_context users see),
+ * as verbs_get_exp_ctx() expects, then the device's own state.
+ */
+struct sd_device {
+	struct verbs_context_exp exp;
+	struct verbs_context     vctx;
+	pthread_mutex_t          lock;    /* everything below */
+	struct sd_pd            *pds, *pds_tail;
+	struct sd_mr            *mrs, *mrs_tail;
+	struct sd_cq            *cqs, *cqs_tail;
+	struct sd_qp            *qps, *qps_tail; /* creation order: the round-robin order */
+	struct sd_mr           **keys;    /* MR per key slot */
+	uint32_t                 nkeys, keycap;
+	struct sd_qp           **qpn;     /* QP per (qp_num - SD_QPN_BASE) */
+	uint32_t                 nqpn, qpncap;
+	uint32_t                 next_handle;
+	uint32_t                 key_gen;
+	uint64_t                 executed; /* WQEs retired since open */
+	/* The most recent ibv_exp_post_task failure. */
+	struct ibv_exp_task     *fail_task;
+	void                    *fail_wr;
+	int                      fail_errno;
+};
+
+/* One queue that cannot make progress, for deadlock reports. */
+struct sd_blocked {
+	uint32_t qp_num;
+	uint32_t kind;      /* SD_BLOCK_* */
+	uint64_t wr_id;
+	void    *cq;        /* WAIT: the struct ibv_cq waited on */
+	uint32_t cq_handle;
+	uint32_t dest_qpn;  /* RNR: the peer without a receive WQE */
+	uint64_t needed;    /* WAIT: completions needed */
+	uint64_t produced;  /* WAIT: completions produced so far */
+};
+
+enum {
+	SD_BLOCK_WAIT = 1, /* a CQE_WAIT not yet satisfied */
+	SD_BLOCK_RNR  = 2, /* a SEND / WRITE_WITH_IMM finding no receive WQE */
+};
+
+/* Leftover objects found by sd_close. */
+struct sd_leaks {
+	uint32_t pds, mrs, cqs, qps;
+};
+
+/* ---- entry points used by the Go side ---- */
+
+struct ibv_context *sd_open(void);
+void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks);
+
+/* Control path, dispatched through ctx->ops like libibverbs would. */
+struct ibv_pd *sd_alloc_pd(struct ibv_context *ctx, int *err);
+int sd_dealloc_pd(struct ibv_context *ctx, struct ibv_pd *pd);
+struct ibv_mr *sd_reg_mr(struct ibv_context *ctx, struct ibv_pd *pd, void *addr, size_t len,
+                         int access, int *err);
+int sd_dereg_mr(struct ibv_context *ctx, struct ibv_mr *mr);
+int sd_destroy_cq(struct ibv_context *ctx, struct ibv_cq *cq);
+int sd_destroy_qp(struct ibv_context *ctx, struct ibv_qp *qp);
+
+/* Engine. */
+long sd_progress(struct ibv_context *ctx, int *stalled);
+int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max);
+void sd_cq_state(struct ibv_cq *cq, uint64_t *produced, uint64_t *queued,
+                 uint64_t *dropped, int *overrun);
+int sd_qp_state(struct ibv_qp *qp, uint64_t *sq_posted, uint64_t *sq_done,
+                uint64_t *sq_enabled, uint64_t *rq_posted, uint64_t *rq_done,
+                uint64_t *rq_enabled);
+void sd_task_failure(struct ibv_context *ctx, void **task, void **wr, int *err);
+
+/* ---- shared between the C files ---- */
+
+struct sd_device *sd_dev(struct ibv_context *ctx);
+void sd_lock(struct sd_device *d);
+void sd_unlock(struct sd_device *d);
+struct sd_cq *sd_cq_of(struct sd_device *d, struct ibv_cq *cq);
+struct sd_qp *sd_qp_of(struct sd_device *d, struct ibv_qp *qp);
+struct sd_qp *sd_qp_by_num(struct sd_device *d, uint32_t qpn);
+struct sd_mr *sd_mr_by_key(struct sd_device *d, uint32_t key);
+void sd_queue_release_refs(struct sd_queue *q);
+void sd_queue_reset(struct sd_queue *q);
+long sd_run(struct sd_device *d);
+
+/* Data path operations installed in the dispatch tables. */
+int sd_op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int sd_op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+int sd_op_exp_post_send(struct ibv_qp *qp, struct ibv_exp_send_wr *wr, struct ibv_exp_send_wr **bad);
+int sd_op_post_task(struct ibv_context *ctx, struct ibv_exp_task *task, struct ibv_exp_task **bad);
+int sd_op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+int sd_op_exp_poll_cq(struct ibv_cq *cq, int n, struct ibv_exp_wc *wc, uint32_t wc_size);
+
+#endif /* SOFTDEV_H */
