@@ -1,0 +1,264 @@
+//go:build linux && cgo
+
+package softdev
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+	"unsafe"
+
+	verbs "github.com/verbsexp/verbsexp/generated"
+)
+
+// fixture is an open device with a PD and one registered C buffer; every
+// object it creates is destroyed at cleanup, and Close must then report
+// no leaks.
+type fixture struct {
+	t    testing.TB
+	d    *Device
+	pd   *verbs.PD
+	buf  []byte // C memory, registered as mr with every access
+	mr   *verbs.MR
+	free []unsafe.Pointer
+	qps  []*verbs.QP
+	cqs  []*verbs.CQ
+	mrs  []*verbs.MR
+}
+
+const bufSize = 1 << 16
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	d, err := Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, d: d}
+	if f.pd, err = d.AllocPD(); err != nil {
+		t.Fatal(err)
+	}
+	f.buf = CallocSlice[byte](bufSize)
+	f.free = append(f.free, unsafe.Pointer(&f.buf[0]))
+	f.mr = f.reg(f.buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
+	t.Cleanup(f.close)
+	return f
+}
+
+func (f *fixture) close() {
+	t := f.t
+	for i := len(f.qps) - 1; i >= 0; i-- {
+		if err := f.d.DestroyQP(f.qps[i]); err != nil {
+			t.Errorf("DestroyQP: %v", err)
+		}
+	}
+	for _, cq := range f.cqs {
+		if err := f.d.DestroyCQ(cq); err != nil {
+			t.Errorf("DestroyCQ: %v", err)
+		}
+	}
+	for _, mr := range f.mrs {
+		if err := f.d.DeregMR(mr); err != nil {
+			t.Errorf("DeregMR: %v", err)
+		}
+	}
+	if err := f.d.DeallocPD(f.pd); err != nil {
+		t.Errorf("DeallocPD: %v", err)
+	}
+	if err := f.d.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	for _, p := range f.free {
+		Free(p)
+	}
+}
+
+// alloc returns a zeroed T in C memory, freed at cleanup.
+func alloc[T any](f *fixture) *T {
+	p := Calloc[T]()
+	f.free = append(f.free, unsafe.Pointer(p))
+	return p
+}
+
+// allocN returns n zeroed Ts in C memory, freed at cleanup.
+func allocN[T any](f *fixture, n int) []T {
+	s := CallocSlice[T](n)
+	f.free = append(f.free, unsafe.Pointer(&s[0]))
+	return s
+}
+
+func (f *fixture) reg(b []byte, access verbs.AccessFlags) *verbs.MR {
+	f.t.Helper()
+	mr, err := f.d.RegMR(f.pd, unsafe.Pointer(&b[0]), len(b), access)
+	if err != nil {
+		f.t.Fatalf("RegMR: %v", err)
+	}
+	f.mrs = append(f.mrs, mr)
+	return mr
+}
+
+func (f *fixture) cq(n int, opts ...CQOption) *verbs.CQ {
+	f.t.Helper()
+	cq, err := f.d.CreateCQ(n, opts...)
+	if err != nil {
+		f.t.Fatalf("CreateCQ: %v", err)
+	}
+	f.cqs = append(f.cqs, cq)
+	return cq
+}
+
+func (f *fixture) qp(scq, rcq *verbs.CQ, opts ...QPOption) *verbs.QP {
+	f.t.Helper()
+	qp, err := f.d.CreateQP(f.pd, scq, rcq, opts...)
+	if err != nil {
+		f.t.Fatalf("CreateQP: %v", err)
+	}
+	f.qps = append(f.qps, qp)
+	return qp
+}
+
+// pair is two connected QPs, each with its own CQ for sends and receives.
+type pair struct {
+	a, b     *verbs.QP
+	cqa, cqb *verbs.CQ
+}
+
+func (f *fixture) pair(aOpts, bOpts []QPOption) pair {
+	f.t.Helper()
+	var p pair
+	p.cqa, p.cqb = f.cq(256), f.cq(256)
+	p.a = f.qp(p.cqa, p.cqa, aOpts...)
+	p.b = f.qp(p.cqb, p.cqb, bOpts...)
+	if err := Connect(p.a, p.b); err != nil {
+		f.t.Fatalf("Connect: %v", err)
+	}
+	return p
+}
+
+// mgr is a cross-channel QP connected to itself, for WAIT and ENABLE.
+func (f *fixture) mgr() (*verbs.QP, *verbs.CQ) {
+	f.t.Helper()
+	cq := f.cq(256)
+	qp := f.qp(cq, cq, CrossChannel())
+	if err := Connect(qp, qp); err != nil {
+		f.t.Fatalf("Connect: %v", err)
+	}
+	return qp, cq
+}
+
+// addr is the address of f.buf[off].
+func (f *fixture) addr(off int) uint64 { return uint64(uintptr(unsafe.Pointer(&f.buf[off]))) }
+
+// sges builds an SGE list in C memory over f.buf ranges {off, len}.
+func (f *fixture) sges(lkey uint32, ranges ...[2]int) *verbs.SGE {
+	s := allocN[verbs.SGE](f, max(len(ranges), 1))
+	for i, r := range ranges {
+		s[i] = verbs.SGE{Addr: f.addr(r[0]), Length: uint32(r[1]), Lkey: lkey}
+	}
+	return &s[0]
+}
+
+// send builds an exp send WR in C memory.
+func (f *fixture) send(id uint64, op verbs.ExpWROpcode, flags verbs.ExpSendFlags, sg *verbs.SGE, n int) *verbs.ExpSendWR {
+	w := alloc[verbs.ExpSendWR](f)
+	w.WRID = id
+	w.ExpOpcode = op
+	w.ExpSendFlags = uint64(flags)
+	w.SGList = sg
+	w.NumSGE = int32(n)
+	return w
+}
+
+func (f *fixture) recv(id uint64, sg *verbs.SGE, n int) *verbs.RecvWR {
+	w := alloc[verbs.RecvWR](f)
+	w.WRID = id
+	w.SGList = sg
+	w.NumSGE = int32(n)
+	return w
+}
+
+func (f *fixture) wait(id uint64, cq *verbs.CQ, count int, flags verbs.ExpSendFlags) *verbs.ExpSendWR {
+	w := f.send(id, verbs.ExpWRCQEWait, flags, nil, 0)
+	w.Task.CQEWait().CQ = cq
+	w.Task.CQEWait().CQCount = int32(count)
+	return w
+}
+
+func (f *fixture) enable(id uint64, op verbs.ExpWROpcode, qp *verbs.QP, count int, flags verbs.ExpSendFlags) *verbs.ExpSendWR {
+	w := f.send(id, op, flags, nil, 0)
+	w.Task.WQEEnable().QP = qp
+	w.Task.WQEEnable().WQECount = int32(count)
+	return w
+}
+
+// link chains WRs in order and returns the first.
+func link(ws ...*verbs.ExpSendWR) *verbs.ExpSendWR {
+	for i := 0; i+1 < len(ws); i++ {
+		ws[i].Next = ws[i+1]
+	}
+	return ws[0]
+}
+
+func (f *fixture) postSend(qp *verbs.QP, ws ...*verbs.ExpSendWR) {
+	f.t.Helper()
+	bad := alloc[*verbs.ExpSendWR](f)
+	if err := verbs.ExpPostSend(qp, link(ws...), bad); err != nil {
+		f.t.Fatalf("ExpPostSend: %v (bad wr_id %d)", err, (*bad).WRID)
+	}
+}
+
+func (f *fixture) postRecv(qp *verbs.QP, ws ...*verbs.RecvWR) {
+	f.t.Helper()
+	for i := 0; i+1 < len(ws); i++ {
+		ws[i].Next = ws[i+1]
+	}
+	bad := alloc[*verbs.RecvWR](f)
+	if err := verbs.PostRecv(qp, ws[0], bad); err != nil {
+		f.t.Fatalf("PostRecv: %v", err)
+	}
+}
+
+// poll drains cq through ExpPollCQ (which runs the device first).
+func (f *fixture) poll(cq *verbs.CQ) []verbs.ExpWC {
+	f.t.Helper()
+	wc := allocN[verbs.ExpWC](f, 16)
+	var out []verbs.ExpWC
+	for {
+		n, err := verbs.ExpPollCQ(cq, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+		if err != nil {
+			f.t.Fatalf("ExpPollCQ: %v", err)
+		}
+		out = append(out, wc[:n]...)
+		if int(n) < len(wc) {
+			return out
+		}
+	}
+}
+
+// wcs summarises completions for comparison.
+type wcSum struct {
+	ID     uint64
+	Status verbs.WCStatus
+	Op     verbs.ExpWCOpcode
+	Len    uint32
+	QP     uint32
+}
+
+func sum(ws []verbs.ExpWC) []wcSum {
+	out := make([]wcSum, len(ws))
+	for i, w := range ws {
+		out[i] = wcSum{w.WRID, w.Status, w.ExpOpcode, w.ByteLen(), w.QPNum}
+	}
+	return out
+}
+
+func (f *fixture) progress() int {
+	f.t.Helper()
+	n, err := f.d.Progress()
+	if err != nil {
+		f.t.Fatalf("Progress: %v", err)
+	}
+	return n
+}
+
+func isErrno(err error, e syscall.Errno) bool { return errors.Is(err, e) }
