@@ -14,7 +14,7 @@ import (
 
 // calcCase holds the operands of one data type as raw 64-bit words.
 var calcOperands = map[verbs.ExpCalcDataType][]uint64{
-	verbs.ExpCalcDataTypeInt: {u64i(-5), u64i(17), u64i(1 << 62), u64i(-3), u64i(1 << 62), u64i(math.MaxInt64)},
+	verbs.ExpCalcDataTypeInt:  {u64i(-5), u64i(17), u64i(1 << 62), u64i(-3), u64i(1 << 62), u64i(math.MaxInt64)},
 	verbs.ExpCalcDataTypeUint: {5, 1<<63 + 7, 0xff00, 3, 1<<63 + 7, 9},
 	verbs.ExpCalcDataTypeFloat: {math.Float64bits(1.5), math.Float64bits(-2.25), math.Float64bits(1e10),
 		math.Float64bits(3.125), math.Float64bits(1e10), math.Float64bits(-0.1)},

@@ -26,7 +26,7 @@ func (f *fixture) write(id uint64, from, to int) *verbs.ExpSendWR {
 // the wait blocks the rest of the manager's queue meanwhile.
 func TestWaitEnableChain(t *testing.T) {
 	f := newFixture(t)
-	trigger := f.pair(nil, nil)                      // x -> y: completions on trigger.cqa
+	trigger := f.pair(nil, nil)                       // x -> y: completions on trigger.cqa
 	managed := f.pair([]QPOption{ManagedSend()}, nil) // a's sends wait for enables
 	m, mcq := f.mgr()
 
