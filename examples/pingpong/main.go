@@ -1,0 +1,204 @@
+//go:build linux && cgo
+
+// Command pingpong bounces messages between two queue pairs with a
+// cross-channel schedule that is posted once: after the posts, the device
+// runs every round trip without the CPU. Each side's task list is a
+// receive task (one receive per round) and a send task in which every send
+// but the first waits (CQE_WAIT) for the previous receive to complete. The
+// pong side sends back the very buffer the ping landed in, so the data
+// goes round without being touched.
+//
+// It runs on the software device (runtime/softdev), so it needs no
+// hardware:
+//
+//	go run ./examples/pingpong -rounds 1000 -size 64
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"unsafe"
+
+	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/runtime/lease"
+	"github.com/verbsexp/verbsexp/runtime/softdev"
+	"github.com/verbsexp/verbsexp/runtime/task"
+)
+
+func main() {
+	rounds := flag.Int("rounds", 1000, "round trips")
+	size := flag.Int("size", 64, "message size in bytes")
+	flag.Parse()
+	if err := run(*rounds, *size, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "pingpong:", err)
+		os.Exit(1)
+	}
+}
+
+// side is one end: its QP, CQs, buffers and schedule.
+type side struct {
+	qp        *verbs.QP
+	scq, rcq  *verbs.CQ
+	send, rcv *lease.Buffer // rounds × size bytes each
+	mr        [2]*verbs.MR
+	list      *task.List
+}
+
+func run(rounds, size int, out io.Writer) (err error) {
+	if rounds <= 0 || size <= 0 {
+		return errors.New("rounds and size must be positive")
+	}
+	dev, err := softdev.Open()
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, dev.Close()) }()
+	pd, err := dev.AllocPD()
+	if err != nil {
+		return err
+	}
+	defer dev.DeallocPD(pd)
+
+	var ping, pong side
+	for _, s := range []*side{&ping, &pong} {
+		if err := s.open(dev, pd, rounds, size); err != nil {
+			return err
+		}
+		defer s.close(dev)
+	}
+	if err := softdev.Connect(ping.qp, pong.qp); err != nil {
+		return err
+	}
+	// The message of round i is i+1 repeated.
+	for i := 0; i < rounds; i++ {
+		msg := ping.send.Bytes()[i*size : (i+1)*size]
+		for j := range msg {
+			msg[j] = byte(i + 1)
+		}
+	}
+	ctx := dev.Context()
+	for _, s := range []*side{&ping, &pong} {
+		s.list, err = task.New(ctx, task.Capacity{Tasks: 2, SendWRs: 2 * rounds, RecvWRs: rounds, SGEs: 2 * rounds})
+		if err != nil {
+			return err
+		}
+		defer s.list.Free()
+		s.list.RecvTask(s.qp)
+		for i := 0; i < rounds; i++ {
+			if _, err := s.list.Recv(uint64(i), s.sge(s.rcv, i, size, 1)); err != nil {
+				return err
+			}
+		}
+		s.list.SendTask(s.qp)
+	}
+	for i := 0; i < rounds; i++ {
+		// ping: send round i, then wait for its pong before the next.
+		if _, err := ping.list.Send(uint64(i), 0, ping.sge(ping.send, i, size, 0)); err != nil {
+			return err
+		}
+		if _, err := ping.list.Wait(ping.rcq, 1, true, 0); err != nil {
+			return err
+		}
+		// pong: wait for ping i, send back the buffer it arrived in.
+		if _, err := pong.list.Wait(pong.rcq, 1, true, 0); err != nil {
+			return err
+		}
+		if _, err := pong.list.Send(uint64(i), 0, pong.sge(pong.rcv, i, size, 1)); err != nil {
+			return err
+		}
+	}
+	// The whole exchange: two posts.
+	if err := pong.list.Post(); err != nil {
+		return err
+	}
+	if err := ping.list.Post(); err != nil {
+		return err
+	}
+	executed, err := dev.Progress()
+	if err != nil {
+		return err
+	}
+	for _, s := range []*side{&ping, &pong} {
+		got, err := drain(s.rcq, rounds)
+		if err != nil {
+			return err
+		}
+		if got != rounds {
+			return fmt.Errorf("%d receive completions, want %d", got, rounds)
+		}
+	}
+	if !bytes.Equal(ping.rcv.Bytes(), ping.send.Bytes()) {
+		return errors.New("the pongs differ from the pings")
+	}
+	fmt.Fprintf(out, "%d round trips of %d bytes: one post per side, %d work requests run by the device, data verified\n", rounds, size, executed)
+	return nil
+}
+
+func (s *side) open(dev *softdev.Device, pd *verbs.PD, rounds, size int) error {
+	var err error
+	if s.scq, err = dev.CreateCQ(2*rounds+1, softdev.CrossChannelCQ()); err != nil {
+		return err
+	}
+	if s.rcq, err = dev.CreateCQ(rounds+1, softdev.CrossChannelCQ()); err != nil {
+		return err
+	}
+	caps := softdev.Caps{SendWR: 2 * rounds, RecvWR: rounds, SendSGE: 1, RecvSGE: 1}
+	if s.qp, err = dev.CreateQP(pd, s.scq, s.rcq, softdev.CrossChannel(), softdev.QPCaps(caps)); err != nil {
+		return err
+	}
+	access := verbs.AccessLocalWrite | verbs.AccessRemoteWrite
+	for i, b := range []**lease.Buffer{&s.send, &s.rcv} {
+		if *b, err = lease.Alloc(rounds * size); err != nil {
+			return err
+		}
+		if s.mr[i], err = dev.RegMR(pd, (*b).Pointer(), (*b).Len(), access); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *side) close(dev *softdev.Device) {
+	dev.DestroyQP(s.qp)
+	dev.DestroyCQ(s.scq)
+	dev.DestroyCQ(s.rcq)
+	for i, b := range []*lease.Buffer{s.send, s.rcv} {
+		if s.mr[i] != nil {
+			dev.DeregMR(s.mr[i])
+		}
+		if b != nil {
+			b.Free()
+		}
+	}
+}
+
+// sge names message i of b, registered as s.mr[mr].
+func (s *side) sge(b *lease.Buffer, i, size, mr int) verbs.SGE {
+	return verbs.SGE{Addr: b.Addr() + uint64(i*size), Length: uint32(size), Lkey: s.mr[mr].Lkey}
+}
+
+// drain polls cq until it is empty and checks every completion succeeded.
+func drain(cq *verbs.CQ, max int) (int, error) {
+	wc := softdev.CallocSlice[verbs.ExpWC](64)
+	defer softdev.Free(unsafe.Pointer(&wc[0]))
+	total := 0
+	for {
+		n, err := verbs.ExpPollCQ(cq, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+		if err != nil {
+			return total, err
+		}
+		for _, c := range wc[:n] {
+			if c.Status != verbs.WCSuccess {
+				return total, fmt.Errorf("wr_id %d completed with %v", c.WRID, c.Status)
+			}
+		}
+		total += int(n)
+		if n == 0 || total > max {
+			return total, nil
+		}
+	}
+}
