@@ -442,17 +442,18 @@ static int blocked(const struct sd_qp *q)
 	return q->ibv.state == IBV_QPS_RTS && ready(&q->sq);
 }
 
-long sd_progress(struct ibv_context *ctx, int *stalled)
+/* Returned by value: Go passes no pointer, so nothing escapes. */
+struct sd_progress_result sd_progress(struct ibv_context *ctx)
 {
 	struct sd_device *d = sd_dev(ctx);
+	struct sd_progress_result r = { 0, 0 };
 	sd_lock(d);
-	long n = sd_run(d);
-	*stalled = 0;
+	r.executed = sd_run(d);
 	for (struct sd_qp *q = d->qps; q != NULL; q = q->next)
 		if (blocked(q))
-			(*stalled)++;
+			r.stalled++;
 	sd_unlock(d);
-	return n;
+	return r;
 }
 
 int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max)

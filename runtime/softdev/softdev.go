@@ -236,35 +236,41 @@ func (d *Device) DestroyQP(qp *verbs.QP) error {
 // device the same way, so Progress is needed only to drive schedules
 // whose completions nobody polls, or to detect a stall.
 func (d *Device) Progress() (executed int, err error) {
-	err = d.use(func() error {
-		var stalled C.int
-		executed = int(C.sd_progress(d.ctx, &stalled))
-		if stalled == 0 {
-			return nil
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return 0, ErrClosed
+	}
+	r := C.sd_progress(d.ctx)
+	if r.stalled == 0 {
+		return int(r.executed), nil
+	}
+	return int(r.executed), d.deadlock(int(r.stalled))
+}
+
+// deadlock collects the blocked queues; nil if they all moved on since.
+func (d *Device) deadlock(max int) error {
+	buf := make([]C.struct_sd_blocked, max)
+	n := int(C.sd_blocked(d.ctx, &buf[0], C.int(len(buf))))
+	de := &DeadlockError{}
+	for _, b := range buf[:n] {
+		switch b.kind {
+		case C.SD_BLOCK_WAIT:
+			de.Waits = append(de.Waits, BlockedWait{
+				QPNum: uint32(b.qp_num), WRID: uint64(b.wr_id),
+				CQ: (*verbs.CQ)(b.cq), CQHandle: uint32(b.cq_handle),
+				Needed: uint64(b.needed), Produced: uint64(b.produced),
+			})
+		default:
+			de.Sends = append(de.Sends, BlockedSend{
+				QPNum: uint32(b.qp_num), WRID: uint64(b.wr_id), DestQPNum: uint32(b.dest_qpn),
+			})
 		}
-		buf := make([]C.struct_sd_blocked, int(stalled))
-		n := int(C.sd_blocked(d.ctx, &buf[0], C.int(len(buf))))
-		de := &DeadlockError{}
-		for _, b := range buf[:n] {
-			switch b.kind {
-			case C.SD_BLOCK_WAIT:
-				de.Waits = append(de.Waits, BlockedWait{
-					QPNum: uint32(b.qp_num), WRID: uint64(b.wr_id),
-					CQ: (*verbs.CQ)(b.cq), CQHandle: uint32(b.cq_handle),
-					Needed: uint64(b.needed), Produced: uint64(b.produced),
-				})
-			default:
-				de.Sends = append(de.Sends, BlockedSend{
-					QPNum: uint32(b.qp_num), WRID: uint64(b.wr_id), DestQPNum: uint32(b.dest_qpn),
-				})
-			}
-		}
-		if len(de.Waits)+len(de.Sends) == 0 {
-			return nil // unblocked between the two calls
-		}
-		return de
-	})
-	return executed, err
+	}
+	if len(de.Waits)+len(de.Sends) == 0 {
+		return nil
+	}
+	return de
 }
 
 // CQStats describes a CQ's counters.

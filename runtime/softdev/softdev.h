@@ -223,7 +223,11 @@ int sd_destroy_cq(struct ibv_context *ctx, struct ibv_cq *cq);
 int sd_destroy_qp(struct ibv_context *ctx, struct ibv_qp *qp);
 
 /* Engine. */
-long sd_progress(struct ibv_context *ctx, int *stalled);
+struct sd_progress_result {
+	long executed; /* WQEs retired */
+	int  stalled;  /* send queues left blocked */
+};
+struct sd_progress_result sd_progress(struct ibv_context *ctx);
 int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max);
 void sd_cq_state(struct ibv_cq *cq, uint64_t *produced, uint64_t *queued,
                  uint64_t *dropped, int *overrun);
