@@ -432,6 +432,12 @@ func TestOverrun(t *testing.T) {
 			if err != nil || n != 2 || st.Overrun {
 				t.Fatalf("poll: %d, %v, stats %+v", n, err, st)
 			}
+			// The dropped completion still counts for a wait.
+			m, mcq := f.mgr()
+			f.postSend(m, f.wait(9, cq, 3, verbs.ExpSendSignaled))
+			if got := sum(f.poll(mcq)); len(got) != 1 || got[0].ID != 9 {
+				t.Fatalf("wait for 3 completions of a CQ that kept 2: %+v", got)
+			}
 		})
 	}
 }

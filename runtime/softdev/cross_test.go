@@ -282,3 +282,81 @@ func TestConcurrentPosts(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestReferences: a pending WAIT or ENABLE keeps its CQ or QP alive;
+// objects of another device are refused at post time.
+func TestReferences(t *testing.T) {
+	f := newFixture(t)
+	other := newFixture(t)
+	m, _ := f.mgr()
+	target := f.pair([]QPOption{ManagedSend()}, nil)
+	cq := f.cq(8)
+	f.postSend(m, f.wait(1, cq, 1, 0), f.enable(2, verbs.ExpWRSendEnable, target.a, 1, 0))
+	if err := f.d.DestroyCQ(cq); !isErrno(err, syscall.EBUSY) {
+		t.Fatalf("DestroyCQ with a pending wait: %v", err)
+	}
+	if err := f.d.DestroyQP(target.a); !isErrno(err, syscall.EBUSY) {
+		t.Fatalf("DestroyQP with a pending enable: %v", err)
+	}
+	foreign := other.cq(8)
+	bad := alloc[*verbs.ExpSendWR](f)
+	w := f.wait(3, foreign, 1, 0)
+	if err := verbs.ExpPostSend(m, w, bad); !isErrno(err, syscall.EINVAL) || *bad != w {
+		t.Fatalf("wait on another device's CQ: %v", err)
+	}
+	e := f.enable(4, verbs.ExpWRRecvEnable, other.pair(nil, nil).b, 1, 0)
+	if err := verbs.ExpPostSend(m, e, bad); !isErrno(err, syscall.EINVAL) || *bad != e {
+		t.Fatalf("enable of another device's QP: %v", err)
+	}
+	if _, err := f.d.CQStats(foreign); !isErrno(err, syscall.EINVAL) {
+		t.Fatalf("CQStats of a foreign CQ: %v", err)
+	}
+	// Flushing the manager drops its references: both can go (the
+	// fixture destroys them at cleanup).
+	attr := alloc[verbs.ExpQPAttr](f)
+	attr.QPState = verbs.QpsErr
+	if err := verbs.ExpModifyQP(m, attr, uint64(verbs.ExpQPState)); err != nil {
+		t.Fatal(err)
+	}
+	f.progress()
+}
+
+// TestStateMachine: the transitions Connect relies on, and the ones the
+// device refuses.
+func TestStateMachine(t *testing.T) {
+	f := newFixture(t)
+	cq := f.cq(8)
+	qp := f.qp(cq, cq)
+	attr := alloc[verbs.ExpQPAttr](f)
+	move := func(s verbs.QPState, mask verbs.ExpQPAttrMask) error {
+		attr.QPState = s
+		attr.DestQPNum = qp.QPNum
+		return verbs.ExpModifyQP(qp, attr, uint64(verbs.ExpQPState|mask))
+	}
+	if err := move(verbs.QpsRts, 0); !isErrno(err, syscall.EINVAL) {
+		t.Fatalf("RESET -> RTS: %v", err)
+	}
+	if err := move(verbs.QpsInit, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := move(verbs.QpsRtr, 0); !isErrno(err, syscall.EINVAL) {
+		t.Fatalf("INIT -> RTR without dest_qp_num: %v", err)
+	}
+	if err := move(verbs.QpsRtr, verbs.ExpQPDestQPN); err != nil {
+		t.Fatal(err)
+	}
+	if err := move(verbs.QpsRts, 0); err != nil || qp.State != verbs.QpsRts {
+		t.Fatalf("RTR -> RTS: %v, state %v", err, qp.State)
+	}
+	if err := move(verbs.QpsSqd, 0); !isErrno(err, syscall.EINVAL) {
+		t.Fatalf("RTS -> SQD: %v", err)
+	}
+	// RESET discards posted WQEs.
+	f.postSend(qp, f.send(1, verbs.ExpWRNop, verbs.ExpSendSignaled, nil, 0))
+	if err := move(verbs.QpsReset, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, s, _, _ := f.d.QPStats(qp); s.Posted != 0 || len(f.poll(cq)) != 0 {
+		t.Fatalf("after RESET: %+v", s)
+	}
+}

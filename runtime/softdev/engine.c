@@ -553,30 +553,38 @@ int sd_op_exp_poll_cq(struct ibv_cq *cq, int n, struct ibv_exp_wc *wc, uint32_t 
 /* Introspection for the Go side                                        */
 /* ------------------------------------------------------------------ */
 
-void sd_cq_state(struct ibv_cq *cq, uint64_t *produced, uint64_t *queued, uint64_t *dropped,
-                 int *overrun)
+int sd_cq_state(struct ibv_context *ctx, struct ibv_cq *cq, uint64_t *produced,
+                uint64_t *queued, uint64_t *dropped, int *overrun)
 {
-	struct sd_cq *c = (struct sd_cq *)cq;
-	sd_lock(c->dev);
-	*produced = c->produced;
-	*queued = c->head - c->tail;
-	*dropped = c->dropped;
-	*overrun = c->overrun;
-	sd_unlock(c->dev);
+	struct sd_device *d = sd_dev(ctx);
+	sd_lock(d);
+	struct sd_cq *c = sd_cq_of(d, cq);
+	if (c != NULL) {
+		*produced = c->produced;
+		*queued = c->head - c->tail;
+		*dropped = c->dropped;
+		*overrun = c->overrun;
+	}
+	sd_unlock(d);
+	return c != NULL ? 0 : EINVAL;
 }
 
-int sd_qp_state(struct ibv_qp *qp, uint64_t *sq_posted, uint64_t *sq_done, uint64_t *sq_enabled,
+int sd_qp_state(struct ibv_context *ctx, struct ibv_qp *qp, int *state,
+                uint64_t *sq_posted, uint64_t *sq_done, uint64_t *sq_enabled,
                 uint64_t *rq_posted, uint64_t *rq_done, uint64_t *rq_enabled)
 {
-	struct sd_qp *q = (struct sd_qp *)qp;
-	sd_lock(q->dev);
-	*sq_posted = q->sq.head;
-	*sq_done = q->sq.tail;
-	*sq_enabled = q->sq.managed ? q->sq.enabled : q->sq.head;
-	*rq_posted = q->rq.head;
-	*rq_done = q->rq.tail;
-	*rq_enabled = q->rq.managed ? q->rq.enabled : q->rq.head;
-	int state = q->ibv.state;
-	sd_unlock(q->dev);
-	return state;
+	struct sd_device *d = sd_dev(ctx);
+	sd_lock(d);
+	struct sd_qp *q = sd_qp_of(d, qp);
+	if (q != NULL) {
+		*state = q->ibv.state;
+		*sq_posted = q->sq.head;
+		*sq_done = q->sq.tail;
+		*sq_enabled = q->sq.managed ? q->sq.enabled : q->sq.head;
+		*rq_posted = q->rq.head;
+		*rq_done = q->rq.tail;
+		*rq_enabled = q->rq.managed ? q->rq.enabled : q->rq.head;
+	}
+	sd_unlock(d);
+	return q != NULL ? 0 : EINVAL;
 }

@@ -287,7 +287,9 @@ func (d *Device) CQStats(cq *verbs.CQ) (CQStats, error) {
 	err := d.use(func() error {
 		var p, q, dr C.uint64_t
 		var o C.int
-		C.sd_cq_state((*C.struct_ibv_cq)(unsafe.Pointer(cq)), &p, &q, &dr, &o)
+		if e := C.sd_cq_state(d.ctx, (*C.struct_ibv_cq)(unsafe.Pointer(cq)), &p, &q, &dr, &o); e != 0 {
+			return callErr("cq_stats", e)
+		}
 		s = CQStats{Produced: uint64(p), Queued: uint64(q), Dropped: uint64(dr), Overrun: o != 0}
 		return nil
 	})
@@ -307,7 +309,10 @@ type QueueStats struct {
 func (d *Device) QPStats(qp *verbs.QP) (state verbs.QPState, send, recv QueueStats, err error) {
 	err = d.use(func() error {
 		var sp, sd, se, rp, rd, re C.uint64_t
-		st := C.sd_qp_state((*C.struct_ibv_qp)(unsafe.Pointer(qp)), &sp, &sd, &se, &rp, &rd, &re)
+		var st C.int
+		if e := C.sd_qp_state(d.ctx, (*C.struct_ibv_qp)(unsafe.Pointer(qp)), &st, &sp, &sd, &se, &rp, &rd, &re); e != 0 {
+			return callErr("qp_stats", e)
+		}
 		state = verbs.QPState(st)
 		send = QueueStats{uint64(sp), uint64(sd), uint64(se)}
 		recv = QueueStats{uint64(rp), uint64(rd), uint64(re)}

@@ -229,11 +229,11 @@ struct sd_progress_result {
 };
 struct sd_progress_result sd_progress(struct ibv_context *ctx);
 int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max);
-void sd_cq_state(struct ibv_cq *cq, uint64_t *produced, uint64_t *queued,
-                 uint64_t *dropped, int *overrun);
-int sd_qp_state(struct ibv_qp *qp, uint64_t *sq_posted, uint64_t *sq_done,
-                uint64_t *sq_enabled, uint64_t *rq_posted, uint64_t *rq_done,
-                uint64_t *rq_enabled);
+int sd_cq_state(struct ibv_context *ctx, struct ibv_cq *cq, uint64_t *produced,
+                uint64_t *queued, uint64_t *dropped, int *overrun);
+int sd_qp_state(struct ibv_context *ctx, struct ibv_qp *qp, int *state,
+                uint64_t *sq_posted, uint64_t *sq_done, uint64_t *sq_enabled,
+                uint64_t *rq_posted, uint64_t *rq_done, uint64_t *rq_enabled);
 void sd_task_failure(struct ibv_context *ctx, void **task, void **wr, int *err);
 
 /* ---- shared between the C files ---- */
