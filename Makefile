@@ -7,6 +7,8 @@
 #   make abi-check                    stale check, layout tests, diff against the baseline
 #   make abi-baseline                 accept generated/abi.json as the new baseline
 #   make bench-gen                    generation time vs go tool cgo -godefs
+#   make bench                        call shims and task posting (Go vs C vs naive)
+#   make examples                     run the cross-channel examples on the software device
 
 GO           ?= go
 OFED_INCLUDE ?=
@@ -20,7 +22,12 @@ GOLDEN_CGO   := ./gen/testdata/golden/bitfields ./gen/testdata/golden/packed
 BASELINE     ?= tests/testdata/baseline/abi.json
 ABI_ACK      ?= tests/testdata/baseline/ack.txt
 
-.PHONY: generate test vet fmt-check bench-gen toolchains abi-check abi-baseline
+# The runtime, its software device, the shims' tests and the examples run
+# under the race detector and with cgocheck2 (Go pointers in C memory).
+RUNTIME_PKGS := ./runtime/... ./tests/shimtest ./examples/...
+COUNT        ?= 5
+
+.PHONY: generate test vet fmt-check bench-gen toolchains abi-check abi-baseline test-runtime bench examples
 
 toolchains:
 	@scripts/ensure-toolchains
@@ -54,7 +61,21 @@ fmt-check:
 
 test: toolchains fmt-check vet
 	$(GO) test ./... $(GOLDEN_CGO)
+	@$(MAKE) --no-print-directory test-runtime
 	@$(MAKE) --no-print-directory abi-check OFED_INCLUDE=
 
 bench-gen: toolchains
 	$(GO) test ./gen -run '^$$' -bench BenchmarkGenerateVsGodefs -benchtime 10x $(if $(OFED_INCLUDE),-ofed $(OFED_INCLUDE))
+
+test-runtime:
+	$(GO) test -race $(RUNTIME_PKGS)
+	GOEXPERIMENT=cgocheck2 $(GO) test $(RUNTIME_PKGS)
+
+# Benchmarks with allocations, COUNT runs each: quote medians.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count $(COUNT) ./tests/shimtest ./runtime/task
+
+examples:
+	$(GO) run ./examples/pingpong -rounds 1000 -size 64
+	@for op in sum max and or xor; do $(GO) run ./examples/allreduce -ranks 16 -op $$op -type uint || exit 1; done
+	$(GO) run ./examples/allreduce -ranks 16 -op sum -type float
