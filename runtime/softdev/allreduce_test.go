@@ -33,13 +33,13 @@ func allreduce(t *testing.T, n int, op verbs.ExpCalcOp) {
 	}
 	caps := QPCaps(Caps{SendWR: 16, RecvWR: 16, SendSGE: 2, RecvSGE: 1})
 	type rank struct {
-		qps     []*verbs.QP
-		rcqs    []*verbs.CQ
-		self    *verbs.QP
-		selfCQ  *verbs.CQ
-		mgr     *verbs.QP
-		mgrCQ   *verbs.CQ
-		base    int // f.buf offset: A[0..steps] then R[0..steps-1], 8 bytes each
+		qps    []*verbs.QP
+		rcqs   []*verbs.CQ
+		self   *verbs.QP
+		selfCQ *verbs.CQ
+		mgr    *verbs.QP
+		mgrCQ  *verbs.CQ
+		base   int // f.buf offset: A[0..steps] then R[0..steps-1], 8 bytes each
 	}
 	ranks := make([]rank, n)
 	quiet := f.cq(4096, CrossChannelCQ()) // send completions nobody polls
