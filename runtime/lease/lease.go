@@ -37,6 +37,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -64,6 +65,13 @@ type Buffer struct {
 	freed  bool
 }
 
+// live counts Buffers allocated and not yet freed.
+var live atomic.Int64
+
+// LiveBuffers returns the number of Buffers not yet freed: tests and
+// long-running programs check it for leaked C memory.
+func LiveBuffers() int64 { return live.Load() }
+
 // Alloc returns n zeroed bytes of page-aligned C memory.
 func Alloc(n int) (*Buffer, error) {
 	if n <= 0 {
@@ -73,6 +81,7 @@ func Alloc(n int) (*Buffer, error) {
 	if p == nil {
 		return nil, fmt.Errorf("lease.Alloc(%d): %w", n, syscall.ENOMEM)
 	}
+	live.Add(1)
 	return &Buffer{p: p, n: n}, nil
 }
 
@@ -100,6 +109,7 @@ func (b *Buffer) Free() error {
 		return fmt.Errorf("Free: %w (%d leases)", ErrBusy, b.leases)
 	}
 	C.free(b.p)
+	live.Add(-1)
 	b.freed = true
 	return nil
 }

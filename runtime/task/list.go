@@ -34,6 +34,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -115,8 +116,16 @@ func New(ctx *verbs.Context, c Capacity) (*List, error) {
 		bad:     (**verbs.ExpTask)(unsafe.Add(mem, offBad)),
 		firstWR: make([]int32, c.Tasks),
 	}
+	live.Add(1)
 	return l, nil
 }
+
+// live counts arenas allocated and not yet freed, for leak checks.
+var live atomic.Int64
+
+// LiveArenas returns the number of Lists not yet freed: tests and
+// long-running programs check it for leaked C memory.
+func LiveArenas() int64 { return live.Load() }
 
 func align(n, a uintptr) uintptr { return (n + a - 1) &^ (a - 1) }
 
@@ -127,6 +136,7 @@ func (l *List) Free() error {
 		return fmt.Errorf("task list: double free: %w", ErrFreed)
 	}
 	C.free(l.mem)
+	live.Add(-1)
 	l.mem = nil
 	l.tasks, l.sends, l.recvs, l.sges, l.bad = nil, nil, nil, nil, nil
 	return nil
