@@ -22,7 +22,6 @@ enum {
 	SD_MAX_INLINE   = 1024,    /* inline bytes per send WQE */
 	SD_MAX_CQE      = 1 << 20, /* entries per CQ */
 	SD_QPN_BASE     = 0x100,   /* the first QP number handed out */
-	SD_MAX_BLOCKED  = 4096,    /* entries a deadlock report can list */
 };
 
 /* Internal opcodes of a WQE (the ring does not keep the verbs values). */
