@@ -439,9 +439,27 @@ void sd_queue_reset(struct sd_queue *q)
 	q->head = q->tail = q->enabled = q->en_posted = 0;
 }
 
+/* References to qp held by WQEs in qp's own queues (an ENABLE of itself):
+ * they go away with the QP and must not keep it alive. */
+static long self_refs(struct sd_qp *qp)
+{
+	long n = 0;
+	struct sd_queue *qs[2] = {&qp->sq, &qp->rq};
+	for (int k = 0; k < 2; k++) {
+		struct sd_queue *q = qs[k];
+		for (uint64_t i = q->tail; i < q->head; i++) {
+			struct sd_wqe *w = &q->ring[i % q->depth];
+			if ((w->op == SD_OP_SEND_EN || w->op == SD_OP_RECV_EN) && w->u.enable.qp == qp)
+				n++;
+		}
+	}
+	return n;
+}
+
 static int destroy_qp_locked(struct sd_device *d, struct sd_qp *q)
 {
-	if (q->refs != 0)
+	/* Only WQEs of other QPs that still name this one keep it busy. */
+	if (q->refs - self_refs(q) != 0)
 		return EBUSY;
 	sd_queue_release_refs(&q->sq);
 	sd_queue_release_refs(&q->rq);

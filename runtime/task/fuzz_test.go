@@ -1,0 +1,115 @@
+//go:build linux && cgo
+
+package task_test
+
+import (
+	"errors"
+	"testing"
+	"unsafe"
+
+	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/runtime/lease"
+	"github.com/verbsexp/verbsexp/runtime/softdev"
+	"github.com/verbsexp/verbsexp/runtime/task"
+)
+
+// FuzzTaskList drives a List with random sequences of builder, Post,
+// Reset and Free calls against the software device. Whatever the order,
+// misuse must come back as an error (never a crash, never memory
+// corruption caught by the race detector or cgocheck), the device must
+// never hang (a schedule that cannot finish is a deadlock error), and
+// everything must be freeable at the end.
+func FuzzTaskList(f *testing.F) {
+	f.Add([]byte{0, 2, 6})                      // one send, post
+	f.Add([]byte{1, 3, 3, 0, 2, 2, 6, 10})      // receives and sends
+	f.Add([]byte{0, 4, 5, 6, 10})               // wait, enable
+	f.Add([]byte{0, 9, 6, 7, 0, 2, 6, 8, 6, 2}) // calc, reset, free, use after free
+	f.Add([]byte{6, 7, 8, 8})                   // empty post, double free
+	f.Add([]byte{0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 6, 6, 6, 6})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 256 {
+			ops = ops[:256]
+		}
+		dev, err := softdev.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pd, _ := dev.AllocPD()
+		cq, _ := dev.CreateCQ(64, softdev.CrossChannelCQ(), softdev.IgnoreOverrun())
+		caps := softdev.Caps{SendWR: 16, RecvWR: 16, SendSGE: 2, RecvSGE: 2}
+		qa, errA := dev.CreateQP(pd, cq, cq, softdev.CrossChannel(), softdev.QPCaps(caps))
+		qb, errB := dev.CreateQP(pd, cq, cq, softdev.CrossChannel(), softdev.ManagedSend(), softdev.QPCaps(caps))
+		if err := errors.Join(errA, errB, softdev.Connect(qa, qb)); err != nil {
+			t.Fatal(err)
+		}
+		buf, _ := lease.Alloc(4096)
+		mr, err := dev.RegMR(pd, buf.Pointer(), buf.Len(), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wc := softdev.CallocSlice[verbs.ExpWC](64)
+		sge := verbs.SGE{Addr: buf.Addr(), Length: 64, Lkey: mr.Lkey}
+		l, err := task.New(dev.Context(), task.Capacity{Tasks: 4, SendWRs: 8, RecvWRs: 8, SGEs: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		freed := false
+		qp := func(op byte) *verbs.QP {
+			if op&0x10 != 0 {
+				return qb
+			}
+			return qa
+		}
+		for i, op := range ops {
+			var err error
+			switch op % 11 {
+			case 0:
+				_, err = l.SendTask(qp(op))
+			case 1:
+				_, err = l.RecvTask(qp(op))
+			case 2:
+				_, err = l.Send(uint64(i), verbs.ExpSendSignaled, sge)
+			case 3:
+				_, err = l.Recv(uint64(i), sge)
+			case 4:
+				_, err = l.Wait(cq, int(op>>4), op&0x20 != 0, 0)
+			case 5:
+				_, err = l.SendEnable(qb, int(op>>5), 0)
+			case 6:
+				err = l.Post()
+			case 7:
+				err = l.Reset()
+			case 8:
+				err = l.Free()
+				if err == nil {
+					freed = true
+				}
+			case 9:
+				_, err = l.Calc(uint64(i), 0, verbs.ExpCalcOp(op>>4%5), verbs.ExpCalcDataType(op>>6%3), sge, sge)
+			case 10:
+				_, err = dev.Progress() // a deadlock is reported, not waited for
+				verbs.ExpPollCQ(cq, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+			}
+			if freed && op%11 != 8 && op%11 != 10 && err == nil {
+				t.Fatalf("op %d (%d) succeeded on a freed list", i, op%11)
+			}
+		}
+		if !freed {
+			if err := l.Free(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		softdev.Free(unsafe.Pointer(&wc[0]))
+		dev.DestroyQP(qa)
+		dev.DestroyQP(qb)
+		dev.DestroyCQ(cq)
+		dev.DeregMR(mr)
+		dev.DeallocPD(pd)
+		if err := dev.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := buf.Free(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
