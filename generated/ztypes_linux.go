@@ -1191,7 +1191,7 @@ type ExpTask struct {
 // ExpTaskItem is the unnamed struct type of struct ibv_exp_task.item (infiniband/verbs_exp.h:939:7): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpTaskItem struct {
 	QP *QP
-	_  [1]uint64
+	_  unsafe.Pointer
 }
 
 // SendWR returns member send_wr (offset 8).

@@ -15,8 +15,17 @@ type planBuilder struct {
 	cur int64 // first byte not yet covered by a slot
 }
 
+// MaxGoTypeSize is the gc compiler's limit on the size of a type on the
+// 64-bit targets: a larger one fails to compile ("type … larger than
+// address space"), so the generator refuses it up front.
+const MaxGoTypeSize = 1 << 50
+
 func (b *planBuilder) build() error {
 	def := b.p.Def
+	if def.Size >= MaxGoTypeSize {
+		return fmt.Errorf("%s: %s is %d bytes on linux/%s: Go cannot declare a type of 2^50 bytes or more (the gc compiler rejects it as larger than the address space); shrink it or move it out of the -scope headers",
+			def.Pos, b.rec.C, def.Size, b.pl.pkg.Arches[b.pl.arch])
+	}
 	b.p.GoAlign = min(int64(def.Align), GoAlignLimit)
 	if b.p.GoAlign < 1 {
 		b.p.GoAlign = 1
@@ -25,7 +34,7 @@ func (b *planBuilder) build() error {
 	b.p.Types = map[string]*GoType{}
 	var err error
 	if def.Kind == parse.Union {
-		if err = b.storage(0, def.Size, b.p.GoAlign, def.Pos); err == nil {
+		if err = b.unionStorage(def, 0, def.Pos); err == nil {
 			err = b.accessorsOf(def, 0)
 		}
 	} else {
@@ -79,7 +88,7 @@ func (b *planBuilder) structMembers(rec *parse.Record, base int64) error {
 				return err
 			}
 		case m.Name == "" && m.Type.Kind == parse.Nested:
-			if err := b.storage(off, m.Type.Size, int64(m.Type.Align), m.Pos); err != nil {
+			if err := b.unionStorage(m.Type.Record, off, m.Pos); err != nil {
 				return err
 			}
 			if err := b.accessorsOf(m.Type.Record, off); err != nil {
@@ -197,6 +206,43 @@ func (b *planBuilder) accessor(m *parse.Member, base int64) error {
 	b.p.Selectors[m.Name] = name + "()"
 	b.p.Types[m.Name] = t
 	return nil
+}
+
+// unionStorage covers a union placed at off. A union whose members are
+// all pointers filling it gets an unsafe.Pointer slot, so that the
+// garbage collector sees the pointer when the record is in Go memory;
+// any other union gets integer storage.
+func (b *planBuilder) unionStorage(u *parse.Record, off int64, pos parse.Pos) error {
+	if ptrSize, ok := pointerOnly(u); ok && off%ptrSize == 0 && ptrSize <= b.p.GoAlign {
+		if err := b.pad(off, pos); err != nil {
+			return err
+		}
+		b.p.Slots = append(b.p.Slots, Slot{Name: "_", Offset: off, Type: &GoType{Kind: UnsafePointer, Size: ptrSize, Align: ptrSize}})
+		b.cur = off + ptrSize
+		return nil
+	}
+	return b.storage(off, u.Size, int64(u.Align), pos)
+}
+
+// pointerOnly reports whether every member of union u (through anonymous
+// members) is a data or function pointer at offset 0 as large as u.
+func pointerOnly(u *parse.Record) (int64, bool) {
+	if u.Kind != parse.Union || len(u.Members) == 0 {
+		return 0, false
+	}
+	for _, m := range u.Members {
+		t := m.Type
+		if m.Name == "" && t.Kind == parse.Nested {
+			if n, ok := pointerOnly(t.Record); !ok || n != u.Size {
+				return 0, false
+			}
+			continue
+		}
+		if t.Kind != parse.Pointer || m.Offset != 0 || m.BitField || t.Size != u.Size {
+			return 0, false
+		}
+	}
+	return u.Size, true
 }
 
 // storage covers [off, off+size) with a blank field of the widest unsigned

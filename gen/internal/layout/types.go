@@ -185,6 +185,9 @@ func describe(t *parse.Type) string {
 		return t.Name
 	}
 	if t.Tag != "" {
+		if t.RecordKind == "" {
+			return "enum " + t.Tag // an enum declared, never defined
+		}
 		return string(t.RecordKind) + " " + t.Tag
 	}
 	return fmt.Sprintf("kind %d, %d bytes", t.Kind, t.Size)

@@ -113,7 +113,7 @@ type AnonWRRDMA struct {
 // AnonItem is the unnamed struct type of struct anon.item (anon.h:39:4): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type AnonItem struct {
 	Self *Anon
-	_    [1]uint64
+	_    unsafe.Pointer
 }
 
 // A returns member a (offset 8).
