@@ -212,13 +212,7 @@ func (l *List) sendWR(wrID uint64, op verbs.ExpWROpcode, flags verbs.ExpSendFlag
 	wr.WRID = wrID
 	wr.ExpOpcode = op
 	wr.ExpSendFlags = uint64(flags)
-	if len(sges) > 0 {
-		dst := l.sges[l.nSGEs : l.nSGEs+len(sges)]
-		copy(dst, sges)
-		l.nSGEs += len(sges)
-		wr.SGList = &dst[0]
-		wr.NumSGE = int32(len(sges))
-	}
+	wr.SGList, wr.NumSGE = l.copySGEs(sges)
 	if l.lastSend == nil {
 		t.Item.SetSendWR(wr)
 	} else {
@@ -226,6 +220,18 @@ func (l *List) sendWR(wrID uint64, op verbs.ExpWROpcode, flags verbs.ExpSendFlag
 	}
 	l.lastSend = wr
 	return wr, nil
+}
+
+// copySGEs copies sges into the arena (room was checked) and returns the
+// sg_list and num_sge a work request stores.
+func (l *List) copySGEs(sges []verbs.SGE) (*verbs.SGE, int32) {
+	if len(sges) == 0 {
+		return nil, 0
+	}
+	dst := l.sges[l.nSGEs : l.nSGEs+len(sges)]
+	copy(dst, sges)
+	l.nSGEs += len(sges)
+	return &dst[0], int32(len(sges))
 }
 
 func (l *List) current(kind verbs.ExpTaskType) (*verbs.ExpTask, error) {
@@ -337,13 +343,7 @@ func (l *List) Recv(wrID uint64, sges ...verbs.SGE) (*verbs.RecvWR, error) {
 	wr := &l.recvs[l.nRecvs]
 	l.nRecvs++
 	*wr = verbs.RecvWR{WRID: wrID}
-	if len(sges) > 0 {
-		dst := l.sges[l.nSGEs : l.nSGEs+len(sges)]
-		copy(dst, sges)
-		l.nSGEs += len(sges)
-		wr.SGList = &dst[0]
-		wr.NumSGE = int32(len(sges))
-	}
+	wr.SGList, wr.NumSGE = l.copySGEs(sges)
 	if l.lastRecv == nil {
 		t.Item.SetRecvWR(wr)
 	} else {
