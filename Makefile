@@ -7,6 +7,8 @@
 #   make abi-check                    stale check, layout tests, diff against the baseline
 #   make abi-baseline                 accept generated/abi.json as the new baseline
 #   make bench-gen                    generation time vs go tool cgo -godefs
+#   make fuzz [FUZZTIME=30s]          each fuzz target for FUZZTIME
+#   make bench-scale                  generation time and peak RSS vs header size
 #   make bench                        call shims and task posting (Go vs C vs naive)
 #   make examples                     run the cross-channel examples on the software device
 
@@ -79,3 +81,22 @@ examples:
 	$(GO) run ./examples/pingpong -rounds 1000 -size 64
 	@for op in sum max and or xor; do $(GO) run ./examples/allreduce -ranks 16 -op $$op -type uint || exit 1; done
 	$(GO) run ./examples/allreduce -ranks 16 -op sum -type float
+
+# Fuzzing (go test -fuzz): one target per go test invocation, each for
+# FUZZTIME. Crashers land in the package's testdata/fuzz/<Fuzz…>/ and
+# then run as regression tests with every go test.
+FUZZTIME     ?= 30s
+FUZZ_TARGETS := ./gen:FuzzGenerate ./internal/manifest:FuzzUnmarshal ./gen/internal/diff:FuzzCompare
+
+.PHONY: fuzz bench-scale
+fuzz: toolchains
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== fuzz $$name ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 20x $$pkg || exit 1; \
+	done
+
+# Generation time and peak RSS on 1×, 4×, 16× synthetic copies of headers/,
+# with the fitted exponent of time vs size.
+bench-scale: toolchains
+	$(GO) test ./gen -run '^$$' -bench BenchmarkGenerateScale -benchtime 1x

@@ -133,11 +133,39 @@ func Unmarshal(b []byte) (*Manifest, error) {
 		if a == nil {
 			return nil, fmt.Errorf("arches.%s is null", name)
 		}
+		// The differ matches by C name: a name listed twice would make a
+		// manifest differ from itself (found by FuzzCompare).
+		recs := map[string]bool{}
 		for i, r := range a.Records {
 			if r.C == "" || r.Go == "" {
 				return nil, fmt.Errorf("arches.%s.records[%d]: missing c or go", name, i)
 			}
+			if recs[r.C] {
+				return nil, fmt.Errorf("arches.%s.records[%d]: %s listed twice", name, i, r.C)
+			}
+			recs[r.C] = true
+			fields := map[string]bool{}
+			for j, f := range r.Fields {
+				if fields[f.C] {
+					return nil, fmt.Errorf("arches.%s.records[%d].fields[%d]: %s.%s listed twice", name, i, j, r.C, f.C)
+				}
+				fields[f.C] = true
+			}
 		}
+		consts := map[string]bool{}
+		for i, c := range a.Constants {
+			if consts[c.C] {
+				return nil, fmt.Errorf("arches.%s.constants[%d]: %q listed twice", name, i, c.C)
+			}
+			consts[c.C] = true
+		}
+	}
+	funcs := map[string]bool{}
+	for i, f := range m.Functions {
+		if funcs[f.C] {
+			return nil, fmt.Errorf("functions[%d]: %q listed twice", i, f.C)
+		}
+		funcs[f.C] = true
 	}
 	return &m, nil
 }

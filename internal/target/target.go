@@ -86,7 +86,8 @@ func (t Target) Compiler() (string, error) {
 	if cc := os.Getenv(t.EnvVar()); cc != "" {
 		p, err := exec.LookPath(cc)
 		if err != nil {
-			return "", fmt.Errorf("%s=%s: compiler not found: %v", t.EnvVar(), cc, err)
+			return "", fmt.Errorf("%s=%s: compiler not found: %v; point it at an installed compiler, or unset it to use %s-gcc (apt-get install -y %s)",
+				t.EnvVar(), cc, err, t.GNUTriplet, t.DebianPkg)
 		}
 		return p, nil
 	}

@@ -12,8 +12,9 @@ import (
 )
 
 // Write replaces dir with exactly files, atomically: everything is written
-// to a sibling temporary directory first and swapped in with renames, so a
-// failed run leaves the previous package as it was. dir must be absent,
+// to a sibling temporary directory first and swapped in (one
+// renameat2(RENAME_EXCHANGE) on Linux, else renames), so a failed or
+// killed run leaves the previous package as it was. dir must be absent,
 // empty, or hold only files this generator wrote.
 func Write(dir string, files []emit.File) error {
 	dir, err := filepath.Abs(dir)
@@ -40,6 +41,15 @@ func Write(dir string, files []emit.File) error {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
+	if _, err := os.Stat(dir); err == nil {
+		// One atomic swap where the kernel can: the previous package is
+		// then in tmp, removed by the deferred RemoveAll.
+		if exchange(tmp, dir) == nil {
+			return nil
+		}
+	}
+	// No exchange: two renames, with a moment in which dir is absent and
+	// the previous package sits in tmp.old.
 	old := ""
 	if _, err := os.Stat(dir); err == nil {
 		old = tmp + ".old"

@@ -94,6 +94,7 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	cfg.Header = true
 	cfg.ExpansionLimit = expansionLimit
 	cfg.SourceCache = cache
+	cfg.FS = eofSafeFS{}
 	var dirs []string
 	for _, d := range opts.IncludeDirs {
 		a, err := filepath.Abs(d)
@@ -130,13 +131,18 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	return x.unit, nil
 }
 
-// frontEndError keeps cc's file:line:col lines and adds what to do. Some
-// cc errors carry no position (a missing ';' is "unexpected EOF"); then
-// the target's C compiler is asked for its own diagnostics, which do.
+// frontEndError keeps cc's file:line:col lines, adds the target C
+// compiler's own diagnostics and what to do. Some cc errors carry no
+// position (a missing ';' is "unexpected EOF"); then only the compiler's
+// diagnostics, which do, are shown.
 func frontEndError(goarch string, err error, compiler string, dirs []string, entry string) error {
 	msg := strings.TrimSpace(err.Error())
-	if !hasPosition(msg) {
-		if diag := compilerDiagnostics(compiler, dirs, entry); diag != "" {
+	if diag := compilerDiagnostics(compiler, dirs, entry); diag != "" {
+		if hasPosition(msg) {
+			// cc's own words can be cryptic ("unexpected identifier"
+			// for an unknown type name): add the compiler's.
+			msg += "\nthe target compiler (" + filepath.Base(compiler) + ") says:\n" + diag
+		} else {
 			msg = diag
 		}
 	}

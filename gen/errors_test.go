@@ -1,0 +1,565 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/build"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/verbsexp/verbsexp/internal/manifest"
+)
+
+// errorRow is one row of docs/errors.md.
+type errorRow struct {
+	id   string
+	exit int // -1: the run is killed
+	want []string
+}
+
+const errorsDoc = "../docs/errors.md"
+
+// readErrorsTable parses the table between the errors-table markers.
+func readErrorsTable(t *testing.T) []errorRow {
+	t.Helper()
+	b, err := os.ReadFile(errorsDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	start := strings.Index(s, "<!-- errors-table")
+	end := strings.Index(s, "<!-- end errors-table -->")
+	if start < 0 || end < start {
+		t.Fatalf("%s: no errors-table markers", errorsDoc)
+	}
+	quoted := regexp.MustCompile("`([^`]+)`")
+	var rows []errorRow
+	for _, line := range strings.Split(s[start:end], "\n")[1:] {
+		if !strings.HasPrefix(line, "|") || strings.HasPrefix(line, "| Row ") || strings.HasPrefix(line, "|---") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), " | ")
+		if len(cells) != 4 {
+			t.Fatalf("%s: want 4 cells separated by \" | \": %s", errorsDoc, line)
+		}
+		r := errorRow{id: strings.TrimSpace(cells[0])}
+		switch e := strings.TrimSpace(cells[2]); e {
+		case "-":
+			r.exit = -1
+		default:
+			if r.exit, err = strconv.Atoi(e); err != nil {
+				t.Fatalf("%s: row %s: exit %q", errorsDoc, r.id, e)
+			}
+		}
+		for _, m := range quoted.FindAllStringSubmatch(cells[3], -1) {
+			r.want = append(r.want, m[1])
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// errorCase runs one row and returns the exit status (-1 when killed)
+// and the output (stderr, then stdout). It checks what the row implies
+// beyond the message.
+type errorCase func(t *testing.T, bin string) (int, string)
+
+var errorCases = map[string]errorCase{
+	"malformed-c":     headerCase("struct ibv_x { int a }\n"),
+	"missing-include": headerCase("#include <no/such/header.h>\n"),
+	"unknown-type":    headerCase("struct ibv_x { foo_t a; };\n"),
+	"incomplete-type": headerCase("struct ibv_x { struct ibv_undefined u; };\n"),
+	"incomplete-enum": headerCase("enum ibv_e;\nstruct ibv_x { enum ibv_e e; };\n"),
+	"recursion":       headerCase("struct ibv_r { struct ibv_r self; int a; };\n"),
+	"recursion-pointer": headerCase("struct ibv_r { struct ibv_r *next; };\n",
+		expectGo("type R struct", "Next *R")),
+	"enum-100000":      enum100000,
+	"struct-1tib":      headerCase("struct ibv_big { char x[1ULL << 40]; };\n", expectGo("X [1099511627776]byte")),
+	"struct-too-large": headerCase("struct ibv_big { char x[1ULL << 55]; };\n"),
+	"eof-continuation": headerCase("\"x\\"),
+	"empty-header":     headerCase(""),
+	"name-collision": headerCase(collisionHeader,
+		expectGo("type QPCap struct", "type QPCapStruct struct", "QPCapConst  = 2", "QPCapConst2 = 3", "QPCapConst3 = 1")),
+	"member-collision": headerCase("struct ibv_x { int qp_num; int QP_num; };\n", expectGo("QPNum  int32", "QPNum_ int32")),
+	"no-entry-header": func(t *testing.T, bin string) (int, string) {
+		return runGen(t, bin, nil, "-I", t.TempDir(), "-o", filepath.Join(t.TempDir(), "pkg"))
+	},
+	"output-under-file": func(t *testing.T, bin string) (int, string) {
+		file := filepath.Join(t.TempDir(), "plain")
+		if err := os.WriteFile(file, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return runGen(t, bin, nil, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(file, "pkg"), "-arch", "amd64")
+	},
+	"output-read-only":     outputReadOnly,
+	"output-not-generated": outputNotGenerated,
+	"disk-full":            diskFull,
+	"interrupted":          interrupted,
+	"stale-manifest":       staleManifest,
+	"compiler-env-missing": func(t *testing.T, bin string) (int, string) {
+		return runGen(t, bin, []string{"VERBSEXP_CC_ARM64=/nonexistent"}, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "arm64")
+	},
+	"compiler-not-on-path": func(t *testing.T, bin string) (int, string) {
+		return runGen(t, bin, []string{"PATH=" + t.TempDir(), "VERBSEXP_CC_PPC64LE="}, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "ppc64le")
+	},
+	"unknown-arch": func(t *testing.T, bin string) (int, string) {
+		return runGen(t, bin, nil, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "sparc64")
+	},
+	"no-flags": func(t *testing.T, bin string) (int, string) { return runGen(t, bin, nil) },
+}
+
+const collisionHeader = `struct ibv_qp_cap { int a; };
+struct ibv_QP_cap { int b; };
+#define IBV_QP_CAP 1
+enum { ibv_qp__cap = 2, IBV_QP_CAP_ = 3 };
+`
+
+// TestErrorsTable runs every row of docs/errors.md.
+func TestErrorsTable(t *testing.T) {
+	rows := readErrorsTable(t)
+	if len(rows) == 0 {
+		t.Fatalf("%s: empty table", errorsDoc)
+	}
+	seen := map[string]bool{}
+	bin := genBinary(t)
+	for _, r := range rows {
+		if seen[r.id] {
+			t.Errorf("%s: row %s twice", errorsDoc, r.id)
+		}
+		seen[r.id] = true
+		run, ok := errorCases[r.id]
+		if !ok {
+			t.Errorf("%s: row %s has no test in errorCases", errorsDoc, r.id)
+			continue
+		}
+		t.Run(r.id, func(t *testing.T) {
+			code, out := run(t, bin)
+			if code != r.exit {
+				t.Fatalf("exit %d, docs/errors.md says %d; output:\n%s", code, r.exit, clip(out))
+			}
+			for _, w := range r.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q (docs/errors.md):\n%s", w, clip(out))
+				}
+			}
+			if strings.Contains(out, "goroutine ") || strings.Contains(out, "panic:") {
+				t.Errorf("a stack trace reached the user:\n%s", clip(out))
+			}
+		})
+	}
+	var missing []string
+	for id := range errorCases {
+		if !seen[id] {
+			missing = append(missing, id)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("tests without a row in %s: %v", errorsDoc, missing)
+	}
+}
+
+var (
+	genBinOnce sync.Once
+	genBinPath string
+	genBinErr  error
+)
+
+// genBinary builds the generator once per test process.
+func genBinary(t *testing.T) string {
+	t.Helper()
+	genBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "verbsexp-gen-bin-")
+		if err != nil {
+			genBinErr = err
+			return
+		}
+		genBinPath = filepath.Join(dir, "gen")
+		if out, err := exec.Command("go", "build", "-o", genBinPath, ".").CombinedOutput(); err != nil {
+			genBinErr = fmt.Errorf("go build ./gen: %v\n%s", err, out)
+		}
+	})
+	if genBinErr != nil {
+		t.Fatal(genBinErr)
+	}
+	return genBinPath
+}
+
+// runGen runs the generator binary with extra environment and returns
+// the exit status and stderr followed by stdout.
+func runGen(t *testing.T, bin string, env []string, args ...string) (int, string) {
+	t.Helper()
+	return runCmd(t, exec.Command(bin, args...), env)
+}
+
+func runCmd(t *testing.T, cmd *exec.Cmd, env []string) (int, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Env = append(os.Environ(), env...)
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	return code, stderr.String() + stdout.String()
+}
+
+// headerCase generates from header for amd64 twice: into a fresh -o
+// (a failure must not create it) and over a previous package (a failure
+// must leave it as it was). A success must give a package that
+// type-checks, whose manifest reads back, and whose Go source holds
+// every piece of Go that checks lists.
+func headerCase(header string, checks ...func(*testing.T, string)) errorCase {
+	return func(t *testing.T, bin string) (int, string) {
+		inc := writeHeader(t, header)
+		fresh := filepath.Join(t.TempDir(), "pkg")
+		code, out := runGen(t, bin, nil, "-I", inc, "-o", fresh, "-arch", "amd64")
+		if code != 0 {
+			if _, err := os.Stat(fresh); !os.IsNotExist(err) {
+				t.Errorf("a failed run created %s", fresh)
+			}
+			prev := filepath.Join(t.TempDir(), "pkg")
+			if c, o := runGen(t, bin, nil, "-q", "-I", writeHeader(t, goodHeader), "-o", prev, "-arch", "amd64"); c != 0 {
+				t.Fatalf("good header: exit %d\n%s", c, o)
+			}
+			before := snapshot(t, prev)
+			if c, _ := runGen(t, bin, nil, "-I", inc, "-o", prev, "-arch", "amd64"); c != code {
+				t.Errorf("second run: exit %d, first %d", c, code)
+			}
+			if !equalSnapshots(before, snapshot(t, prev)) {
+				t.Errorf("a failed run changed the previous package in %s", prev)
+			}
+			if left, _ := filepath.Glob(filepath.Join(filepath.Dir(prev), ".pkg.new-*")); len(left) > 0 {
+				t.Errorf("a failed run left %v", left)
+			}
+			return code, out
+		}
+		checkPackageDir(t, fresh)
+		for _, c := range checks {
+			c(t, fresh)
+		}
+		return code, out
+	}
+}
+
+// expectGo checks that the package's Go files contain each fragment.
+func expectGo(fragments ...string) func(*testing.T, string) {
+	return func(t *testing.T, dir string) {
+		var all strings.Builder
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			all.Write(b)
+		}
+		for _, fr := range fragments {
+			if !strings.Contains(all.String(), fr) {
+				t.Errorf("generated Go lacks %q", fr)
+			}
+		}
+	}
+}
+
+// checkPackageDir type-checks the linux/amd64 view of a generated
+// package (gc sizes: the layout guards hold) and reads its manifest back.
+func checkPackageDir(t *testing.T, dir string) *manifest.Manifest {
+	t.Helper()
+	ctx := build.Default
+	ctx.GOOS, ctx.GOARCH, ctx.CgoEnabled = "linux", "amd64", true
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") {
+			continue
+		}
+		if ok, err := ctx.MatchFile(dir, name); err != nil || !ok {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		files = append(files, f)
+	}
+	if len(files) == 0 {
+		t.Fatalf("%s: no Go files for linux/amd64", dir)
+	}
+	typeCheck(t, fset, files)
+	m, err := manifest.Read(filepath.Join(dir, "abi.json"))
+	if err != nil {
+		t.Fatalf("abi.json: %v", err)
+	}
+	return m
+}
+
+// enum100000 generates a 100 000-member enum and checks every value made
+// it to the manifest and the Go constants.
+func enum100000(t *testing.T, bin string) (int, string) {
+	const n = 100000
+	var h strings.Builder
+	h.WriteString("enum ibv_big {\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&h, "\tIBV_BIG_%d = %d,\n", i, i*3)
+	}
+	h.WriteString("};\nstruct ibv_use { enum ibv_big e; };\n")
+	inc := writeHeader(t, h.String())
+	out := filepath.Join(t.TempDir(), "pkg")
+	start := time.Now()
+	code, msg := runGen(t, bin, nil, "-I", inc, "-o", out, "-arch", "amd64")
+	t.Logf("100 000-member enum: %v (not asserted)", time.Since(start))
+	if code != 0 {
+		return code, msg
+	}
+	m, err := manifest.Read(filepath.Join(out, "abi.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := m.Arches["amd64"].Constants
+	if len(cs) != n {
+		t.Fatalf("manifest has %d constants, want %d", len(cs), n)
+	}
+	for i, c := range cs {
+		if want := fmt.Sprintf("IBV_BIG_%d", i); c.C != want || c.Value.String() != strconv.Itoa(i*3) {
+			t.Fatalf("constant %d is %s = %s, want %s = %d", i, c.C, c.Value, want, i*3)
+		}
+	}
+	src, err := os.ReadFile(filepath.Join(out, "consts.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parser.ParseFile(token.NewFileSet(), "consts.go", src, 0); err != nil {
+		t.Fatalf("consts.go: %v", err)
+	}
+	if !bytes.Contains(src, []byte("BigEnum99999 BigEnum = 299997")) && !bytes.Contains(src, []byte("Big99999 Big = 299997")) {
+		t.Errorf("consts.go lacks the last enumerator with its value")
+	}
+	return code, msg
+}
+
+// outputNotGenerated: -o holds a file the generator did not write.
+func outputNotGenerated(t *testing.T, bin string) (int, string) {
+	out := t.TempDir()
+	mine := filepath.Join(out, "mine.go")
+	if err := os.WriteFile(mine, []byte("package pkg\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, msg := runGen(t, bin, nil, "-I", writeHeader(t, goodHeader), "-o", out, "-arch", "amd64")
+	if b, err := os.ReadFile(mine); err != nil || string(b) != "package pkg\n" {
+		t.Errorf("hand-written file changed or removed: %q %v", b, err)
+	}
+	return code, msg
+}
+
+// outputReadOnly regenerates over a package on a tmpfs remounted
+// read-only, in a private mount namespace.
+func outputReadOnly(t *testing.T, bin string) (int, string) {
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("SKIP: output-read-only needs unshare(1) to mount a read-only tmpfs privately; not installed")
+	}
+	mnt := t.TempDir()
+	errFile := filepath.Join(t.TempDir(), "stderr")
+	script := `set -e
+mount -t tmpfs -o size=16m verbsexp "$MNT"
+"$BIN" -q -I "$INC1" -o "$MNT/pkg" -arch amd64
+before=$(cat "$MNT"/pkg/* | sha256sum)
+mount -o remount,ro "$MNT"
+rc=0
+"$BIN" -I "$INC2" -o "$MNT/pkg" -arch amd64 2>"$ERR" || rc=$?
+after=$(cat "$MNT"/pkg/* | sha256sum)
+left=$(ls -A "$MNT" | grep -v '^pkg$' || true)
+echo "rc=$rc same=$([ "$before" = "$after" ] && echo yes || echo no) left=$left"
+`
+	cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", script)
+	env := []string{"MNT=" + mnt, "BIN=" + bin, "INC1=" + writeHeader(t, goodHeader), "INC2=" + writeHeader(t, collisionHeader), "ERR=" + errFile}
+	code, out := runCmd(t, cmd, env)
+	if code != 0 {
+		t.Skipf("SKIP: output-read-only: cannot mount a private read-only tmpfs here (unshare -m: exit %d): %s", code, strings.TrimSpace(out))
+	}
+	m := regexp.MustCompile(`rc=(\d+) same=(\w+) left=(.*)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("unexpected script output: %s", out)
+	}
+	if m[2] != "yes" {
+		t.Errorf("the failed run changed the package on the read-only file system")
+	}
+	if strings.TrimSpace(m[3]) != "" {
+		t.Errorf("left next to the package: %s", m[3])
+	}
+	msg, _ := os.ReadFile(errFile)
+	rc, _ := strconv.Atoi(m[1])
+	return rc, string(msg)
+}
+
+// diskFull regenerates over a package with RLIMIT_FSIZE below the size
+// of the new consts.go.
+func diskFull(t *testing.T, bin string) (int, string) {
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Skip("SKIP: disk-full needs prlimit(1) (util-linux) to set RLIMIT_FSIZE; not installed")
+	}
+	out := filepath.Join(t.TempDir(), "pkg")
+	if c, o := runGen(t, bin, nil, "-q", "-I", writeHeader(t, goodHeader), "-o", out, "-arch", "amd64"); c != 0 {
+		t.Fatalf("good run: %s", o)
+	}
+	before := snapshot(t, out)
+	var h strings.Builder
+	for i := 0; i < 3000; i++ {
+		fmt.Fprintf(&h, "#define IBV_FILLER_CONSTANT_NUMBER_%d %d\n", i, i)
+	}
+	code, msg := runCmd(t, exec.Command(prlimit, "--fsize=65536", bin, "-I", writeHeader(t, h.String()), "-o", out, "-arch", "amd64"), nil)
+	if !equalSnapshots(before, snapshot(t, out)) {
+		t.Errorf("a failed write changed the previous package")
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".pkg.new-*")); len(left) > 0 {
+		t.Errorf("a failed write left %v", left)
+	}
+	return code, msg
+}
+
+// interrupted kills the generator while it replaces a package: at the
+// swap itself (strace injects SIGKILL into the rename system calls), and
+// at timed points of a slow run. After each kill -o must hold the
+// previous package or the new one, complete; a normal run then succeeds.
+func interrupted(t *testing.T, bin string) (int, string) {
+	// Every run writes "-o pkg" from the parent directory, so that the
+	// recorded command, and so the bytes, are the same wherever it is.
+	parent, wantParent := t.TempDir(), t.TempDir()
+	out := filepath.Join(parent, "pkg")
+	gen := func(dir string, args ...string) *exec.Cmd {
+		cmd := exec.Command(bin, append(args, "-o", "pkg", "-arch", "amd64")...)
+		cmd.Dir = dir
+		return cmd
+	}
+	good := writeHeader(t, goodHeader)
+	if c, o := runCmd(t, gen(parent, "-q", "-I", good), nil); c != 0 {
+		t.Fatalf("good run: %s", o)
+	}
+	prev := snapshot(t, out)
+	newInc := writeHeader(t, collisionHeader)
+	if c, o := runCmd(t, gen(wantParent, "-q", "-I", newInc), nil); c != 0 {
+		t.Fatalf("new header: %s", o)
+	}
+	next := snapshot(t, filepath.Join(wantParent, "pkg"))
+	state := func(when string) {
+		t.Helper()
+		switch got := snapshot(t, out); {
+		case equalSnapshots(got, prev):
+			t.Logf("killed %s: -o holds the previous package", when)
+		case equalSnapshots(got, next):
+			t.Logf("killed %s: -o holds the new package", when)
+		default:
+			t.Errorf("killed %s: -o holds neither package complete: %d files", when, len(got))
+		}
+	}
+	killedStatus := -1
+	if strace, err := exec.LookPath("strace"); err != nil {
+		t.Logf("strace(1) not installed: the kill at the swap itself is not tested, only the timed kills")
+	} else {
+		const renames = "rename,renameat,renameat2"
+		for _, when := range []string{"1", "2"} {
+			cmd := gen(parent, "-q", "-I", newInc)
+			cmd.Args = append([]string{strace, "-f", "-qq", "-o", "/dev/null", "-e", "trace=" + renames, "-e", "inject=" + renames + ":signal=KILL:when=" + when}, cmd.Args...)
+			cmd.Path = strace
+			code, msg := runCmd(t, cmd, nil)
+			if strings.Contains(msg, "ptrace") || strings.Contains(msg, "Operation not permitted") {
+				t.Logf("strace cannot trace here (%s): the kill at the swap is not tested", strings.TrimSpace(msg))
+				break
+			}
+			t.Logf("strace inject at rename #%s: exit %d", when, code)
+			state("at rename #" + when)
+			// Back to the previous package for the next kill point.
+			if c, o := runCmd(t, gen(parent, "-q", "-I", good), nil); c != 0 {
+				t.Fatalf("restoring: %s", o)
+			}
+		}
+	}
+	// Timed kills during a slow run (the 3 s enum): whatever stage it is in.
+	var h strings.Builder
+	h.WriteString("enum ibv_slow {\n")
+	for i := 0; i < 60000; i++ {
+		fmt.Fprintf(&h, "\tIBV_SLOW_%d,\n", i)
+	}
+	h.WriteString("};\n")
+	slow := writeHeader(t, h.String())
+	for _, d := range []time.Duration{300 * time.Millisecond, 1200 * time.Millisecond} {
+		cmd := gen(parent, "-q", "-I", slow)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(d)
+		cmd.Process.Signal(syscall.SIGKILL)
+		err := cmd.Wait()
+		got := snapshot(t, out)
+		if equalSnapshots(got, prev) {
+			t.Logf("killed after %v (%v): previous package intact", d, err)
+		} else if _, ok := got["consts.go"]; ok && strings.Contains(got["consts.go"], "IBV_SLOW_59999") {
+			t.Logf("killed after %v: the run had already finished; new package complete", d)
+			if c, o := runCmd(t, gen(parent, "-q", "-I", good), nil); c != 0 {
+				t.Fatalf("restoring: %s", o)
+			}
+			prev = snapshot(t, out)
+		} else {
+			t.Errorf("killed after %v: -o holds neither package complete", d)
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".pkg.new-*"))
+	t.Logf("scratch directories left by the kills (harmless): %d", len(left))
+	code, msg := runCmd(t, gen(parent, "-q", "-I", newInc), nil)
+	if code != 0 {
+		t.Fatalf("the run after the kills failed: %s", msg)
+	}
+	if !equalSnapshots(snapshot(t, out), next) {
+		t.Errorf("the run after the kills did not write the new package")
+	}
+	return killedStatus, ""
+}
+
+// staleManifest: scripts/regenerate --check against headers/ plus one
+// constant reports generated/ as stale.
+func staleManifest(t *testing.T, bin string) (int, string) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../headers")); err != nil {
+		t.Fatal(err)
+	}
+	h := filepath.Join(dir, "infiniband", "verbs_exp.h")
+	b, err := os.ReadFile(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, "\n#define IBV_EXP_ERRORS_TABLE_STALE 1\n"...)
+	if err := os.WriteFile(h, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("scripts/regenerate", "--check", dir)
+	cmd.Dir = ".."
+	return runCmd(t, cmd, nil)
+}
+
+func clip(s string) string {
+	if len(s) > 3000 {
+		return s[:3000] + "\n…"
+	}
+	return s
+}
