@@ -90,6 +90,8 @@ var errorCases = map[string]errorCase{
 	"struct-1tib":      headerCase("struct ibv_big { char x[1ULL << 40]; };\n", expectGo("X [1099511627776]byte")),
 	"struct-too-large": headerCase("struct ibv_big { char x[1ULL << 55]; };\n"),
 	"eof-continuation": headerCase("\"x\\"),
+	"truncated-header": headerCase("struct ibv_a { int x; };\nint *"),
+	"unbalanced-macro": headerCase("#define X (void *\n"),
 	"empty-header":     headerCase(""),
 	"name-collision": headerCase(collisionHeader,
 		expectGo("type QPCap struct", "type QPCapStruct struct", "QPCapConst  = 2", "QPCapConst2 = 3", "QPCapConst3 = 1")),
