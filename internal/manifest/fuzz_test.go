@@ -67,12 +67,22 @@ func mustRead(tb testing.TB, path string) []byte {
 func TestDuplicatesRefused(t *testing.T) {
 	for name, js := range map[string]string{
 		"record":   `{"version":1,"inputs":[],"arches":{"amd64":{"records":[{"c":"struct a","go":"A"},{"c":"struct a","go":"A"}]}}}`,
-		"field":    `{"version":1,"inputs":[],"arches":{"amd64":{"records":[{"c":"struct a","go":"A","fields":[{"c":"x"},{"c":"x"}]}]}}}`,
-		"constant": `{"version":1,"inputs":[],"arches":{"amd64":{"constants":[{"value":1},{}]}}}`,
-		"function": `{"version":1,"inputs":[],"arches":{},"functions":[{"c":"f"},{"c":"f"}]}`,
+		"field":    `{"version":1,"inputs":[],"arches":{"amd64":{"records":[{"c":"struct a","go":"A","fields":[{"c":"x","go":"X"},{"c":"x","go":"X"}]}]}}}`,
+		"constant": `{"version":1,"inputs":[],"arches":{"amd64":{"constants":[{"c":"A","go":"A","value":1},{"c":"A","go":"A"}]}}}`,
+		"function": `{"version":1,"inputs":[],"arches":{},"functions":[{"c":"f","go":"F"},{"c":"f","go":"F"}]}`,
 	} {
 		if _, err := Unmarshal([]byte(js)); err == nil || !strings.Contains(err.Error(), "listed twice") {
 			t.Errorf("%s listed twice: err %v", name, err)
+		}
+	}
+	// Nameless entries: the crasher regress-nameless-constant.
+	for name, js := range map[string]string{
+		"field":    `{"version":1,"inputs":[],"arches":{"amd64":{"records":[{"c":"struct a","go":"A","fields":[{"c":"x"}]}]}}}`,
+		"constant": `{"version":1,"inputs":[],"arches":{"amd64":{"constants":[{"go":"A","value":3}]}}}`,
+		"function": `{"version":1,"inputs":[],"arches":{},"functions":[{"c":"f"}]}`,
+	} {
+		if _, err := Unmarshal([]byte(js)); err == nil || !strings.Contains(err.Error(), "missing c or go") {
+			t.Errorf("nameless %s: err %v", name, err)
 		}
 	}
 }

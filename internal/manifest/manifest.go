@@ -133,8 +133,9 @@ func Unmarshal(b []byte) (*Manifest, error) {
 		if a == nil {
 			return nil, fmt.Errorf("arches.%s is null", name)
 		}
-		// The differ matches by C name: a name listed twice would make a
-		// manifest differ from itself (found by FuzzCompare).
+		// The differ matches by C name and reports changes by it: a name
+		// missing or listed twice would make a manifest differ from itself
+		// or a change nobody can acknowledge (found by FuzzCompare).
 		recs := map[string]bool{}
 		for i, r := range a.Records {
 			if r.C == "" || r.Go == "" {
@@ -146,6 +147,9 @@ func Unmarshal(b []byte) (*Manifest, error) {
 			recs[r.C] = true
 			fields := map[string]bool{}
 			for j, f := range r.Fields {
+				if f.C == "" || f.Go == "" {
+					return nil, fmt.Errorf("arches.%s.records[%d].fields[%d]: missing c or go", name, i, j)
+				}
 				if fields[f.C] {
 					return nil, fmt.Errorf("arches.%s.records[%d].fields[%d]: %s.%s listed twice", name, i, j, r.C, f.C)
 				}
@@ -154,6 +158,9 @@ func Unmarshal(b []byte) (*Manifest, error) {
 		}
 		consts := map[string]bool{}
 		for i, c := range a.Constants {
+			if c.C == "" || c.Go == "" {
+				return nil, fmt.Errorf("arches.%s.constants[%d]: missing c or go", name, i)
+			}
 			if consts[c.C] {
 				return nil, fmt.Errorf("arches.%s.constants[%d]: %q listed twice", name, i, c.C)
 			}
@@ -162,6 +169,9 @@ func Unmarshal(b []byte) (*Manifest, error) {
 	}
 	funcs := map[string]bool{}
 	for i, f := range m.Functions {
+		if f.C == "" || f.Go == "" {
+			return nil, fmt.Errorf("functions[%d]: missing c or go", i)
+		}
 		if funcs[f.C] {
 			return nil, fmt.Errorf("functions[%d]: %q listed twice", i, f.C)
 		}
