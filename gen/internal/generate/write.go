@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/verbsexp/verbsexp/gen/internal/emit"
 )
@@ -28,6 +29,7 @@ func Write(dir string, files []emit.File) error {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return fmt.Errorf("cannot create %s: %v; choose a writable -o directory", parent, err)
 	}
+	removeAbandoned(parent, "."+filepath.Base(dir)+".new-")
 	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".new-")
 	if err != nil {
 		return fmt.Errorf("cannot write next to %s: %v; check the permissions of %s or choose another -o", dir, err, parent)
@@ -67,6 +69,21 @@ func Write(dir string, files []emit.File) error {
 		os.RemoveAll(old)
 	}
 	return nil
+}
+
+// abandonedAge is how old a scratch directory must be before a later run
+// treats it as left behind by a killed run (and not as a concurrent one's).
+const abandonedAge = 10 * time.Minute
+
+// removeAbandoned deletes scratch directories (prefix*) that killed runs
+// left next to the output directory.
+func removeAbandoned(parent, prefix string) {
+	matches, _ := filepath.Glob(filepath.Join(parent, prefix+"*"))
+	for _, m := range matches {
+		if fi, err := os.Stat(m); err == nil && fi.IsDir() && time.Since(fi.ModTime()) > abandonedAge {
+			os.RemoveAll(m)
+		}
+	}
 }
 
 // checkOwned refuses to replace a directory holding files the generator did
