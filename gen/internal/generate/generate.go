@@ -52,6 +52,13 @@ func Run(opts Options) (*Result, error) {
 		}
 		cfgs[i] = cfg
 	}
+	// One compiler check of the headers for all targets (syntax errors
+	// and the inputs cc/v4 cannot survive do not depend on the target).
+	if err := parse.CheckWithCompiler(opts.Targets[0].GoArch, cfgs[0], opts.Parse); err != nil {
+		return nil, err
+	}
+	popts := opts.Parse
+	popts.Checked = true
 	units := make([]*parse.Unit, len(opts.Targets))
 	errs := make([]error, len(opts.Targets))
 	var cache cc.SourceCache
@@ -60,7 +67,7 @@ func Run(opts Options) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			units[i], errs[i] = parse.Translate(t.GoArch, cfgs[i], opts.Parse, &cache)
+			units[i], errs[i] = parse.Translate(t.GoArch, cfgs[i], popts, &cache)
 		}()
 	}
 	wg.Wait()

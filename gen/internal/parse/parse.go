@@ -8,12 +8,10 @@ import (
 	"reflect"
 	"sort"
 	"strings"
-	"sync"
 
 	"modernc.org/cc/v4"
 
 	"github.com/verbsexp/verbsexp/internal/cint"
-	"github.com/verbsexp/verbsexp/internal/target"
 )
 
 // Options says what to read.
@@ -24,6 +22,9 @@ type Options struct {
 	// under ScopeDir inside an include directory ("" means everything under
 	// the include directories). System headers are never in scope.
 	ScopeDir string
+	// Checked says CheckWithCompiler already accepted these headers (for
+	// one target), so Translate need not run the compiler again.
+	Checked bool
 }
 
 // DefaultEntry and DefaultScope describe MLNX_OFED's layout.
@@ -35,33 +36,6 @@ const (
 // expansionLimit bounds macro expansion work so hostile input cannot hang
 // the generator; the real headers need well under a hundredth of it.
 const expansionLimit = 200_000_000
-
-// configMu serialises cc.NewConfig, which reads the compiler from $CC.
-var configMu sync.Mutex
-
-// Config asks t's C compiler for its predefined macros and include paths.
-func Config(t target.Target) (*cc.Config, error) {
-	compiler, err := t.Compiler()
-	if err != nil {
-		return nil, err
-	}
-	configMu.Lock()
-	defer configMu.Unlock()
-	old, had := os.LookupEnv("CC")
-	os.Setenv("CC", compiler)
-	defer func() {
-		if had {
-			os.Setenv("CC", old)
-		} else {
-			os.Unsetenv("CC")
-		}
-	}()
-	cfg, err := cc.NewConfig("linux", t.GoArch)
-	if err != nil {
-		return nil, fmt.Errorf("linux/%s: asking %s for its configuration: %v", t.GoArch, compiler, err)
-	}
-	return cfg, nil
-}
 
 // CheckEntry verifies that the entry header is in one of the include
 // directories, so a wrong -I is reported plainly instead of as a
@@ -93,13 +67,9 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	cfg.Header = true
 	cfg.ExpansionLimit = expansionLimit
 	cfg.SourceCache = cache
-	var dirs []string
-	for _, d := range opts.IncludeDirs {
-		a, err := filepath.Abs(d)
-		if err != nil {
-			return nil, err
-		}
-		dirs = append(dirs, a)
+	dirs, err := absDirs(opts.IncludeDirs)
+	if err != nil {
+		return nil, err
 	}
 	var refused error
 	cfg.FS = safeFS{dirs: dirs, refused: &refused}
@@ -115,8 +85,10 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	// invalid input (a header ending inside a declarator, `int *`: found
 	// by FuzzGenerate), and the compiler's diagnostics are the ones users
 	// know. It costs one `cc -fsyntax-only` (~30 ms on the real headers).
-	if diag := compilerDiagnostics(cfg.CC, dirs, opts.Entry); diag != "" {
-		return nil, frontEndError(goarch, diag)
+	if !opts.Checked {
+		if diag := compilerDiagnostics(cfg.CC, dirs, opts.Entry); diag != "" {
+			return nil, frontEndError(goarch, diag)
+		}
 	}
 	ast, err := cc.Translate(&cfg, src)
 	if refused != nil {
@@ -145,6 +117,32 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 // frontEndError reports headers that do not compile, with
 // file:line:col lines (the target compiler's, or cc's when only cc
 // rejects them) and what to do.
+// CheckWithCompiler runs the target compiler of cfg over the headers, the
+// check Translate makes unless Options.Checked: callers translating for
+// several targets run it once and set Checked.
+func CheckWithCompiler(goarch string, cfg *cc.Config, opts Options) error {
+	dirs, err := absDirs(opts.IncludeDirs)
+	if err != nil {
+		return err
+	}
+	if diag := compilerDiagnostics(cfg.CC, dirs, opts.Entry); diag != "" {
+		return frontEndError(goarch, diag)
+	}
+	return nil
+}
+
+func absDirs(ds []string) ([]string, error) {
+	var r []string
+	for _, d := range ds {
+		a, err := filepath.Abs(d)
+		if err != nil {
+			return nil, err
+		}
+		r = append(r, a)
+	}
+	return r, nil
+}
+
 func frontEndError(goarch, msg string) error {
 	hint := "fix the header or pass the right -I directories"
 	if strings.Contains(msg, "include file not found") || strings.Contains(msg, "No such file") {
