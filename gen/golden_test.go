@@ -171,7 +171,7 @@ func TestUnwrappableFunctionsAreReported(t *testing.T) {
 	for _, w := range res.Shims.Wrappers {
 		got[w.Func.C] = string(w.Conv)
 	}
-	want := map[string]string{"dev_status": "status", "dev_open": "pointer", "dev_close": "void", "dev_guid": "value", "dev_poke": "status"}
+	want := map[string]string{"dev_status": "status", "dev_open": "pointer", "dev_close": "void", "dev_guid": "value", "dev_poke": "status", "dev_flag": "status"}
 	for fn, conv := range want {
 		if got[fn] != conv {
 			t.Errorf("%s: convention %q, want %q", fn, got[fn], conv)

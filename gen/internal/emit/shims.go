@@ -202,10 +202,7 @@ func cArg(p shim.Param) jen.Code {
 	case layout.Ptr:
 		return jen.Qual("unsafe", "Pointer").Call(id)
 	}
-	if p.Type.Name == "bool" {
-		return jen.Qual("C", "_Bool").Call(id)
-	}
-	return jen.Qual("C", strings.TrimSuffix(strings.ReplaceAll(p.CType, " ", ""), "*")).Call(id)
+	return jen.Qual("C", p.CType).Call(id) // a scalar: int32_t, _Bool, double, …
 }
 
 // goResult converts a trampoline result to the wrapper's Go type.

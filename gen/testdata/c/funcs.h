@@ -14,3 +14,4 @@ static inline int dev_poke(struct dev *d, uint16_t v) { return d == 0 ? EINVAL :
 int dev_printf(struct dev *d, const char *fmt, ...);   /* variadic: skipped */
 int dev_on_event(struct dev *d, void (*cb)(int));      /* function pointer: skipped */
 int dev_sum(struct pair p);                            /* record by value: skipped */
+int dev_flag(struct dev *d, _Bool on, double w);       /* bool and float parameters */

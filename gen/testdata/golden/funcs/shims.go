@@ -70,6 +70,7 @@ static void * verbsexp_DevOpen(void *fn, void * p0, void * p1) { return (void *)
 static void verbsexp_DevClose(void *fn, void * p0) { ((__typeof__(&dev_close))fn)(p0); }
 static uint64_t verbsexp_DevGUID(void *fn, void * p0) { return ((__typeof__(&dev_guid))fn)(p0); }
 static int32_t verbsexp_DevPoke(void * p0, uint16_t p1) { return dev_poke(p0, p1); }
+static int32_t verbsexp_DevFlag(void *fn, void * p0, _Bool p1, double p2) { return ((__typeof__(&dev_flag))fn)(p0, p1, p2); }
 */
 import "C"
 
@@ -152,4 +153,20 @@ func DevPoke(d *Dev, v uint16) error {
 	}
 	r, errno := C.verbsexp_DevPoke(unsafe.Pointer(d), C.uint16_t(v))
 	return abiutil.Status("dev_poke", int64(r), errnoOf(errno))
+}
+
+var symDevFlag = dynlib.Sym{Name: "dev_flag"}
+
+// DevFlag calls dev_flag (funcs.h:17:5), an exported libibverbs function, resolved at first call.
+// It returns nil on success, else a *abiutil.CallError wrapping the errno.
+func DevFlag(d *Dev, on bool, w float64) error {
+	if d == nil {
+		return abiutil.NilArg("dev_flag", "d")
+	}
+	fn, err := libibverbs.Lookup(&symDevFlag)
+	if err != nil {
+		return err
+	}
+	r, errno := C.verbsexp_DevFlag(fn, unsafe.Pointer(d), C._Bool(on), C.double(w))
+	return abiutil.Status("dev_flag", int64(r), errnoOf(errno))
 }

@@ -73,3 +73,16 @@ __attribute__((weak)) uint64_t dev_guid(void * p0) {
 	}
 	return ((uint64_t (*)(void *))f)(p0);
 }
+
+__attribute__((weak)) int32_t dev_flag(void * p0, _Bool p1, double p2) {
+	static void *fn;
+	void *f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
+	if (f == NULL) {
+		f = verbsexp_resolve("dev_flag");
+		if (f == NULL) {
+			errno = ENOSYS; return ENOSYS;
+		}
+		__atomic_store_n(&fn, f, __ATOMIC_RELEASE);
+	}
+	return ((int32_t (*)(void *, _Bool, double))f)(p0, p1, p2);
+}
