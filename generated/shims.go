@@ -7684,6 +7684,9 @@ func PostSend(qp *QP, wr *SendWR, badWR **SendWR) error {
 	if wr == nil {
 		return abiutil.NilArg("ibv_post_send", "wr")
 	}
+	if badWR == nil {
+		return abiutil.NilArg("ibv_post_send", "bad_wr")
+	}
 	r, errno := C.verbsexp_PostSend(unsafe.Pointer(qp), unsafe.Pointer(wr), unsafe.Pointer(badWR))
 	return abiutil.Status("ibv_post_send", int64(r), errnoOf(errno))
 }
@@ -7696,6 +7699,9 @@ func PostRecv(qp *QP, wr *RecvWR, badWR **RecvWR) error {
 	}
 	if wr == nil {
 		return abiutil.NilArg("ibv_post_recv", "wr")
+	}
+	if badWR == nil {
+		return abiutil.NilArg("ibv_post_recv", "bad_wr")
 	}
 	r, errno := C.verbsexp_PostRecv(unsafe.Pointer(qp), unsafe.Pointer(wr), unsafe.Pointer(badWR))
 	return abiutil.Status("ibv_post_recv", int64(r), errnoOf(errno))
@@ -7905,6 +7911,9 @@ func ExpPostSend(qp *QP, wr *ExpSendWR, badWR **ExpSendWR) error {
 	if wr == nil {
 		return abiutil.NilArg("ibv_exp_post_send", "wr")
 	}
+	if badWR == nil {
+		return abiutil.NilArg("ibv_exp_post_send", "bad_wr")
+	}
 	r, errno := C.verbsexp_ExpPostSend(unsafe.Pointer(qp), unsafe.Pointer(wr), unsafe.Pointer(badWR))
 	return abiutil.Status("ibv_exp_post_send", int64(r), errnoOf(errno))
 }
@@ -7933,6 +7942,9 @@ func ExpPostTask(context *Context, task *ExpTask, badTask **ExpTask) error {
 	}
 	if task == nil {
 		return abiutil.NilArg("ibv_exp_post_task", "task")
+	}
+	if badTask == nil {
+		return abiutil.NilArg("ibv_exp_post_task", "bad_task")
 	}
 	r, errno := C.verbsexp_ExpPostTask(unsafe.Pointer(context), unsafe.Pointer(task), unsafe.Pointer(badTask))
 	return abiutil.Status("ibv_exp_post_task", int64(r), errnoOf(errno))

@@ -154,3 +154,18 @@ func TestExportedFunctionWithoutLibrary(t *testing.T) {
 		t.Logf("libibverbs is installed and reports: %v", err)
 	}
 }
+
+// TestNilOutParameter: the failing-request out-parameter is required
+// (providers write it on failure), so nil is EINVAL before C is reached.
+func TestNilOutParameter(t *testing.T) {
+	ctx := Open(true)
+	defer Close(ctx)
+	task, _, _ := taskList(t)
+	before := Calls()
+	if err := verbs.ExpPostTask(ctx, task, nil); !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "bad_task") {
+		t.Fatalf("ExpPostTask(ctx, task, nil) = %v, want EINVAL naming bad_task", err)
+	}
+	if Calls() != before {
+		t.Fatal("the provider was called with a nil bad_task")
+	}
+}

@@ -64,17 +64,22 @@ var skipPrefixes = []string{"verbsexp_"}
 
 // Nullable lists pointer parameters that C accepts as NULL. Every other
 // pointer to a record is required: the wrapper returns EINVAL for nil
-// instead of letting C dereference it. void * and char * parameters are
-// optional unless listed in Required.
+// instead of letting C dereference it. Other pointers (void *, char *,
+// pointers to pointers or integers) are optional unless listed in Required.
 var Nullable = map[string][]string{
-	"ibv_create_cq":        {"channel"},
-	"ibv_exp_create_cq":    {"channel"},
-	"ibv_get_device_list":  {"num_devices"},
-	"ibv_free_device_list": {},
+	"ibv_create_cq":     {"channel"},
+	"ibv_exp_create_cq": {"channel"},
 }
 
-// Required lists void */char * parameters that C dereferences anyway.
-var Required = map[string][]string{}
+// Required lists other pointer parameters that C dereferences: the
+// out-parameters providers write the failing request to.
+var Required = map[string][]string{
+	"ibv_post_send":     {"bad_wr"},
+	"ibv_post_recv":     {"bad_wr"},
+	"ibv_post_srq_recv": {"bad_recv_wr"},
+	"ibv_exp_post_send": {"bad_wr"},
+	"ibv_exp_post_task": {"bad_task"},
+}
 
 // Wrapper is one planned Go function.
 type Wrapper struct {
