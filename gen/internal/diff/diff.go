@@ -148,12 +148,18 @@ func archOrder(old, new *manifest.Manifest) []string {
 	return append(order, rest...)
 }
 
+// byC indexes manifest entries by their C name.
+func byC[T any](xs []T, name func(*T) string) map[string]*T {
+	m := make(map[string]*T, len(xs))
+	for i := range xs {
+		m[name(&xs[i])] = &xs[i]
+	}
+	return m
+}
+
 func compareArch(arch string, oa, na *manifest.Arch, anchored map[string]bool) []Change {
 	var cs []Change
-	newRecs := map[string]*manifest.Record{}
-	for i := range na.Records {
-		newRecs[na.Records[i].C] = &na.Records[i]
-	}
+	newRecs := byC(na.Records, func(r *manifest.Record) string { return r.C })
 	oldRecs := map[string]bool{}
 	for i := range oa.Records {
 		o := &oa.Records[i]
@@ -233,10 +239,7 @@ func compareRecord(arch string, o, n *manifest.Record, endAnchored bool) []Chang
 		}
 		return f.Offset, "offset %d"
 	}
-	newFields := map[string]*manifest.Field{}
-	for i := range n.Fields {
-		newFields[n.Fields[i].C] = &n.Fields[i]
-	}
+	newFields := byC(n.Fields, func(f *manifest.Field) string { return f.C })
 	oldFields := map[string]bool{}
 	for _, of := range o.Fields {
 		oldFields[of.C] = true
@@ -316,10 +319,7 @@ func bitsDesc(f manifest.Field) string {
 
 func compareConstants(arch string, old, new []manifest.Constant) []Change {
 	var cs []Change
-	byName := map[string]*manifest.Constant{}
-	for i := range new {
-		byName[new[i].C] = &new[i]
-	}
+	byName := byC(new, func(c *manifest.Constant) string { return c.C })
 	seen := map[string]bool{}
 	for _, o := range old {
 		seen[o.C] = true
@@ -357,10 +357,7 @@ func compareConstants(arch string, old, new []manifest.Constant) []Change {
 
 func compareFunctions(old, new []manifest.Function) []Change {
 	var cs []Change
-	byName := map[string]*manifest.Function{}
-	for i := range new {
-		byName[new[i].C] = &new[i]
-	}
+	byName := byC(new, func(f *manifest.Function) string { return f.C })
 	seen := map[string]bool{}
 	for _, o := range old {
 		seen[o.C] = true

@@ -14,6 +14,7 @@ import (
 	"github.com/verbsexp/verbsexp/gen/internal/layout"
 	"github.com/verbsexp/verbsexp/gen/internal/model"
 	"github.com/verbsexp/verbsexp/gen/internal/shim"
+	"github.com/verbsexp/verbsexp/internal/manifest"
 )
 
 // AbiutilPath is the import path of the helpers generated code calls.
@@ -46,11 +47,14 @@ type Input struct {
 	Shims  *shim.Plan
 	Entry  string
 	CFlags []string
+
+	abi *manifest.Manifest // built once by Files: abi.json and the shims' asserts
 }
 
 // Files renders every output file, sorted by name. Files are built and
 // formatted concurrently; each is independent of the others.
 func Files(in Input) ([]File, error) {
+	in.abi = in.manifestData()
 	type job struct {
 		name  string
 		build func() *jen.File
@@ -77,7 +81,7 @@ func Files(in Input) ([]File, error) {
 			files[i] = File{Name: j.name, Data: buf.Bytes()}
 		}()
 	}
-	m, err := in.manifest()
+	m, err := manifest.Marshal(in.abi)
 	files[len(jobs)], errs[len(jobs)] = File{Name: "abi.json", Data: m}, err
 	files = append(files, File{Name: "stubs_linux.c", Data: in.stubs()})
 	wg.Wait()

@@ -4,9 +4,6 @@ import (
 	"github.com/verbsexp/verbsexp/internal/manifest"
 )
 
-// manifest renders abi.json.
-func (in Input) manifest() ([]byte, error) { return manifest.Marshal(in.manifestData()) }
-
 // manifestData builds the manifest from the plans: named records only
 // (nested types appear as member paths of their record), every constant,
 // every function.

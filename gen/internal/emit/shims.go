@@ -54,7 +54,7 @@ func (in Input) preamble() string {
 	fmt.Fprintf(&b, "#include <%s>\n\n", in.Entry)
 	b.WriteString("// The layouts this package was generated with: a different header set fails here.\n")
 	fmt.Fprintf(&b, "#define VERBSEXP_REGENERATE %q\n", "; these headers differ from the ones this package was generated from: regenerate it ("+in.GoGenerate+")")
-	m := in.manifestData()
+	m := in.abi
 	for i, arch := range in.Pkg.Arches {
 		t, _ := target.Lookup(arch)
 		kw := "#elif"

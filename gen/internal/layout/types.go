@@ -34,23 +34,10 @@ func IntName(size int64, signed bool) string {
 func (b *planBuilder) goType(m *parse.Member) (*GoType, error) { return b.goTypeOf(m.Type, m) }
 
 func (b *planBuilder) goTypeOf(t *parse.Type, m *parse.Member) (*GoType, error) {
+	if s, ok := b.pl.scalar(t); ok {
+		return s, nil
+	}
 	switch t.Kind {
-	case parse.Int:
-		if t.Name == "char" {
-			return basic("byte", 1), nil
-		}
-		if n := IntName(t.Size, t.Signed); n != "" {
-			return basic(n, t.Size), nil
-		}
-	case parse.Bool:
-		return basic("bool", t.Size), nil
-	case parse.Float:
-		switch t.Size {
-		case 4:
-			return basic("float32", 4), nil
-		case 8:
-			return basic("float64", 8), nil
-		}
 	case parse.Pointer:
 		return b.pl.pointerTo(t.Elem, t.Size), nil
 	case parse.Array:
@@ -80,13 +67,6 @@ func (b *planBuilder) goTypeOf(t *parse.Type, m *parse.Member) (*GoType, error) 
 			return nil, err
 		}
 		return &GoType{Kind: Named, Name: rec.GoName, Size: p.Size, Align: p.GoAlign, Composite: true}, nil
-	case parse.EnumRef:
-		if e := b.pl.pkg.EnumByTag(t.Tag); e != nil {
-			return &GoType{Kind: Named, Name: e.GoName, Size: t.Size, Align: t.Size}, nil
-		}
-		if n := IntName(t.Size, t.Signed); n != "" {
-			return basic(n, t.Size), nil
-		}
 	}
 	if t.Size < 0 || (t.Kind == parse.RecordRef && t.Size <= 0) {
 		return nil, fmt.Errorf("%s: %s: member %s has incomplete type %s (declared, never defined); define it in the headers or include the header that does", m.Pos, b.rec.C, m.Name, describe(t))
@@ -107,35 +87,15 @@ func (b *planBuilder) goTypeOf(t *parse.Type, m *parse.Member) (*GoType, error) 
 // opaque FuncPtr.
 func (pl *Planner) pointerTo(t *parse.Type, size int64) *GoType {
 	ptr := func(elem *GoType) *GoType { return &GoType{Kind: Ptr, Elem: elem, Size: size, Align: size} }
+	if s, ok := pl.scalar(t); ok {
+		return ptr(s)
+	}
 	switch t.Kind {
 	case parse.Function:
 		return &GoType{Kind: Named, Name: model.FuncPtrName, Size: size, Align: size}
 	case parse.RecordRef:
 		if rec := pl.pkg.RecordByC(string(t.RecordKind) + " " + t.Tag); rec != nil {
 			return ptr(&GoType{Kind: Named, Name: rec.GoName})
-		}
-	case parse.EnumRef:
-		if e := pl.pkg.EnumByTag(t.Tag); e != nil {
-			return ptr(&GoType{Kind: Named, Name: e.GoName})
-		}
-		if n := IntName(t.Size, t.Signed); n != "" {
-			return ptr(basic(n, t.Size))
-		}
-	case parse.Int:
-		if t.Name == "char" {
-			return ptr(basic("byte", 1))
-		}
-		if n := IntName(t.Size, t.Signed); n != "" {
-			return ptr(basic(n, t.Size))
-		}
-	case parse.Bool:
-		return ptr(basic("bool", 1))
-	case parse.Float:
-		if t.Size == 4 {
-			return ptr(basic("float32", 4))
-		}
-		if t.Size == 8 {
-			return ptr(basic("float64", 8))
 		}
 	case parse.Pointer:
 		return ptr(pl.pointerTo(t.Elem, size))
@@ -147,6 +107,19 @@ func (pl *Planner) pointerTo(t *parse.Type, size int64) *GoType {
 // wrapper: scalars, enums and pointers only. ok is false for what a
 // wrapper cannot pass (records by value, function pointers, void).
 func (pl *Planner) ParamType(t *parse.Type) (g *GoType, ok bool) {
+	if s, ok := pl.scalar(t); ok {
+		return s, true
+	}
+	if t.Kind == parse.Pointer && t.Elem.Kind != parse.Function {
+		return pl.pointerTo(t.Elem, t.Size), true
+	}
+	return nil, false
+}
+
+// scalar maps the C scalars that have a Go type of their own: integers
+// (plain char as byte), _Bool, float, double, and enums (named when the
+// enum is generated). ok is false for everything else.
+func (pl *Planner) scalar(t *parse.Type) (*GoType, bool) {
 	switch t.Kind {
 	case parse.Int:
 		if t.Name == "char" {
@@ -158,10 +131,10 @@ func (pl *Planner) ParamType(t *parse.Type) (g *GoType, ok bool) {
 	case parse.Bool:
 		return basic("bool", t.Size), true
 	case parse.Float:
-		if t.Size == 4 {
+		switch t.Size {
+		case 4:
 			return basic("float32", 4), true
-		}
-		if t.Size == 8 {
+		case 8:
 			return basic("float64", 8), true
 		}
 	case parse.EnumRef:
@@ -171,11 +144,6 @@ func (pl *Planner) ParamType(t *parse.Type) (g *GoType, ok bool) {
 		if n := IntName(t.Size, t.Signed); n != "" {
 			return basic(n, t.Size), true
 		}
-	case parse.Pointer:
-		if t.Elem.Kind == parse.Function {
-			return nil, false
-		}
-		return pl.pointerTo(t.Elem, t.Size), true
 	}
 	return nil, false
 }
