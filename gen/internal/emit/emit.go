@@ -66,7 +66,9 @@ func Files(in Input) ([]File, error) {
 	for i, arch := range in.Pkg.Arches {
 		jobs = append(jobs, job{fmt.Sprintf("ztypes_linux_%s.go", arch), func() *jen.File { return in.arch(i) }})
 	}
-	files := make([]File, len(jobs)+1)
+	// Room for every job plus abi.json and stubs_linux.c, allocated
+	// before the goroutines start: they write into this array.
+	files := make([]File, len(jobs)+2)
 	errs := make([]error, len(jobs)+1)
 	var wg sync.WaitGroup
 	for i, j := range jobs {
@@ -83,7 +85,7 @@ func Files(in Input) ([]File, error) {
 	}
 	m, err := manifest.Marshal(in.abi)
 	files[len(jobs)], errs[len(jobs)] = File{Name: "abi.json", Data: m}, err
-	files = append(files, File{Name: "stubs_linux.c", Data: in.stubs()})
+	files[len(jobs)+1] = File{Name: "stubs_linux.c", Data: in.stubs()}
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
