@@ -64,3 +64,25 @@ func QPCaps(c Caps) QPOption { return func(q *qpConfig) { q.caps = c } }
 
 // SigAll sets sq_sig_all: every send WQE completes, signaled or not.
 func SigAll() QPOption { return func(c *qpConfig) { c.sigAll = true } }
+
+// Limits are the device limits Open may change: the largest send or
+// receive queue (max_qp_wr) and the largest CQ that may be asked for
+// (max_cqe), as ibv_exp_query_device reports them.
+type Limits struct {
+	MaxQPWR int
+	MaxCQE  int
+}
+
+// DefaultLimits are the limits of a device opened without options.
+var DefaultLimits = Limits{MaxQPWR: 1 << 15, MaxCQE: 1 << 20}
+
+// DeviceOption configures Open.
+type DeviceOption func(*Limits)
+
+// MaxQPWR sets the device's max_qp_wr: CreateQP refuses deeper queues
+// with EINVAL, as an HCA does. At most 1<<24.
+func MaxQPWR(n int) DeviceOption { return func(l *Limits) { l.MaxQPWR = n } }
+
+// MaxCQE sets the device's max_cqe: CreateCQ refuses larger CQs with
+// EINVAL. At most 1<<24.
+func MaxCQE(n int) DeviceOption { return func(l *Limits) { l.MaxCQE = n } }
