@@ -174,7 +174,7 @@ func run(rounds, size int, limits softdev.Limits, out io.Writer) (err error) {
 	executed, err := dev.Progress()
 	elapsed := time.Since(start)
 	if err != nil {
-		return err
+		return fmt.Errorf("the schedule did not finish (QP %#x is ping, %#x pong): %w", ping.qp.QPNum, pong.qp.QPNum, err)
 	}
 	for _, s := range []*side{&ping, &pong} {
 		got, err := drain(s.rcq, rounds)

@@ -290,8 +290,8 @@ func (d *Device) DestroyQP(qp *verbs.QP) error {
 // device the same way, so Progress is needed only to drive schedules
 // whose completions nobody polls, or to detect a stall.
 func (d *Device) Progress() (executed int, err error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.mu.RLock()
+	defer d.mu.RUnlock()
 	if d.closed {
 		return 0, ErrClosed
 	}
