@@ -15,8 +15,16 @@ import (
 
 // AsyncFD returns the context's async_fd (also Context().AsyncFD): a real
 // file descriptor, readable while an asynchronous event is pending, for
-// poll(2), epoll or a runtime poller.
-func (d *Device) AsyncFD() int { return int((*verbs.Context)(unsafe.Pointer(d.ctx)).AsyncFD) }
+// poll(2), epoll or a runtime poller. -1 once the device is closed (the
+// fd is closed with it).
+func (d *Device) AsyncFD() int {
+	fd := -1
+	_ = d.use(func() error {
+		fd = int((*verbs.Context)(unsafe.Pointer(d.ctx)).AsyncFD)
+		return nil
+	})
+	return fd
+}
 
 // GetAsyncEvent returns the oldest pending asynchronous event, as
 // ibv_get_async_event does for an HCA (the generated verbs.GetAsyncEvent
