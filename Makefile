@@ -17,7 +17,7 @@ OFED_INCLUDE ?=
 HEADERS      := $(if $(OFED_INCLUDE),$(OFED_INCLUDE),headers)
 ARCHES       := amd64 arm64 ppc64le
 # Packages under testdata are not matched by ./...; these carry cgo checks.
-GOLDEN_CGO   := ./gen/testdata/golden/bitfields ./gen/testdata/golden/packed
+GOLDEN_CGO   := ./gen/testdata/golden/bitfields ./gen/testdata/golden/packed ./gen/testdata/golden/funcs
 
 # The ABI users built against, and reviewed breaking changes since (see
 # docs/regenerate.md).
