@@ -240,7 +240,8 @@ func (t *Table) Poll(cq *verbs.CQ, wc []verbs.ExpWC) (int, error) {
 	if len(wc) == 0 {
 		return 0, nil
 	}
-	n, err := verbs.ExpPollCQ(cq, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+	// ibv_exp_poll_cq takes an int count: poll at most that many.
+	n, err := verbs.ExpPollCQ(cq, int32(min(len(wc), math.MaxInt32)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
 	if err != nil {
 		return 0, err
 	}
