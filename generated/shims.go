@@ -7103,190 +7103,190 @@ _Static_assert((VERBS_MAX_ENV_VAL) == 4096ULL, "VERBS_MAX_ENV_VAL is not 4096 on
 static inline int64_t verbsexp_packed(int32_t r) { return (int64_t)(uint32_t)r | (r == -1 ? (int64_t)errno << 32 : 0); }
 struct verbsexp_ret_ptr { void * r; int32_t e; };
 
-static void * verbsexp_VerbsGetCtx(void * p0) { return (void *)verbs_get_ctx(p0); }
-static struct verbsexp_ret_ptr verbsexp_GetDeviceList(void *fn, void * p0) {
+static inline void * verbsexp_VerbsGetCtx(void * p0) { return (void *)verbs_get_ctx(p0); }
+static inline struct verbsexp_ret_ptr verbsexp_GetDeviceList(void *fn, void * p0) {
 	errno = 0;
 	void * r = (void *)((__typeof__(&ibv_get_device_list))fn)(p0);
 	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
 }
-static void verbsexp_FreeDeviceList(void *fn, void * p0) { ((__typeof__(&ibv_free_device_list))fn)(p0); }
-static void * verbsexp_GetDeviceName(void *fn, void * p0) { return (void *)((__typeof__(&ibv_get_device_name))fn)(p0); }
-static uint64_t verbsexp_GetDeviceGUID(void *fn, void * p0) { return ((__typeof__(&ibv_get_device_guid))fn)(p0); }
-static struct verbsexp_ret_ptr verbsexp_OpenDevice(void *fn, void * p0) {
+static inline void verbsexp_FreeDeviceList(void *fn, void * p0) { ((__typeof__(&ibv_free_device_list))fn)(p0); }
+static inline void * verbsexp_GetDeviceName(void *fn, void * p0) { return (void *)((__typeof__(&ibv_get_device_name))fn)(p0); }
+static inline uint64_t verbsexp_GetDeviceGUID(void *fn, void * p0) { return ((__typeof__(&ibv_get_device_guid))fn)(p0); }
+static inline struct verbsexp_ret_ptr verbsexp_OpenDevice(void *fn, void * p0) {
 	errno = 0;
 	void * r = (void *)((__typeof__(&ibv_open_device))fn)(p0);
 	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
 }
-static int64_t verbsexp_CloseDevice(void *fn, void * p0) {
+static inline int64_t verbsexp_CloseDevice(void *fn, void * p0) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&ibv_close_device))fn)(p0));
 }
-static int64_t verbsexp_GetAsyncEvent(void *fn, void * p0, void * p1) {
+static inline int64_t verbsexp_GetAsyncEvent(void *fn, void * p0, void * p1) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&ibv_get_async_event))fn)(p0, p1));
 }
-static void verbsexp_AckAsyncEvent(void *fn, void * p0) { ((__typeof__(&ibv_ack_async_event))fn)(p0); }
-static int64_t verbsexp_QueryDevice(void *fn, void * p0, void * p1) {
+static inline void verbsexp_AckAsyncEvent(void *fn, void * p0) { ((__typeof__(&ibv_ack_async_event))fn)(p0); }
+static inline int64_t verbsexp_QueryDevice(void *fn, void * p0, void * p1) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&ibv_query_device))fn)(p0, p1));
 }
-static int64_t verbsexp_QueryPort(void *fn, void * p0, uint8_t p1, void * p2) {
+static inline int64_t verbsexp_QueryPort(void *fn, void * p0, uint8_t p1, void * p2) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&ibv_query_port))fn)(p0, p1, p2));
 }
-static int64_t verbsexp_IbvQueryPort(void * p0, uint8_t p1, void * p2) {
+static inline int64_t verbsexp_IbvQueryPort(void * p0, uint8_t p1, void * p2) {
 	errno = 0;
 	return verbsexp_packed(___ibv_query_port(p0, p1, p2));
 }
-static int64_t verbsexp_QueryGID(void *fn, void * p0, uint8_t p1, int32_t p2, void * p3) {
+static inline int64_t verbsexp_QueryGID(void *fn, void * p0, uint8_t p1, int32_t p2, void * p3) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&ibv_query_gid))fn)(p0, p1, p2, p3));
 }
-static int64_t verbsexp_QueryPkey(void *fn, void * p0, uint8_t p1, int32_t p2, void * p3) {
+static inline int64_t verbsexp_QueryPkey(void *fn, void * p0, uint8_t p1, int32_t p2, void * p3) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&ibv_query_pkey))fn)(p0, p1, p2, p3));
 }
-static struct verbsexp_ret_ptr verbsexp_AllocPD(void *fn, void * p0) {
+static inline struct verbsexp_ret_ptr verbsexp_AllocPD(void *fn, void * p0) {
 	errno = 0;
 	void * r = (void *)((__typeof__(&ibv_alloc_pd))fn)(p0);
 	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
 }
-static int64_t verbsexp_DeallocPD(void *fn, void * p0) {
+static inline int64_t verbsexp_DeallocPD(void *fn, void * p0) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&ibv_dealloc_pd))fn)(p0));
 }
-static struct verbsexp_ret_ptr verbsexp_RegMR(void *fn, void * p0, void * p1, uint64_t p2, int32_t p3) {
+static inline struct verbsexp_ret_ptr verbsexp_RegMR(void *fn, void * p0, void * p1, uint64_t p2, int32_t p3) {
 	errno = 0;
 	void * r = (void *)((__typeof__(&ibv_reg_mr))fn)(p0, p1, p2, p3);
 	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
 }
-static int64_t verbsexp_DeregMR(void *fn, void * p0) {
+static inline int64_t verbsexp_DeregMR(void *fn, void * p0) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&ibv_dereg_mr))fn)(p0));
 }
-static struct verbsexp_ret_ptr verbsexp_CreateCompChannel(void *fn, void * p0) {
+static inline struct verbsexp_ret_ptr verbsexp_CreateCompChannel(void *fn, void * p0) {
 	errno = 0;
 	void * r = (void *)((__typeof__(&ibv_create_comp_channel))fn)(p0);
 	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
 }
-static int64_t verbsexp_DestroyCompChannel(void *fn, void * p0) {
+static inline int64_t verbsexp_DestroyCompChannel(void *fn, void * p0) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&ibv_destroy_comp_channel))fn)(p0));
 }
-static struct verbsexp_ret_ptr verbsexp_CreateCQ(void *fn, void * p0, int32_t p1, void * p2, void * p3, int32_t p4) {
+static inline struct verbsexp_ret_ptr verbsexp_CreateCQ(void *fn, void * p0, int32_t p1, void * p2, void * p3, int32_t p4) {
 	errno = 0;
 	void * r = (void *)((__typeof__(&ibv_create_cq))fn)(p0, p1, p2, p3, p4);
 	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
 }
-static int64_t verbsexp_ResizeCQ(void *fn, void * p0, int32_t p1) {
+static inline int64_t verbsexp_ResizeCQ(void *fn, void * p0, int32_t p1) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&ibv_resize_cq))fn)(p0, p1));
 }
-static int64_t verbsexp_DestroyCQ(void *fn, void * p0) {
+static inline int64_t verbsexp_DestroyCQ(void *fn, void * p0) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&ibv_destroy_cq))fn)(p0));
 }
-static int64_t verbsexp_GetCQEvent(void *fn, void * p0, void * p1, void * p2) {
+static inline int64_t verbsexp_GetCQEvent(void *fn, void * p0, void * p1, void * p2) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&ibv_get_cq_event))fn)(p0, p1, p2));
 }
-static void verbsexp_AckCQEvents(void *fn, void * p0, uint32_t p1) { ((__typeof__(&ibv_ack_cq_events))fn)(p0, p1); }
-static int64_t verbsexp_PollCQ(void * p0, int32_t p1, void * p2) {
+static inline void verbsexp_AckCQEvents(void *fn, void * p0, uint32_t p1) { ((__typeof__(&ibv_ack_cq_events))fn)(p0, p1); }
+static inline int64_t verbsexp_PollCQ(void * p0, int32_t p1, void * p2) {
 	errno = 0;
 	return verbsexp_packed(ibv_poll_cq(p0, p1, p2));
 }
-static int64_t verbsexp_ReqNotifyCQ(void * p0, int32_t p1) {
+static inline int64_t verbsexp_ReqNotifyCQ(void * p0, int32_t p1) {
 	errno = 0;
 	return verbsexp_packed(ibv_req_notify_cq(p0, p1));
 }
-static struct verbsexp_ret_ptr verbsexp_CreateQP(void *fn, void * p0, void * p1) {
+static inline struct verbsexp_ret_ptr verbsexp_CreateQP(void *fn, void * p0, void * p1) {
 	errno = 0;
 	void * r = (void *)((__typeof__(&ibv_create_qp))fn)(p0, p1);
 	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
 }
-static int64_t verbsexp_ModifyQP(void *fn, void * p0, void * p1, int32_t p2) {
+static inline int64_t verbsexp_ModifyQP(void *fn, void * p0, void * p1, int32_t p2) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&ibv_modify_qp))fn)(p0, p1, p2));
 }
-static int64_t verbsexp_QueryQP(void *fn, void * p0, void * p1, int32_t p2, void * p3) {
+static inline int64_t verbsexp_QueryQP(void *fn, void * p0, void * p1, int32_t p2, void * p3) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&ibv_query_qp))fn)(p0, p1, p2, p3));
 }
-static int64_t verbsexp_DestroyQP(void *fn, void * p0) {
+static inline int64_t verbsexp_DestroyQP(void *fn, void * p0) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&ibv_destroy_qp))fn)(p0));
 }
-static int64_t verbsexp_PostSend(void * p0, void * p1, void * p2) {
+static inline int64_t verbsexp_PostSend(void * p0, void * p1, void * p2) {
 	void *slot2; // bad_wr: where a nil from Go points
 	if (p2 == NULL)
 		p2 = &slot2;
 	errno = 0;
 	return verbsexp_packed(ibv_post_send(p0, p1, p2));
 }
-static int64_t verbsexp_PostRecv(void * p0, void * p1, void * p2) {
+static inline int64_t verbsexp_PostRecv(void * p0, void * p1, void * p2) {
 	void *slot2; // bad_wr: where a nil from Go points
 	if (p2 == NULL)
 		p2 = &slot2;
 	errno = 0;
 	return verbsexp_packed(ibv_post_recv(p0, p1, p2));
 }
-static struct verbsexp_ret_ptr verbsexp_CreateAH(void *fn, void * p0, void * p1) {
+static inline struct verbsexp_ret_ptr verbsexp_CreateAH(void *fn, void * p0, void * p1) {
 	errno = 0;
 	void * r = (void *)((__typeof__(&ibv_create_ah))fn)(p0, p1);
 	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
 }
-static int64_t verbsexp_DestroyAH(void *fn, void * p0) {
+static inline int64_t verbsexp_DestroyAH(void *fn, void * p0) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&ibv_destroy_ah))fn)(p0));
 }
-static int64_t verbsexp_ForkInit(void *fn) {
+static inline int64_t verbsexp_ForkInit(void *fn) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&ibv_fork_init))fn)());
 }
-static void * verbsexp_WCStatusStr(void *fn, uint32_t p0) { return (void *)((__typeof__(&ibv_wc_status_str))fn)(p0); }
-static void * verbsexp_NodeTypeStr(void *fn, int32_t p0) { return (void *)((__typeof__(&ibv_node_type_str))fn)(p0); }
-static void * verbsexp_PortStateStr(void *fn, uint32_t p0) { return (void *)((__typeof__(&ibv_port_state_str))fn)(p0); }
-static void * verbsexp_EventTypeStr(void *fn, uint32_t p0) { return (void *)((__typeof__(&ibv_event_type_str))fn)(p0); }
-static void * verbsexp_VerbsGetExpCtx(void * p0) { return (void *)verbs_get_exp_ctx(p0); }
-static struct verbsexp_ret_ptr verbsexp_ExpGetDeviceList(void *fn, void * p0) {
+static inline void * verbsexp_WCStatusStr(void *fn, uint32_t p0) { return (void *)((__typeof__(&ibv_wc_status_str))fn)(p0); }
+static inline void * verbsexp_NodeTypeStr(void *fn, int32_t p0) { return (void *)((__typeof__(&ibv_node_type_str))fn)(p0); }
+static inline void * verbsexp_PortStateStr(void *fn, uint32_t p0) { return (void *)((__typeof__(&ibv_port_state_str))fn)(p0); }
+static inline void * verbsexp_EventTypeStr(void *fn, uint32_t p0) { return (void *)((__typeof__(&ibv_event_type_str))fn)(p0); }
+static inline void * verbsexp_VerbsGetExpCtx(void * p0) { return (void *)verbs_get_exp_ctx(p0); }
+static inline struct verbsexp_ret_ptr verbsexp_ExpGetDeviceList(void *fn, void * p0) {
 	errno = 0;
 	void * r = (void *)((__typeof__(&ibv_exp_get_device_list))fn)(p0);
 	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
 }
-static int64_t verbsexp_ExpQueryDevice(void * p0, void * p1) {
+static inline int64_t verbsexp_ExpQueryDevice(void * p0, void * p1) {
 	errno = 0;
 	return verbsexp_packed(ibv_exp_query_device(p0, p1));
 }
-static struct verbsexp_ret_ptr verbsexp_ExpCreateCQ(void * p0, int32_t p1, void * p2, void * p3, int32_t p4, void * p5) {
+static inline struct verbsexp_ret_ptr verbsexp_ExpCreateCQ(void * p0, int32_t p1, void * p2, void * p3, int32_t p4, void * p5) {
 	errno = 0;
 	void * r = (void *)ibv_exp_create_cq(p0, p1, p2, p3, p4, p5);
 	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
 }
-static int64_t verbsexp_ExpModifyCQ(void * p0, void * p1, int32_t p2) {
+static inline int64_t verbsexp_ExpModifyCQ(void * p0, void * p1, int32_t p2) {
 	errno = 0;
 	return verbsexp_packed(ibv_exp_modify_cq(p0, p1, p2));
 }
-static struct verbsexp_ret_ptr verbsexp_ExpCreateQP(void * p0, void * p1) {
+static inline struct verbsexp_ret_ptr verbsexp_ExpCreateQP(void * p0, void * p1) {
 	errno = 0;
 	void * r = (void *)ibv_exp_create_qp(p0, p1);
 	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
 }
-static int64_t verbsexp_ExpModifyQP(void * p0, void * p1, uint64_t p2) {
+static inline int64_t verbsexp_ExpModifyQP(void * p0, void * p1, uint64_t p2) {
 	errno = 0;
 	return verbsexp_packed(ibv_exp_modify_qp(p0, p1, p2));
 }
-static int64_t verbsexp_ExpPostSend(void * p0, void * p1, void * p2) {
+static inline int64_t verbsexp_ExpPostSend(void * p0, void * p1, void * p2) {
 	void *slot2; // bad_wr: where a nil from Go points
 	if (p2 == NULL)
 		p2 = &slot2;
 	errno = 0;
 	return verbsexp_packed(ibv_exp_post_send(p0, p1, p2));
 }
-static int64_t verbsexp_ExpPollCQ(void * p0, int32_t p1, void * p2, uint32_t p3) {
+static inline int64_t verbsexp_ExpPollCQ(void * p0, int32_t p1, void * p2, uint32_t p3) {
 	errno = 0;
 	return verbsexp_packed(ibv_exp_poll_cq(p0, p1, p2, p3));
 }
-static int64_t verbsexp_ExpPostTask(void * p0, void * p1, void * p2) {
+static inline int64_t verbsexp_ExpPostTask(void * p0, void * p1, void * p2) {
 	void *slot2; // bad_task: where a nil from Go points
 	if (p2 == NULL)
 		p2 = &slot2;

@@ -160,7 +160,7 @@ func trampoline(w *shim.Wrapper) string {
 			body = []string{"return " + call + ";"}
 		}
 	}
-	head := fmt.Sprintf("static %s %s(%s)", trampolineResult(w), w.Trampoline, strings.Join(params, ", "))
+	head := fmt.Sprintf("static inline %s %s(%s)", trampolineResult(w), w.Trampoline, strings.Join(params, ", "))
 	if len(pre) == 0 && len(body) == 1 {
 		return fmt.Sprintf("%s { %s }\n", head, body[0])
 	}

@@ -72,41 +72,41 @@ static inline int64_t verbsexp_packed(int32_t r) { return (int64_t)(uint32_t)r |
 struct verbsexp_ret_ptr { void * r; int32_t e; };
 struct verbsexp_ret_int64_t { int64_t r; int32_t e; };
 
-static int64_t verbsexp_DevStatus(void *fn, void * p0, uint32_t p1) {
+static inline int64_t verbsexp_DevStatus(void *fn, void * p0, uint32_t p1) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&dev_status))fn)(p0, p1));
 }
-static struct verbsexp_ret_ptr verbsexp_DevOpen(void *fn, void * p0, void * p1) {
+static inline struct verbsexp_ret_ptr verbsexp_DevOpen(void *fn, void * p0, void * p1) {
 	errno = 0;
 	void * r = (void *)((__typeof__(&dev_open))fn)(p0, p1);
 	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
 }
-static void verbsexp_DevClose(void *fn, void * p0) { ((__typeof__(&dev_close))fn)(p0); }
-static uint64_t verbsexp_DevGUID(void *fn, void * p0) { return ((__typeof__(&dev_guid))fn)(p0); }
-static int64_t verbsexp_DevPoke(void * p0, uint16_t p1) {
+static inline void verbsexp_DevClose(void *fn, void * p0) { ((__typeof__(&dev_close))fn)(p0); }
+static inline uint64_t verbsexp_DevGUID(void *fn, void * p0) { return ((__typeof__(&dev_guid))fn)(p0); }
+static inline int64_t verbsexp_DevPoke(void * p0, uint16_t p1) {
 	errno = 0;
 	return verbsexp_packed(dev_poke(p0, p1));
 }
-static int64_t verbsexp_DevFlag(void *fn, void * p0, _Bool p1, double p2) {
+static inline int64_t verbsexp_DevFlag(void *fn, void * p0, _Bool p1, double p2) {
 	errno = 0;
 	return verbsexp_packed(((__typeof__(&dev_flag))fn)(p0, p1, p2));
 }
-static struct verbsexp_ret_ptr verbsexp_DevName(void *fn, void * p0) {
+static inline struct verbsexp_ret_ptr verbsexp_DevName(void *fn, void * p0) {
 	errno = 0;
 	void * r = (void *)((__typeof__(&dev_name))fn)(p0);
 	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
 }
-static struct verbsexp_ret_int64_t verbsexp_DevCount(void *fn, void * p0) {
+static inline struct verbsexp_ret_int64_t verbsexp_DevCount(void *fn, void * p0) {
 	errno = 0;
 	int64_t r = ((__typeof__(&dev_count))fn)(p0);
 	return (struct verbsexp_ret_int64_t){r, r == -1 ? errno : 0};
 }
-static struct verbsexp_ret_ptr verbsexp_DevLabel(void * p0) {
+static inline struct verbsexp_ret_ptr verbsexp_DevLabel(void * p0) {
 	errno = 0;
 	void * r = (void *)dev_label(p0);
 	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
 }
-static int64_t verbsexp_DevFail(void * p0, int32_t p1) {
+static inline int64_t verbsexp_DevFail(void * p0, int32_t p1) {
 	errno = 0;
 	return verbsexp_packed(dev_fail(p0, p1));
 }
