@@ -22,10 +22,16 @@
 // verbs.ExpCreateCQ, ExpModifyCQ, ExpCreateQP, ExpModifyQP and
 // ExpQueryDevice their exp entries.
 //
-// The exported verbs (ibv_alloc_pd, ibv_reg_mr, ibv_destroy_*,
-// ibv_get_async_event, …) live in libibverbs, which this device does not
-// need; Device offers them as methods that call the context's ops as
-// libibverbs would. CreateCQ and CreateQP go through verbs.ExpCreateCQ and
+// The exported verbs (ibv_alloc_pd, ibv_reg_mr, ibv_modify_qp,
+// ibv_query_port, ibv_destroy_*, ibv_get_async_event, …) live in
+// libibverbs, which this device does not need; Device offers them as
+// methods that call the context's ops as libibverbs would (AllocPD,
+// RegMR, ModifyQP, QueryPort, DestroyQP, GetAsyncEvent, …). The
+// generated wrappers of those exported verbs (verbs.ModifyQP,
+// verbs.QueryPort, …) call the system's libibverbs instead, which does
+// not know this device's objects: do not hand them any (an rdma-core
+// libibverbs reads a private part of the context that is not there and
+// crashes). CreateCQ and CreateQP go through verbs.ExpCreateCQ and
 // verbs.ExpCreateQP themselves.
 //
 // # Objects
