@@ -3,6 +3,8 @@
 package softdev
 
 import (
+	"fmt"
+	"syscall"
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
@@ -13,8 +15,18 @@ import (
 // qp_num, with verbs.ExpModifyQP and the attributes an RC connection
 // sets: local write, remote write and remote read allowed, port 1, MTU
 // 1024. It works with any provider whose QPs go through the exp modify
-// path, not only this device.
+// path, not only this device. It sets up a loopback connection (no
+// address handle), so a and b must be QPs of the same context: QPs of
+// two devices are refused with EINVAL (softdev's devices are not linked,
+// and a's qp_num would name a QP of b's device), as is a nil QP, before
+// either QP changes state.
 func Connect(a, b *verbs.QP) error {
+	switch {
+	case a == nil || b == nil:
+		return fmt.Errorf("softdev: connect: nil QP (a %p, b %p): %w", a, b, syscall.EINVAL)
+	case a.Context != b.Context:
+		return fmt.Errorf("softdev: connect: QPs %#x and %#x are of different contexts (devices): %w", a.QPNum, b.QPNum, syscall.EINVAL)
+	}
 	attr := Calloc[verbs.ExpQPAttr]()
 	defer Free(unsafe.Pointer(attr))
 	step := func(qp *verbs.QP, fill func(*verbs.ExpQPAttr) verbs.ExpQPAttrMask) error {

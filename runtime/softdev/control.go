@@ -6,6 +6,8 @@ package softdev
 import "C"
 
 import (
+	"fmt"
+	"syscall"
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
@@ -20,6 +22,9 @@ import (
 // that is not a live one of this device is refused with EINVAL; an
 // illegal transition is EINVAL too.
 func (d *Device) ModifyQP(qp *verbs.QP, attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
+	if attr == nil {
+		return fmt.Errorf("softdev: modify_qp: nil attr: %w", syscall.EINVAL)
+	}
 	return d.use(func() error {
 		return callErr("modify_qp", C.sd_modify_qp(d.ctx, (*C.struct_ibv_qp)(unsafe.Pointer(qp)),
 			(*C.struct_ibv_qp_attr)(unsafe.Pointer(attr)), C.int(mask)))

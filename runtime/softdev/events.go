@@ -36,6 +36,9 @@ func (d *Device) AsyncFD() int {
 // ErrClosed. Every event returned must be acknowledged with
 // AckAsyncEvent.
 func (d *Device) GetAsyncEvent() (*verbs.AsyncEvent, error) {
+	if d == nil {
+		return nil, ErrNilDevice
+	}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.closed || d.closing.Load() {

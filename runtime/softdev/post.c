@@ -358,17 +358,58 @@ int sd_op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_w
 	return err;
 }
 
+/* The task whose next closes a loop in the list from head (Brent's
+ * cycle finding: one pass, no memory), or NULL if the list ends. Such a
+ * list would be walked for ever (or until a ring fills), posting its
+ * WRs again and again. */
+static struct ibv_exp_task *task_loop(struct ibv_exp_task *head)
+{
+	if (head == NULL)
+		return NULL;
+	struct ibv_exp_task *tort = head, *hare = head->next;
+	unsigned long power = 1, len = 1;
+	while (hare != tort) {
+		if (hare == NULL)
+			return NULL;
+		if (power == len) {
+			tort = hare;
+			power <<= 1;
+			len = 0;
+		}
+		hare = hare->next;
+		len++;
+	}
+	/* len is the loop's length: find where it starts, then the task
+	 * len - 1 further on, whose next goes back there. */
+	struct ibv_exp_task *a = head, *b = head;
+	for (unsigned long i = 0; i < len; i++)
+		b = b->next;
+	while (a != b) {
+		a = a->next;
+		b = b->next;
+	}
+	for (unsigned long i = 1; i < len; i++)
+		a = a->next;
+	return a;
+}
+
 /* ibv_exp_post_task: each task's WR list goes to its QP's send or
  * receive queue, in list order, under one hold of the device lock (the
  * engine never sees half a list). The first failure stops the walk:
- * *bad_task names the task, and the WRs posted before it stay posted. */
+ * *bad_task names the task, and the WRs posted before it stay posted.
+ * A list that loops back is refused whole (EINVAL, *bad_task the task
+ * whose next closes the loop). */
 int sd_op_post_task(struct ibv_context *ctx, struct ibv_exp_task *task, struct ibv_exp_task **bad)
 {
 	struct sd_device *d = sd_dev(ctx);
 	sd_lock(d);
 	int err = 0;
 	void *bad_wr = NULL;
-	struct ibv_exp_task *t;
+	struct ibv_exp_task *t = task_loop(task);
+	if (t != NULL) {
+		err = EINVAL; /* nothing posted: the list loops back at t */
+		goto out;
+	}
 	for (t = task; t != NULL; t = t->next) {
 		struct sd_qp *q = sd_qp_of(d, t->item.qp);
 		if (q == NULL || t->comp_mask != 0)
@@ -382,6 +423,7 @@ int sd_op_post_task(struct ibv_context *ctx, struct ibv_exp_task *task, struct i
 		if (err)
 			break;
 	}
+out:
 	if (err) {
 		if (bad != NULL)
 			*bad = t;

@@ -79,6 +79,8 @@ struct sd_mr *sd_mr_by_key(struct sd_device *d, uint32_t key)
 	return (m->ibv.lkey == key || m->ibv.rkey == key) ? m : NULL;
 }
 
+static int owns_pd(struct sd_device *d, struct ibv_pd *pd);
+
 static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elem)
 {
 	if (need <= *cap)
@@ -116,25 +118,36 @@ static struct ibv_pd *op_alloc_pd(struct ibv_context *ctx)
 	return &p->ibv;
 }
 
+/* The cores below run with the device lock held, so that the Go API's
+ * entry points (sd_dealloc_pd, sd_reg_mr, sd_dereg_mr) check that the
+ * object is a live one and use it under one hold of the lock: two
+ * goroutines freeing the same PD or MR at once, or a registration racing
+ * the PD's deallocation, cannot both pass the check. The ops (what a
+ * libibverbs would call, trusting its argument) take the lock around
+ * the same cores. */
+static int dealloc_pd_locked(struct sd_device *d, struct sd_pd *p)
+{
+	if (p->refs != 0)
+		return EBUSY;
+	LIST_REMOVE(d->pds, d->pds_tail, p);
+	free(p);
+	return 0;
+}
+
 static int op_dealloc_pd(struct ibv_pd *pd)
 {
 	struct sd_pd *p = (struct sd_pd *)pd;
 	struct sd_device *d = p->dev;
 	sd_lock(d);
-	if (p->refs != 0) {
-		sd_unlock(d);
-		return EBUSY;
-	}
-	LIST_REMOVE(d->pds, d->pds_tail, p);
+	int err = dealloc_pd_locked(d, p);
 	sd_unlock(d);
-	free(p);
-	return 0;
+	return err;
 }
 
-static struct ibv_mr *op_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+/* NULL with errno set on failure. */
+static struct ibv_mr *reg_mr_locked(struct sd_device *d, struct sd_pd *p, void *addr,
+                                    size_t length, int access)
 {
-	struct sd_pd *p = (struct sd_pd *)pd;
-	struct sd_device *d = p->dev;
 	const int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 	                  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 
@@ -151,14 +164,12 @@ static struct ibv_mr *op_reg_mr(struct ibv_pd *pd, void *addr, size_t length, in
 		errno = ENOMEM;
 		return NULL;
 	}
-	sd_lock(d);
 	/* Reuse the first free key slot, else append one. */
 	uint32_t slot = 0;
 	while (slot < d->nkeys && d->keys[slot] != NULL)
 		slot++;
 	if (slot == d->nkeys) {
 		if (slot >= (1u << 24) || grow((void **)&d->keys, &d->keycap, slot + 1, sizeof *d->keys)) {
-			sd_unlock(d);
 			free(m);
 			errno = ENOMEM;
 			return NULL;
@@ -170,8 +181,8 @@ static struct ibv_mr *op_reg_mr(struct ibv_pd *pd, void *addr, size_t length, in
 	m->pd = p;
 	m->slot = slot;
 	m->access = access;
-	m->ibv.context = pd->context;
-	m->ibv.pd = pd;
+	m->ibv.context = p->ibv.context;
+	m->ibv.pd = &p->ibv;
 	m->ibv.addr = addr;
 	m->ibv.length = length;
 	m->ibv.handle = ++d->next_handle;
@@ -180,8 +191,25 @@ static struct ibv_mr *op_reg_mr(struct ibv_pd *pd, void *addr, size_t length, in
 	d->keys[slot] = m;
 	p->refs++;
 	LIST_APPEND(d->mrs, d->mrs_tail, m);
-	sd_unlock(d);
 	return &m->ibv;
+}
+
+static struct ibv_mr *op_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	struct sd_pd *p = (struct sd_pd *)pd;
+	struct sd_device *d = p->dev;
+	sd_lock(d);
+	struct ibv_mr *mr = reg_mr_locked(d, p, addr, length, access);
+	sd_unlock(d);
+	return mr;
+}
+
+static void dereg_mr_locked(struct sd_device *d, struct sd_mr *m)
+{
+	d->keys[m->slot] = NULL;
+	m->pd->refs--;
+	LIST_REMOVE(d->mrs, d->mrs_tail, m);
+	free(m);
 }
 
 static int op_dereg_mr(struct ibv_mr *mr)
@@ -189,11 +217,8 @@ static int op_dereg_mr(struct ibv_mr *mr)
 	struct sd_mr *m = (struct sd_mr *)mr;
 	struct sd_device *d = m->dev;
 	sd_lock(d);
-	d->keys[m->slot] = NULL;
-	m->pd->refs--;
-	LIST_REMOVE(d->mrs, d->mrs_tail, m);
+	dereg_mr_locked(d, m);
 	sd_unlock(d);
-	free(m);
 	return 0;
 }
 
@@ -399,13 +424,9 @@ static struct ibv_qp *op_exp_create_qp(struct ibv_context *ctx, struct ibv_exp_q
 	sd_lock(d);
 	struct sd_cq *scq = sd_cq_of(d, a->send_cq), *rcq = sd_cq_of(d, a->recv_cq);
 	struct sd_pd *pd = (struct sd_pd *)a->pd;
-	int ok = scq && rcq && a->pd->context == ctx;
-	if (ok)
-		for (struct sd_pd *p = d->pds; ; p = p->next)
-			if (p == NULL || p == pd) {
-				ok = p != NULL;
-				break;
-			}
+	/* A live PD of this device, found by address: a stale or foreign
+	 * one is never read. */
+	int ok = scq && rcq && owns_pd(d, a->pd);
 	if (!ok || grow((void **)&d->qpn, &d->qpncap, d->nqpn + 1, sizeof *d->qpn)) {
 		sd_unlock(d);
 		queue_free(&q->sq);
@@ -953,32 +974,25 @@ int sd_dealloc_pd(struct ibv_context *ctx, struct ibv_pd *pd)
 {
 	struct sd_device *d = sd_dev(ctx);
 	sd_lock(d);
-	int ok = owns_pd(d, pd);
+	int err = owns_pd(d, pd) ? dealloc_pd_locked(d, (struct sd_pd *)pd) : EINVAL;
 	sd_unlock(d);
-	return ok ? ctx->ops.dealloc_pd(pd) : EINVAL;
+	return err;
 }
 
 struct ibv_mr *sd_reg_mr(struct ibv_context *ctx, struct ibv_pd *pd, void *addr, size_t len,
                          int access, int *err)
 {
 	struct sd_device *d = sd_dev(ctx);
+	struct ibv_mr *mr = NULL;
 	sd_lock(d);
-	int ok = owns_pd(d, pd);
-	sd_unlock(d);
-	if (!ok) {
-		*err = EINVAL;
-		return NULL;
-	}
 	errno = 0;
-	struct ibv_mr *mr = ctx->ops.reg_mr(pd, addr, len, access);
-	if (mr == NULL) {
+	if (!owns_pd(d, pd))
+		errno = EINVAL;
+	else
+		mr = reg_mr_locked(d, (struct sd_pd *)pd, addr, len, access);
+	if (mr == NULL)
 		*err = errno ? errno : ENOMEM;
-		return NULL;
-	}
-	mr->context = ctx;
-	mr->pd = pd;
-	mr->addr = addr;
-	mr->length = len;
+	sd_unlock(d);
 	return mr;
 }
 
@@ -987,8 +1001,10 @@ int sd_dereg_mr(struct ibv_context *ctx, struct ibv_mr *mr)
 	struct sd_device *d = sd_dev(ctx);
 	sd_lock(d);
 	int ok = owns_mr(d, mr);
+	if (ok)
+		dereg_mr_locked(d, (struct sd_mr *)mr);
 	sd_unlock(d);
-	return ok ? ctx->ops.dereg_mr(mr) : EINVAL;
+	return ok ? 0 : EINVAL;
 }
 
 int sd_destroy_cq(struct ibv_context *ctx, struct ibv_cq *cq)

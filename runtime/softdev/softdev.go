@@ -34,12 +34,18 @@ type Device struct {
 // ErrClosed is returned by the methods of a closed Device.
 var ErrClosed = errors.New("softdev: device is closed")
 
+// ErrNilDevice is returned by the methods of a nil *Device (what Open
+// returns with its error): an error, never a nil dereference.
+var ErrNilDevice = fmt.Errorf("softdev: nil *Device (did Open fail?): %w", syscall.EINVAL)
+
 // Open creates a device. Close it when done. Without options it has the
 // limits DefaultLimits gives.
 func Open(opts ...DeviceOption) (*Device, error) {
 	l := DefaultLimits
 	for _, o := range opts {
-		o(&l)
+		if o != nil { // a nil option is no option
+			o(&l)
+		}
 	}
 	if l.MaxQPWR <= 0 || l.MaxQPWR > int(C.SD_LIMIT_QP_WR) || l.MaxCQE <= 0 || l.MaxCQE > int(C.SD_LIMIT_CQE) {
 		return nil, fmt.Errorf("softdev: open: limits %+v: each must be in 1..%d: %w", l, int(C.SD_LIMIT_QP_WR), syscall.EINVAL)
@@ -65,11 +71,24 @@ func (d *Device) Limits() Limits {
 
 // Context returns the device's struct ibv_context, the argument of the
 // generated wrappers that take a context (verbs.ExpPostTask,
-// verbs.ExpQueryDevice, …). It stays valid until Close.
-func (d *Device) Context() *verbs.Context { return (*verbs.Context)(unsafe.Pointer(d.ctx)) }
+// verbs.ExpQueryDevice, …). It stays valid until Close; from then on (and
+// for a nil Device) it is nil, which every wrapper refuses with EINVAL.
+func (d *Device) Context() *verbs.Context {
+	if d == nil || d.closing.Load() {
+		return nil
+	}
+	return d.context()
+}
 
-// use runs f unless the device is closed.
+// context is the context for the methods, which hold d.mu (Context is
+// nil as soon as Close starts waiting for them).
+func (d *Device) context() *verbs.Context { return (*verbs.Context)(unsafe.Pointer(d.ctx)) }
+
+// use runs f unless the device is closed (or nil).
 func (d *Device) use(f func() error) error {
+	if d == nil {
+		return ErrNilDevice
+	}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.closed {
@@ -83,9 +102,17 @@ func (d *Device) use(f func() error) error {
 // been destroyed (they are freed all the same), or nil. Using the
 // device, its context or any of its objects afterwards is undefined.
 func (d *Device) Close() error {
-	if !d.closing.Swap(true) {
-		C.sd_wake(d.ctx) // a GetAsyncEvent blocked on the fd returns ErrClosed
+	if d == nil {
+		return ErrNilDevice
 	}
+	// Wake a GetAsyncEvent blocked on the fd (it holds d.mu shared, so
+	// Close could not take it exclusively otherwise). The wake runs with
+	// d.mu shared too: a concurrent Close cannot free the context under it.
+	d.mu.RLock()
+	if !d.closed && !d.closing.Swap(true) {
+		C.sd_wake(d.ctx)
+	}
+	d.mu.RUnlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -180,7 +207,9 @@ func (d *Device) DeregMR(mr *verbs.MR) error {
 func (d *Device) CreateCQ(cqe int, opts ...CQOption) (*verbs.CQ, error) {
 	var cfg cqConfig
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
 	if cqe <= 0 || cqe > math.MaxInt32 {
 		return nil, fmt.Errorf("softdev: create_cq: %d entries: the count must be in 1..%d (a C int): %w", cqe, math.MaxInt32, syscall.EINVAL)
@@ -193,7 +222,7 @@ func (d *Device) CreateCQ(cqe int, opts ...CQOption) (*verbs.CQ, error) {
 			attr.CompMask = uint32(verbs.ExpCQInitAttrFlags)
 			attr.Flags = uint32(verbs.ExpCQCreateCrossChannel)
 		}
-		c, err := verbs.ExpCreateCQ(d.Context(), int32(cqe), nil, nil, 0, attr)
+		c, err := verbs.ExpCreateCQ(d.context(), int32(cqe), nil, nil, 0, attr)
 		if err != nil {
 			return err
 		}
@@ -229,7 +258,9 @@ func (d *Device) DestroyCQ(cq *verbs.CQ) error {
 func (d *Device) CreateQP(pd *verbs.PD, sendCQ, recvCQ *verbs.CQ, opts ...QPOption) (*verbs.QP, error) {
 	cfg := qpConfig{caps: DefaultCaps}
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
 	c := cfg.caps
 	for _, v := range []struct {
@@ -260,7 +291,7 @@ func (d *Device) CreateQP(pd *verbs.PD, sendCQ, recvCQ *verbs.CQ, opts ...QPOpti
 		attr.CompMask = uint32(verbs.ExpQPInitAttrPD | verbs.ExpQPInitAttrCreateFlags)
 		attr.PD = pd
 		attr.ExpCreateFlags = uint32(cfg.flags)
-		q, err := verbs.ExpCreateQP(d.Context(), attr)
+		q, err := verbs.ExpCreateQP(d.context(), attr)
 		if err != nil {
 			return err
 		}
@@ -290,6 +321,9 @@ func (d *Device) DestroyQP(qp *verbs.QP) error {
 // device the same way, so Progress is needed only to drive schedules
 // whose completions nobody polls, or to detect a stall.
 func (d *Device) Progress() (executed int, err error) {
+	if d == nil {
+		return 0, ErrNilDevice
+	}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.closed {
