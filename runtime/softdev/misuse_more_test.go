@@ -1,0 +1,917 @@
+//go:build linux && cgo
+
+package softdev
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"unsafe"
+
+	verbs "github.com/verbsexp/verbsexp/generated"
+)
+
+// The misuse an attacker or a careless user tries on the device, each
+// with the precise error it must give and, where memory is named, proof
+// that nothing outside the buffers was touched: data lives between
+// PROT_NONE guard pages (a stray write faults the test) and everything
+// not meant to change is checked against canary bytes.
+
+const canary = 0xa5
+
+// guarded returns n bytes of canary-filled memory whose last byte is
+// followed by a PROT_NONE page, and, when n is a multiple of the page
+// size, whose first byte follows one.
+func guarded(t testing.TB, n int) []byte {
+	t.Helper()
+	pg := os.Getpagesize()
+	pages := (n + pg - 1) / pg
+	mem, err := syscall.Mmap(-1, 0, (pages+2)*pg, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Munmap(mem) })
+	for _, g := range [][]byte{mem[:pg], mem[(pages+1)*pg:]} {
+		if err := syscall.Mprotect(g, syscall.PROT_NONE); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := mem[(pages+1)*pg-n : (pages+1)*pg]
+	for i := range b {
+		b[i] = canary
+	}
+	return b
+}
+
+// untouched reports the first byte of b outside [keepLo, keepHi) that is
+// not the canary.
+func untouched(b []byte, keepLo, keepHi int) error {
+	for i, v := range b {
+		if (i < keepLo || i >= keepHi) && v != canary {
+			return fmt.Errorf("byte %d of the %d-byte buffer was written (%#x)", i, len(b), v)
+		}
+	}
+	return nil
+}
+
+func addrOf(b []byte, off int) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) + uint64(off) }
+
+// TestMisuseNilAndClosedDevice: every method of a nil *Device (what a
+// failed Open returns) and of a closed one is an error, never a nil
+// dereference or a use of the freed context.
+func TestMisuseNilAndClosedDevice(t *testing.T) {
+	live := newFixture(t) // real objects to hand to the dead devices
+	cq := live.cq(4)
+	qp := live.qp(cq, cq)
+	ev := alloc[verbs.AsyncEvent](live)
+	attr := alloc[verbs.QPAttr](live)
+	closed, err := Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := closed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dev := range []struct {
+		name string
+		d    *Device
+		want error
+	}{{"nil", nil, ErrNilDevice}, {"closed", closed, ErrClosed}} {
+		d := dev.d
+		calls := map[string]func() error{
+			"Close":     d.Close,
+			"AllocPD":   func() error { _, err := d.AllocPD(); return err },
+			"DeallocPD": func() error { return d.DeallocPD(live.pd) },
+			"RegMR": func() error {
+				_, err := d.RegMR(live.pd, unsafe.Pointer(&live.buf[0]), 64, verbs.AccessLocalWrite)
+				return err
+			},
+			"DeregMR":       func() error { return d.DeregMR(live.mr) },
+			"CreateCQ":      func() error { _, err := d.CreateCQ(4); return err },
+			"DestroyCQ":     func() error { return d.DestroyCQ(cq) },
+			"CreateQP":      func() error { _, err := d.CreateQP(live.pd, cq, cq); return err },
+			"DestroyQP":     func() error { return d.DestroyQP(qp) },
+			"ModifyQP":      func() error { return d.ModifyQP(qp, attr, verbs.QPStateConst) },
+			"QueryPort":     func() error { _, err := d.QueryPort(1); return err },
+			"Progress":      func() error { _, err := d.Progress(); return err },
+			"CQStats":       func() error { _, err := d.CQStats(cq); return err },
+			"QPStats":       func() error { _, _, _, err := d.QPStats(qp); return err },
+			"GetAsyncEvent": func() error { _, err := d.GetAsyncEvent(); return err },
+			"AckAsyncEvent": func() error { return d.AckAsyncEvent(ev) },
+		}
+		for name, call := range calls {
+			if err := call(); !errors.Is(err, dev.want) {
+				t.Errorf("%s device: %s = %v, want %v", dev.name, name, err, dev.want)
+			}
+		}
+		if d.Context() != nil || d.AsyncFD() != -1 || d.Limits() != (Limits{}) {
+			t.Errorf("%s device: Context %p, AsyncFD %d, Limits %+v; want nil, -1, zero", dev.name, d.Context(), d.AsyncFD(), d.Limits())
+		}
+		if task, wr, errno := d.TaskFailure(); task != nil || wr != nil || errno != 0 {
+			t.Errorf("%s device: TaskFailure %p %p %v", dev.name, task, wr, errno)
+		}
+	}
+	// The nil Context a closed device gives is refused by the wrappers
+	// (it used to be the freed context).
+	if err := verbs.ExpPostTask(closed.Context(), alloc[verbs.ExpTask](live), nil); !isErrno(err, syscall.EINVAL) {
+		t.Errorf("ExpPostTask on a closed device's Context(): %v", err)
+	}
+	// The live objects were not touched by any of it.
+	if _, s, _, err := live.d.QPStats(qp); err != nil || s.Posted != 0 {
+		t.Errorf("the live device's QP: %+v %v", s, err)
+	}
+}
+
+// TestMisuseOptionsAndSizes: nil options are no options; limits and
+// sizes outside what the C fields hold are EINVAL, never truncated.
+func TestMisuseOptionsAndSizes(t *testing.T) {
+	d, err := Open(nil, MaxCQE(64), nil)
+	if err != nil {
+		t.Fatalf("Open with nil options: %v", err)
+	}
+	defer d.Close()
+	if l := d.Limits(); l.MaxCQE != 64 || l.MaxQPWR != DefaultLimits.MaxQPWR {
+		t.Errorf("limits %+v", l)
+	}
+	cq, err := d.CreateCQ(4, nil, CrossChannelCQ(), nil)
+	if err != nil {
+		t.Fatalf("CreateCQ with nil options: %v", err)
+	}
+	defer d.DestroyCQ(cq)
+	pd, _ := d.AllocPD()
+	defer d.DeallocPD(pd)
+	qp, err := d.CreateQP(pd, cq, cq, nil, CrossChannel(), nil)
+	if err != nil {
+		t.Fatalf("CreateQP with nil options: %v", err)
+	}
+	defer d.DestroyQP(qp)
+
+	for _, opt := range []DeviceOption{
+		MaxQPWR(0), MaxQPWR(-1), MaxQPWR(1<<24 + 1), MaxQPWR(math.MaxInt32 + 1), MaxQPWR(1<<32 + 1), MaxQPWR(math.MaxInt), MaxQPWR(math.MinInt),
+		MaxCQE(0), MaxCQE(-1), MaxCQE(1<<24 + 1), MaxCQE(1<<32 + 1), MaxCQE(math.MaxInt), MaxCQE(math.MinInt),
+	} {
+		var l Limits
+		opt(&l)
+		if d2, err := Open(opt); !isErrno(err, syscall.EINVAL) || d2 != nil {
+			t.Errorf("Open(%+v) = %v, %v; want EINVAL", l, d2, err)
+		}
+	}
+	for _, n := range []int{0, -1, math.MinInt, 65, 1<<32 + 1, math.MaxInt32 + 1, math.MaxInt} {
+		if c, err := d.CreateCQ(n); !isErrno(err, syscall.EINVAL) {
+			t.Errorf("CreateCQ(%d) on a 64-CQE device = %v, %v; want EINVAL", n, c, err)
+		}
+	}
+	for _, c := range []Caps{
+		{SendWR: -1}, {RecvWR: math.MinInt}, {SendSGE: -1}, {RecvSGE: 1 << 32}, {Inline: math.MaxInt},
+		{SendWR: 1 << 32}, {SendWR: 1<<32 + 2}, {SendSGE: 65}, {RecvSGE: 65}, {Inline: 1025},
+		{SendWR: DefaultLimits.MaxQPWR + 1}, {RecvWR: math.MaxUint32},
+	} {
+		if q, err := d.CreateQP(pd, cq, cq, QPCaps(c)); !isErrno(err, syscall.EINVAL) {
+			t.Errorf("CreateQP with %+v = %v, %v; want EINVAL", c, q, err)
+		}
+	}
+	// Registration: lengths, access bits, ranges.
+	buf := guarded(t, 4096)
+	base := unsafe.Pointer(&buf[0])
+	for _, c := range []struct {
+		name   string
+		addr   unsafe.Pointer
+		n      int
+		access verbs.AccessFlags
+		want   syscall.Errno
+	}{
+		{"zero length", base, 0, 0, syscall.EINVAL},
+		{"negative length", base, -1, 0, syscall.EINVAL},
+		{"MinInt length", base, math.MinInt, 0, syscall.EINVAL},
+		{"nil address", nil, 64, 0, syscall.EFAULT},
+		{"one byte past the buffer", base, 4097, 0, syscall.EFAULT},
+		{"MaxInt length", base, math.MaxInt, 0, syscall.EFAULT},
+		{"range wrapping the address space", unsafe.Add(base, 0), math.MaxInt, verbs.AccessLocalWrite, syscall.EFAULT},
+		{"unknown access bit", base, 64, 1 << 20, syscall.EINVAL},
+		{"remote write without local write", base, 64, verbs.AccessRemoteWrite, syscall.EINVAL},
+	} {
+		if mr, err := d.RegMR(pd, c.addr, c.n, c.access); !isErrno(err, c.want) {
+			t.Errorf("RegMR %s = %v, %v; want %v", c.name, mr, err, c.want)
+		}
+	}
+	if err := untouched(buf, 0, 0); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestMisuseForeignAndStale: objects of another device, and PDs and MRs
+// already freed, are EINVAL everywhere; the other device's objects are
+// left as they were.
+func TestMisuseForeignAndStale(t *testing.T) {
+	f, g := newFixture(t), newFixture(t)
+	cq, gcq := f.cq(4), g.cq(4)
+	qp, gqp := f.qp(cq, cq), g.qp(gcq, gcq)
+	attr := alloc[verbs.QPAttr](f)
+	attr.QPState = verbs.QpsErr
+	stalePD, _ := f.d.AllocPD()
+	if err := f.d.DeallocPD(stalePD); err != nil {
+		t.Fatal(err)
+	}
+	staleMR, err := f.d.RegMR(f.pd, unsafe.Pointer(&f.buf[0]), 64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.d.DeregMR(staleMR); err != nil {
+		t.Fatal(err)
+	}
+	buf := unsafe.Pointer(&f.buf[0])
+	for name, call := range map[string]func() error{
+		"DeallocPD(their PD)":      func() error { return f.d.DeallocPD(g.pd) },
+		"DeallocPD(nil)":           func() error { return f.d.DeallocPD(nil) },
+		"DeallocPD twice":          func() error { return f.d.DeallocPD(stalePD) },
+		"RegMR(their PD)":          func() error { _, err := f.d.RegMR(g.pd, buf, 64, 0); return err },
+		"RegMR(nil PD)":            func() error { _, err := f.d.RegMR(nil, buf, 64, 0); return err },
+		"RegMR(freed PD)":          func() error { _, err := f.d.RegMR(stalePD, buf, 64, 0); return err },
+		"DeregMR(their MR)":        func() error { return f.d.DeregMR(g.mr) },
+		"DeregMR(nil)":             func() error { return f.d.DeregMR(nil) },
+		"DeregMR twice":            func() error { return f.d.DeregMR(staleMR) },
+		"CreateQP(their PD)":       func() error { _, err := f.d.CreateQP(g.pd, cq, cq); return err },
+		"CreateQP(freed PD)":       func() error { _, err := f.d.CreateQP(stalePD, cq, cq); return err },
+		"CreateQP(nil PD)":         func() error { _, err := f.d.CreateQP(nil, cq, cq); return err },
+		"CreateQP(their send CQ)":  func() error { _, err := f.d.CreateQP(f.pd, gcq, cq); return err },
+		"CreateQP(their recv CQ)":  func() error { _, err := f.d.CreateQP(f.pd, cq, gcq); return err },
+		"CreateQP(nil CQs)":        func() error { _, err := f.d.CreateQP(f.pd, nil, nil); return err },
+		"DestroyCQ(their CQ)":      func() error { return f.d.DestroyCQ(gcq) },
+		"DestroyQP(their QP)":      func() error { return f.d.DestroyQP(gqp) },
+		"ModifyQP(their QP)":       func() error { return f.d.ModifyQP(gqp, attr, verbs.QPStateConst) },
+		"ModifyQP(nil QP)":         func() error { return f.d.ModifyQP(nil, attr, verbs.QPStateConst) },
+		"ModifyQP(nil attr)":       func() error { return f.d.ModifyQP(qp, nil, verbs.QPStateConst) },
+		"CQStats(their CQ)":        func() error { _, err := f.d.CQStats(gcq); return err },
+		"QPStats(their QP)":        func() error { _, _, _, err := f.d.QPStats(gqp); return err },
+		"QueryPort(0)":             func() error { _, err := f.d.QueryPort(0); return err },
+		"QueryPort(255)":           func() error { _, err := f.d.QueryPort(255); return err },
+		"AckAsyncEvent(nil)":       func() error { return f.d.AckAsyncEvent(nil) },
+		"AckAsyncEvent, no event":  func() error { return f.d.AckAsyncEvent(alloc[verbs.AsyncEvent](f)) },
+		"ExpModifyQP to RTR from RESET": func() error {
+			a := alloc[verbs.ExpQPAttr](f)
+			a.QPState = verbs.QpsRtr
+			return verbs.ExpModifyQP(qp, a, uint64(verbs.ExpQPState))
+		},
+		"ExpModifyCQ unknown mask": func() error { return verbs.ExpModifyCQ(cq, alloc[verbs.ExpCQAttr](f), 1<<30) },
+	} {
+		if err := call(); !isErrno(err, syscall.EINVAL) {
+			t.Errorf("%s = %v, want EINVAL", name, err)
+		}
+	}
+	// Still busy: EBUSY, and nothing freed.
+	if err := f.d.DeallocPD(f.pd); !isErrno(err, syscall.EBUSY) {
+		t.Errorf("DeallocPD with an MR and a QP in it: %v", err)
+	}
+	if err := f.d.DestroyCQ(cq); !isErrno(err, syscall.EBUSY) {
+		t.Errorf("DestroyCQ used by a QP: %v", err)
+	}
+	// The other device is intact: its QP, CQ, PD and MR still work.
+	if st, _, _, err := g.d.QPStats(gqp); err != nil || st != verbs.QpsReset {
+		t.Errorf("their QP: %v %v", st, err)
+	}
+	if _, err := g.d.CQStats(gcq); err != nil {
+		t.Errorf("their CQ: %v", err)
+	}
+	if mr, err := g.d.RegMR(g.pd, unsafe.Pointer(&g.buf[0]), 64, 0); err != nil {
+		t.Errorf("their PD: %v", err)
+	} else if err := g.d.DeregMR(mr); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestMisuseFree: Free takes back exactly what Calloc and CallocSlice
+// gave, once; anything else is EINVAL (C's free aborted the process).
+func TestMisuseFree(t *testing.T) {
+	p := Calloc[uint64]()
+	s := CallocSlice[verbs.SGE](4)
+	goMem := new(uint64)
+	for _, c := range []struct {
+		name string
+		p    unsafe.Pointer
+		want error
+	}{
+		{"nil", nil, nil},
+		{"Calloc", unsafe.Pointer(p), nil},
+		{"Calloc again", unsafe.Pointer(p), syscall.EINVAL},
+		{"inside a CallocSlice", unsafe.Pointer(&s[1]), syscall.EINVAL},
+		{"CallocSlice", unsafe.Pointer(&s[0]), nil},
+		{"CallocSlice again", unsafe.Pointer(&s[0]), syscall.EINVAL},
+		{"Go memory", unsafe.Pointer(goMem), syscall.EINVAL},
+		{"mmap'd memory", unsafe.Pointer(&guarded(t, 64)[0]), syscall.EINVAL},
+	} {
+		if err := Free(c.p); !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+			t.Errorf("Free(%s) = %v, want %v", c.name, err, c.want)
+		}
+	}
+	// CallocSlice of no elements panics as make with a negative length
+	// does, with a message saying so (it has no error to return).
+	for _, n := range []int{0, -1, math.MinInt} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "must be positive") {
+					t.Errorf("CallocSlice(%d): recovered %v", n, r)
+				}
+			}()
+			CallocSlice[byte](n)
+		}()
+	}
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "out of C memory") {
+				t.Errorf("CallocSlice(MaxInt): recovered %v", r)
+			}
+		}()
+		CallocSlice[verbs.ExpWC](math.MaxInt) // n × size overflows: calloc refuses it
+	}()
+}
+
+// TestMisuseConnect: nil QPs and QPs of two devices are refused before
+// either QP changes state (two devices' QPs used to be "connected": a's
+// peer was whichever QP of a's device had b's number).
+func TestMisuseConnect(t *testing.T) {
+	f, g := newFixture(t), newFixture(t)
+	cq, gcq := f.cq(4), g.cq(4)
+	a, b := f.qp(cq, cq), f.qp(cq, cq)
+	theirs := g.qp(gcq, gcq)
+	for _, c := range [][2]*verbs.QP{{nil, nil}, {a, nil}, {nil, a}, {a, theirs}, {theirs, a}} {
+		if err := Connect(c[0], c[1]); !isErrno(err, syscall.EINVAL) {
+			t.Errorf("Connect(%p, %p) = %v, want EINVAL", c[0], c[1], err)
+		}
+	}
+	for _, q := range []struct {
+		d  *Device
+		qp *verbs.QP
+	}{{f.d, a}, {f.d, b}, {g.d, theirs}} {
+		if st, _, _, _ := q.d.QPStats(q.qp); st != verbs.QpsReset {
+			t.Errorf("QP %#x moved to %v by a refused Connect", q.qp.QPNum, st)
+		}
+	}
+	if err := Connect(a, b); err != nil {
+		t.Fatalf("Connect of two QPs of one device: %v", err)
+	}
+}
+
+// TestMisuseConcurrent: the same object freed, destroyed or closed from
+// several goroutines at once: exactly one succeeds, the others get
+// EINVAL (or ErrClosed); a registration racing the PD's deallocation
+// either wins (the PD is then busy) or is refused. No double free, no
+// use of a freed record (these aborted the process before).
+func TestMisuseConcurrent(t *testing.T) {
+	// Enough rounds that the unfixed device aborted on every run (the
+	// window between its check and its free is a few instructions);
+	// fewer where each round registers memory (RegMR reads
+	// /proc/self/maps) or opens a device.
+	rounds, regs, slow := 30000, 2000, 300
+	if testing.Short() {
+		rounds, regs, slow = 2000, 200, 50
+	}
+	// race runs fn in n goroutines at once and returns their errors.
+	race := func(n int, fn func(i int) error) []error {
+		errs := make([]error, n)
+		var start, done sync.WaitGroup
+		start.Add(1)
+		for i := range n {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				start.Wait()
+				errs[i] = fn(i)
+			}()
+		}
+		start.Done()
+		done.Wait()
+		return errs
+	}
+	// one checks that exactly one error is nil and the rest are want.
+	one := func(what string, errs []error, want error) {
+		t.Helper()
+		ok := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				ok++
+			case !errors.Is(err, want):
+				t.Fatalf("%s: %v, want nil or %v", what, err, want)
+			}
+		}
+		if ok != 1 {
+			t.Fatalf("%s: %d calls succeeded, want 1 (%v)", what, ok, errs)
+		}
+	}
+	f := newFixture(t)
+	cq := f.cq(4)
+	for range rounds {
+		pd, err := f.d.AllocPD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		one("DeallocPD ×3", race(3, func(int) error { return f.d.DeallocPD(pd) }), syscall.EINVAL)
+		c, _ := f.d.CreateCQ(4)
+		one("DestroyCQ ×3", race(3, func(int) error { return f.d.DestroyCQ(c) }), syscall.EINVAL)
+		q, _ := f.d.CreateQP(f.pd, cq, cq)
+		one("DestroyQP ×3", race(3, func(int) error { return f.d.DestroyQP(q) }), syscall.EINVAL)
+	}
+	for range regs {
+		mr, err := f.d.RegMR(f.pd, unsafe.Pointer(&f.buf[0]), 64, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		one("DeregMR ×3", race(3, func(int) error { return f.d.DeregMR(mr) }), syscall.EINVAL)
+
+		pd, _ := f.d.AllocPD()
+		var got *verbs.MR
+		errs := race(2, func(i int) error {
+			if i == 0 {
+				return f.d.DeallocPD(pd)
+			}
+			m, err := f.d.RegMR(pd, unsafe.Pointer(&f.buf[0]), 64, 0)
+			got = m
+			return err
+		})
+		switch {
+		case errs[0] == nil && isErrno(errs[1], syscall.EINVAL): // the PD went first
+		case errs[1] == nil && isErrno(errs[0], syscall.EBUSY): // the MR went first
+			if err := f.d.DeregMR(got); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.d.DeallocPD(pd); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatalf("RegMR racing DeallocPD: dealloc %v, reg %v", errs[0], errs[1])
+		}
+	}
+	// Close from several goroutines, one of them blocked reading events.
+	for range slow {
+		d, err := Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocked := make(chan error)
+		go func() { _, err := d.GetAsyncEvent(); blocked <- err }()
+		one("Close ×4", race(4, func(int) error { return d.Close() }), ErrClosed)
+		if err := <-blocked; !errors.Is(err, ErrClosed) {
+			t.Fatalf("GetAsyncEvent across Close: %v", err)
+		}
+	}
+	// Posts racing the QP's destruction, polls racing the CQ's: each
+	// call succeeds or is EINVAL.
+	for range slow {
+		scq, pcq := f.cq(64), f.cq(4)
+		q := f.qp(scq, scq, QPCaps(Caps{SendWR: 64, RecvWR: 64, SendSGE: 1, RecvSGE: 1}))
+		if err := Connect(q, q); err != nil {
+			t.Fatal(err)
+		}
+		wr := f.send(1, verbs.ExpWRNop, 0, nil, 0)
+		wc := allocN[verbs.ExpWC](f, 4)
+		errs := race(4, func(i int) error {
+			switch i {
+			case 0:
+				return f.d.DestroyQP(q)
+			case 1:
+				return f.d.DestroyCQ(pcq)
+			case 2:
+				_, err := verbs.ExpPollCQ(pcq, 4, &wc[0], uint32(unsafe.Sizeof(wc[0])))
+				return err
+			}
+			return verbs.ExpPostSend(q, wr, nil)
+		})
+		if errs[0] != nil || errs[1] != nil {
+			t.Fatalf("destroys: %v %v", errs[0], errs[1])
+		}
+		for _, err := range errs[2:] {
+			if err != nil && !isErrno(err, syscall.EINVAL) {
+				t.Fatalf("post or poll racing a destroy: %v", err)
+			}
+		}
+		f.qps, f.cqs = f.qps[:len(f.qps)-1], f.cqs[:len(f.cqs)-2] // destroyed above
+		if err := f.d.DestroyCQ(scq); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestMisuseGuardedTransfers: SGEs, receive buffers and remote ranges one
+// byte outside their MR, wrong and stale keys: each completes with its
+// error status and writes nothing anywhere (the MR sits between guard
+// pages, its bytes are canaries); ranges exactly at the MR's edge work
+// and write only their bytes.
+func TestMisuseGuardedTransfers(t *testing.T) {
+	f := newFixture(t)
+	const n = 8192
+	g := guarded(t, n)
+	gmr := f.reg(g, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
+	readOnly := f.reg(f.buf[bufSize/2:], verbs.AccessLocalWrite|verbs.AccessRemoteRead) // no remote write
+	stale, err := f.d.RegMR(f.pd, unsafe.Pointer(&g[0]), n, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.d.DeregMR(stale); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 64 {
+		f.buf[i] = byte(i + 1) // the source bytes
+	}
+	srcSGE := func(off, n int) verbs.SGE { return verbs.SGE{Addr: f.addr(off), Length: uint32(n), Lkey: f.mr.Lkey} }
+	gSGE := func(off, n int, lkey uint32) verbs.SGE { return verbs.SGE{Addr: addrOf(g, off), Length: uint32(n), Lkey: lkey} }
+	sgl := func(s ...verbs.SGE) (*verbs.SGE, int) {
+		l := allocN[verbs.SGE](f, max(len(s), 1))
+		copy(l, s)
+		return &l[0], len(s)
+	}
+	type want struct {
+		send, recv verbs.WCStatus // recv: only checked when a receive is posted
+		lo, hi     int            // bytes of g that change (the rest stays canary)
+	}
+	ok := verbs.WCSuccess
+	for _, c := range []struct {
+		name   string
+		op     verbs.ExpWROpcode
+		src    []verbs.SGE // gathered (for READ: scattered into)
+		recv   []verbs.SGE // posted at the receiver, if any
+		remote uint64
+		rkey   uint32
+		want   want
+	}{
+		{"write at the MR's end", verbs.ExpWRRDMAWrite, []verbs.SGE{srcSGE(0, 8)}, nil, addrOf(g, n-8), gmr.Rkey, want{ok, 0, n - 8, n}},
+		{"write one byte past the end", verbs.ExpWRRDMAWrite, []verbs.SGE{srcSGE(0, 8)}, nil, addrOf(g, n-7), gmr.Rkey, want{verbs.WCRemAccessErr, 0, 0, 0}},
+		{"write one byte before the start", verbs.ExpWRRDMAWrite, []verbs.SGE{srcSGE(0, 8)}, nil, addrOf(g, 0) - 1, gmr.Rkey, want{verbs.WCRemAccessErr, 0, 0, 0}},
+		{"write to the top of the address space", verbs.ExpWRRDMAWrite, []verbs.SGE{srcSGE(0, 8)}, nil, math.MaxUint64 - 3, gmr.Rkey, want{verbs.WCRemAccessErr, 0, 0, 0}},
+		{"write with the lkey as rkey", verbs.ExpWRRDMAWrite, []verbs.SGE{srcSGE(0, 8)}, nil, addrOf(g, 0), gmr.Lkey, want{verbs.WCRemAccessErr, 0, 0, 0}},
+		{"write with a stale rkey", verbs.ExpWRRDMAWrite, []verbs.SGE{srcSGE(0, 8)}, nil, addrOf(g, 0), stale.Rkey, want{verbs.WCRemAccessErr, 0, 0, 0}},
+		{"write with rkey 0", verbs.ExpWRRDMAWrite, []verbs.SGE{srcSGE(0, 8)}, nil, addrOf(g, 0), 0, want{verbs.WCRemAccessErr, 0, 0, 0}},
+		{"write with rkey MaxUint32", verbs.ExpWRRDMAWrite, []verbs.SGE{srcSGE(0, 8)}, nil, addrOf(g, 0), math.MaxUint32, want{verbs.WCRemAccessErr, 0, 0, 0}},
+		{"write to an MR without remote write", verbs.ExpWRRDMAWrite, []verbs.SGE{srcSGE(0, 8)}, nil, f.addr(bufSize / 2), readOnly.Rkey, want{verbs.WCRemAccessErr, 0, 0, 0}},
+		{"write of 2 SGEs ending one byte past", verbs.ExpWRRDMAWrite, []verbs.SGE{srcSGE(0, 4), srcSGE(4, 5)}, nil, addrOf(g, n-8), gmr.Rkey, want{verbs.WCRemAccessErr, 0, 0, 0}},
+		{"write from a source one byte past its MR", verbs.ExpWRRDMAWrite, []verbs.SGE{{Addr: f.addr(bufSize - 7), Length: 8, Lkey: f.mr.Lkey}}, nil, addrOf(g, 0), gmr.Rkey, want{verbs.WCLocProtErr, 0, 0, 0}},
+		{"read from past the end", verbs.ExpWRRDMARead, []verbs.SGE{gSGE(0, 8, gmr.Lkey)}, nil, addrOf(g, n-7), gmr.Rkey, want{verbs.WCRemAccessErr, 0, 0, 0}},
+		{"read into one byte past the end", verbs.ExpWRRDMARead, []verbs.SGE{gSGE(n-7, 8, gmr.Lkey)}, nil, f.addr(0), f.mr.Rkey, want{verbs.WCLocProtErr, 0, 0, 0}},
+		{"read into the end", verbs.ExpWRRDMARead, []verbs.SGE{gSGE(n-8, 8, gmr.Lkey)}, nil, f.addr(0), f.mr.Rkey, want{ok, 0, n - 8, n}},
+		{"read into a stale lkey", verbs.ExpWRRDMARead, []verbs.SGE{gSGE(0, 8, stale.Lkey)}, nil, f.addr(0), f.mr.Rkey, want{verbs.WCLocProtErr, 0, 0, 0}},
+		{"read into the rkey", verbs.ExpWRRDMARead, []verbs.SGE{gSGE(0, 8, gmr.Rkey)}, nil, f.addr(0), f.mr.Rkey, want{verbs.WCLocProtErr, 0, 0, 0}},
+		{"send into a receive at the end", verbs.ExpWRSend, []verbs.SGE{srcSGE(0, 8)}, []verbs.SGE{gSGE(n-8, 8, gmr.Lkey)}, 0, 0, want{ok, ok, n - 8, n}},
+		{"send one byte longer than the receive", verbs.ExpWRSend, []verbs.SGE{srcSGE(0, 9)}, []verbs.SGE{gSGE(n-8, 8, gmr.Lkey)}, 0, 0, want{verbs.WCRemInvReqErr, verbs.WCLocLenErr, 0, 0}},
+		{"receive one byte past the end", verbs.ExpWRSend, []verbs.SGE{srcSGE(0, 8)}, []verbs.SGE{gSGE(n-7, 8, gmr.Lkey)}, 0, 0, want{verbs.WCRemOpErr, verbs.WCLocProtErr, 0, 0}},
+		{"second receive SGE outside: the first stays untouched", verbs.ExpWRSend, []verbs.SGE{srcSGE(0, 16)}, []verbs.SGE{gSGE(0, 8, gmr.Lkey), gSGE(n-4, 8, gmr.Lkey)}, 0, 0, want{verbs.WCRemOpErr, verbs.WCLocProtErr, 0, 0}},
+		{"receive with a stale lkey", verbs.ExpWRSend, []verbs.SGE{srcSGE(0, 8)}, []verbs.SGE{gSGE(0, 8, stale.Lkey)}, 0, 0, want{verbs.WCRemOpErr, verbs.WCLocProtErr, 0, 0}},
+		{"receive with lkey 0", verbs.ExpWRSend, []verbs.SGE{srcSGE(0, 8)}, []verbs.SGE{gSGE(0, 8, 0)}, 0, 0, want{verbs.WCRemOpErr, verbs.WCLocProtErr, 0, 0}},
+		{"empty SGE at the MR's end", verbs.ExpWRSend, []verbs.SGE{srcSGE(0, 0)}, []verbs.SGE{gSGE(n, 0, gmr.Lkey)}, 0, 0, want{ok, ok, 0, 0}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for i := range g {
+				g[i] = canary
+			}
+			p := f.pair(nil, nil)
+			if c.recv != nil {
+				l, k := sgl(c.recv...)
+				f.postRecv(p.b, f.recv(1, l, k))
+			}
+			l, k := sgl(c.src...)
+			w := f.send(2, c.op, verbs.ExpSendSignaled, l, k)
+			w.WR.RDMA().RemoteAddr, w.WR.RDMA().Rkey = c.remote, c.rkey
+			f.postSend(p.a, w)
+			sa, sb := f.poll(p.cqa), f.poll(p.cqb)
+			if len(sa) != 1 || sa[0].Status != c.want.send {
+				t.Errorf("sender %+v, want status %v", sum(sa), c.want.send)
+			}
+			if c.recv != nil && (len(sb) != 1 || sb[0].Status != c.want.recv) {
+				t.Errorf("receiver %+v, want status %v", sum(sb), c.want.recv)
+			}
+			if err := untouched(g, c.want.lo, c.want.hi); err != nil {
+				t.Error(err)
+			}
+			for i := c.want.lo; i < c.want.hi; i++ {
+				if g[i] != byte(i-c.want.lo+1) {
+					t.Fatalf("byte %d = %#x, want %#x", i, g[i], i-c.want.lo+1)
+				}
+			}
+		})
+	}
+}
+
+// TestMisusePollArguments: ExpPollCQ with counts and entry sizes outside
+// what the verb takes is EINVAL and leaves the completions queued; an
+// entry size smaller or larger than struct ibv_exp_wc writes exactly the
+// bytes the call names (the entries end at a guard page).
+func TestMisusePollArguments(t *testing.T) {
+	f := newFixture(t)
+	cq := f.cq(8)
+	qp := f.qp(cq, cq)
+	if err := Connect(qp, qp); err != nil {
+		t.Fatal(err)
+	}
+	post := func(k int) {
+		for i := range k {
+			f.postSend(qp, f.send(uint64(100+i), verbs.ExpWRNop, verbs.ExpSendSignaled, nil, 0))
+		}
+	}
+	queued := func() uint64 {
+		s, err := f.d.CQStats(cq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Queued
+	}
+	size := int(unsafe.Sizeof(verbs.ExpWC{}))
+	prefix := int(unsafe.Offsetof(verbs.ExpWC{}.SrcQP)) // the least the provider takes
+	post(2)
+	f.progress()
+	wc := guarded(t, 2*size)
+	at := (*verbs.ExpWC)(unsafe.Pointer(&wc[0]))
+	for _, c := range []struct {
+		name     string
+		n        int32
+		wcSize   uint32
+		want     error
+		polled   int
+		touchedN int // bytes of wc written
+	}{
+		{"count -1", -1, uint32(size), syscall.EINVAL, 0, 0},
+		{"count MinInt32", math.MinInt32, uint32(size), syscall.EINVAL, 0, 0},
+		{"entry size 0", 2, 0, syscall.EINVAL, 0, 0},
+		{"entry size 1", 2, 1, syscall.EINVAL, 0, 0},
+		{"entry size one byte short of src_qp", 2, uint32(prefix - 1), syscall.EINVAL, 0, 0},
+		{"count 0", 0, uint32(size), nil, 0, 0},
+		{"the smallest entries, two of them", 2, uint32(prefix), nil, 2, 2 * prefix},
+	} {
+		for i := range wc {
+			wc[i] = canary
+		}
+		got, err := verbs.ExpPollCQ(cq, c.n, at, c.wcSize)
+		if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) || int(got) != c.polled {
+			t.Errorf("%s: %d, %v; want %d, %v", c.name, got, err, c.polled, c.want)
+		}
+		if err := untouched(wc, 0, c.touchedN); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		if c.polled == 0 && queued() != 2 {
+			t.Errorf("%s: %d completions left queued, want 2", c.name, queued())
+		}
+	}
+	// The prefix entries hold the wr_ids, at prefix-byte strides.
+	if a, b := *(*uint64)(unsafe.Pointer(&wc[0])), *(*uint64)(unsafe.Pointer(&wc[prefix])); a != 100 || b != 101 {
+		t.Errorf("prefix entries hold wr_ids %d, %d", a, b)
+	}
+	// A stride above the struct (MaxUint32) writes one struct per entry:
+	// the last entry of a buffer at the guard page is safe.
+	post(1)
+	last := (*verbs.ExpWC)(unsafe.Pointer(&wc[size]))
+	for i := range wc {
+		wc[i] = canary
+	}
+	if got, err := verbs.ExpPollCQ(cq, 1, last, math.MaxUint32); err != nil || got != 1 || last.WRID != 100 {
+		t.Errorf("stride MaxUint32: %d, %v, wr_id %d", got, err, last.WRID)
+	}
+	if err := untouched(wc, size, 2*size); err != nil {
+		t.Error(err)
+	}
+	lwc := allocN[verbs.WC](f, 1)
+	if _, err := verbs.PollCQ(cq, -1, &lwc[0]); !isErrno(err, syscall.EINVAL) {
+		t.Errorf("PollCQ count -1: %v", err)
+	}
+	if _, err := verbs.ExpPollCQ(cq, 1, nil, uint32(size)); !isErrno(err, syscall.EINVAL) {
+		t.Errorf("ExpPollCQ nil wc: %v", err)
+	}
+}
+
+// TestMisusePostArguments: work requests the device cannot take are
+// refused at post with EINVAL (or ENOMEM for a full ring) and bad_wr,
+// and nothing is posted.
+func TestMisusePostArguments(t *testing.T) {
+	f := newFixture(t)
+	p := f.pair([]QPOption{QPCaps(Caps{SendWR: 8, RecvWR: 8, SendSGE: 4, RecvSGE: 4, Inline: 64})}, nil)
+	m, mcq := f.mgr()
+	managed := f.qp(mcq, mcq, ManagedSend())
+	if err := Connect(managed, managed); err != nil {
+		t.Fatal(err)
+	}
+	other := newFixture(t)
+	theirCQ := other.cq(4)
+	theirQP := other.qp(theirCQ, theirCQ)
+	deadCQ, _ := f.d.CreateCQ(4)
+	f.d.DestroyCQ(deadCQ)
+	sg := f.sges(f.mr.Lkey, [2]int{0, 8}, [2]int{8, 8}, [2]int{16, 8}, [2]int{24, 8}, [2]int{32, 8})
+	huge := allocN[verbs.SGE](f, 2)
+	huge[0] = verbs.SGE{Addr: f.addr(0), Length: 1 << 30, Lkey: f.mr.Lkey}
+	huge[1] = verbs.SGE{Addr: f.addr(0), Length: 1 << 30, Lkey: f.mr.Lkey}
+	max32 := allocN[verbs.SGE](f, 1)
+	max32[0] = verbs.SGE{Addr: f.addr(0), Length: math.MaxUint32, Lkey: f.mr.Lkey}
+	mk := func(op verbs.ExpWROpcode, flags verbs.ExpSendFlags, sg *verbs.SGE, n int32) *verbs.ExpSendWR {
+		w := f.send(7, op, flags, sg, 0)
+		w.NumSGE = n
+		return w
+	}
+	for _, c := range []struct {
+		name string
+		qp   *verbs.QP
+		wr   *verbs.ExpSendWR
+		want syscall.Errno
+	}{
+		{"num_sge -1", p.a, mk(verbs.ExpWRSend, 0, sg, -1), syscall.EINVAL},
+		{"num_sge MinInt32", p.a, mk(verbs.ExpWRSend, 0, sg, math.MinInt32), syscall.EINVAL},
+		{"num_sge above max_sge", p.a, mk(verbs.ExpWRSend, 0, sg, 5), syscall.EINVAL},
+		{"num_sge MaxInt32", p.a, mk(verbs.ExpWRSend, 0, sg, math.MaxInt32), syscall.EINVAL},
+		{"num_sge 1 and no sg_list", p.a, mk(verbs.ExpWRSend, 0, nil, 1), syscall.EINVAL},
+		{"2 GiB in two SGEs", p.a, mk(verbs.ExpWRSend, 0, &huge[0], 2), syscall.EINVAL},
+		{"an SGE of 4 GiB - 1", p.a, mk(verbs.ExpWRSend, 0, &max32[0], 1), syscall.EINVAL},
+		{"opcode 200", p.a, mk(200, 0, nil, 0), syscall.EINVAL},
+		{"opcode MaxUint32", p.a, mk(math.MaxUint32, 0, nil, 0), syscall.EINVAL},
+		{"atomic opcode", p.a, mk(verbs.ExpWRAtomicFetchAndAdd, 0, sg, 1), syscall.EINVAL},
+		{"send flag 1<<63", p.a, mk(verbs.ExpWRSend, 1<<63, nil, 0), syscall.EINVAL},
+		{"inline above max_inline", p.a, mk(verbs.ExpWRSend, verbs.ExpSendInline, &huge[0], 1), syscall.EINVAL},
+		{"inline RDMA read", p.a, mk(verbs.ExpWRRDMARead, verbs.ExpSendInline, sg, 1), syscall.EINVAL},
+		{"comp_mask", p.a, func() *verbs.ExpSendWR { w := mk(verbs.ExpWRNop, 0, nil, 0); w.CompMask = 1; return w }(), syscall.EINVAL},
+		{"wait from a QP that is not cross-channel", p.a, f.wait(7, mcq, 1, 0), syscall.EINVAL},
+		{"wait on a nil CQ", m, f.wait(7, nil, 1, 0), syscall.EINVAL},
+		{"wait on a destroyed CQ", m, f.wait(7, deadCQ, 1, 0), syscall.EINVAL},
+		{"wait on another device's CQ", m, f.wait(7, theirCQ, 1, 0), syscall.EINVAL},
+		{"wait count -1", m, f.wait(7, mcq, -1, 0), syscall.EINVAL},
+		{"wait count MinInt32", m, f.wait(7, mcq, math.MinInt32, 0), syscall.EINVAL},
+		{"enable of a nil QP", m, f.enable(7, verbs.ExpWRSendEnable, nil, 0, 0), syscall.EINVAL},
+		{"enable of another device's QP", m, f.enable(7, verbs.ExpWRSendEnable, theirQP, 0, 0), syscall.EINVAL},
+		{"enable of a queue that is not managed", m, f.enable(7, verbs.ExpWRSendEnable, p.a, 0, 0), syscall.EINVAL},
+		{"enable count -1", m, f.enable(7, verbs.ExpWRSendEnable, managed, -1, 0), syscall.EINVAL},
+		{"enable of more than was posted", m, f.enable(7, verbs.ExpWRSendEnable, managed, 1, 0), syscall.EINVAL},
+		{"enable count MaxInt32", m, f.enable(7, verbs.ExpWRSendEnable, managed, math.MaxInt32, 0), syscall.EINVAL},
+		{"receive enable of a queue that is not managed", m, f.enable(7, verbs.ExpWRRecvEnable, managed, 0, 0), syscall.EINVAL},
+		{"calc on a QP that is not cross-channel", p.a, func() *verbs.ExpSendWR {
+			w := mk(verbs.ExpWRSend, verbs.ExpSendWithCalc, f.sges(f.mr.Lkey, [2]int{0, 16}), 1)
+			return w
+		}(), syscall.EINVAL},
+		{"calc op 256 (its low byte is ADD)", m, func() *verbs.ExpSendWR {
+			w := mk(verbs.ExpWRSend, verbs.ExpSendWithCalc, f.sges(f.mr.Lkey, [2]int{0, 16}), 1)
+			w.Op.Calc().CalcOp = 256
+			return w
+		}(), syscall.EINVAL},
+		{"calc type 256", m, func() *verbs.ExpSendWR {
+			w := mk(verbs.ExpWRSend, verbs.ExpSendWithCalc, f.sges(f.mr.Lkey, [2]int{0, 16}), 1)
+			w.Op.Calc().DataType = 256
+			return w
+		}(), syscall.EINVAL},
+		{"calc operand of 17 bytes", m, mk(verbs.ExpWRSend, verbs.ExpSendWithCalc, f.sges(f.mr.Lkey, [2]int{0, 16}, [2]int{16, 17}), 2), syscall.EINVAL},
+		{"calc inline", m, mk(verbs.ExpWRSend, verbs.ExpSendWithCalc|verbs.ExpSendInline, f.sges(f.mr.Lkey, [2]int{0, 16}), 1), syscall.EINVAL},
+	} {
+		var before [2]QueueStats
+		for i, q := range []*verbs.QP{c.qp, managed} {
+			_, before[i], _, _ = f.d.QPStats(q)
+		}
+		bad := alloc[*verbs.ExpSendWR](f)
+		if err := verbs.ExpPostSend(c.qp, c.wr, bad); !isErrno(err, c.want) || *bad != c.wr {
+			t.Errorf("%s: %v (bad_wr %p, want %p), want %v", c.name, err, *bad, c.wr, c.want)
+		}
+		for i, q := range []*verbs.QP{c.qp, managed} {
+			if _, s, _, _ := f.d.QPStats(q); s != before[i] {
+				t.Errorf("%s: QP %#x's send queue %+v changed (was %+v)", c.name, q.QPNum, s, before[i])
+			}
+		}
+	}
+	// Receives.
+	for _, c := range []struct {
+		name string
+		n    int32
+		sg   *verbs.SGE
+	}{{"num_sge -1", -1, sg}, {"num_sge above max_sge", 5, sg}, {"num_sge MaxInt32", math.MaxInt32, sg}, {"no sg_list", 1, nil}, {"2 GiB", 2, &huge[0]}} {
+		r := f.recv(7, c.sg, 0)
+		r.NumSGE = c.n
+		bad := alloc[*verbs.RecvWR](f)
+		if err := verbs.PostRecv(p.b, r, bad); !isErrno(err, syscall.EINVAL) || *bad != r {
+			t.Errorf("receive %s: %v", c.name, err)
+		}
+	}
+	if _, _, r, _ := f.d.QPStats(p.b); r.Posted != 0 {
+		t.Errorf("refused receives were posted: %+v", r)
+	}
+	// A WR list that loops back fills the ring and stops there (ENOMEM):
+	// bounded, never a hang.
+	w := f.send(9, verbs.ExpWRNop, 0, nil, 0)
+	w.Next = w
+	bad := alloc[*verbs.ExpSendWR](f)
+	if err := verbs.ExpPostSend(p.a, w, bad); !isErrno(err, syscall.ENOMEM) || *bad != w {
+		t.Errorf("a looping send list: %v", err)
+	}
+	r := f.recv(9, nil, 0)
+	r.Next = r
+	rbad := alloc[*verbs.RecvWR](f)
+	if err := verbs.PostRecv(p.b, r, rbad); !isErrno(err, syscall.ENOMEM) || *rbad != r {
+		t.Errorf("a looping receive list: %v", err)
+	}
+	if _, s, _, _ := f.d.QPStats(p.a); s.Posted != 8 {
+		t.Errorf("a looping list posted %d WRs into an 8-slot ring", s.Posted)
+	}
+}
+
+// TestMisuseTaskLoops: a task list whose next pointers loop back is
+// refused whole with EINVAL, bad_task naming the task whose next closes
+// the loop (ibv_exp_post_task used to walk it for ever); long lists
+// without a loop post as before.
+func TestMisuseTaskLoops(t *testing.T) {
+	f := newFixture(t)
+	cq := f.cq(1024)
+	qp := f.qp(cq, cq, QPCaps(Caps{SendWR: 1024, RecvWR: 1024, SendSGE: 1, RecvSGE: 1}))
+	if err := Connect(qp, qp); err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	tasks := allocN[verbs.ExpTask](f, n)
+	build := func(k, back int) *verbs.ExpTask { // k tasks, the last one's next is task back (-1: none)
+		for i := range k {
+			tasks[i] = verbs.ExpTask{TaskType: verbs.ExpTaskSend}
+			tasks[i].Item.QP = qp
+			if i%2 == 1 { // every other task carries a NOP
+				tasks[i].Item.SetSendWR(f.send(uint64(i), verbs.ExpWRNop, 0, nil, 0))
+			}
+			if i+1 < k {
+				tasks[i].Next = &tasks[i+1]
+			}
+		}
+		if back >= 0 {
+			tasks[k-1].Next = &tasks[back]
+		}
+		return &tasks[0]
+	}
+	for _, c := range []struct {
+		k, back int
+		want    error
+	}{
+		{1, 0, syscall.EINVAL},   // a task that is its own next
+		{2, 0, syscall.EINVAL},   // a → b → a
+		{3, 1, syscall.EINVAL},   // a → b → c → b
+		{n, 500, syscall.EINVAL}, // back to the middle of a long list
+		{n, n - 1, syscall.EINVAL},
+		{n, -1, nil}, // no loop: 500 NOPs posted
+	} {
+		_, before, _, _ := f.d.QPStats(qp)
+		bad := alloc[*verbs.ExpTask](f)
+		err := verbs.ExpPostTask(f.d.Context(), build(c.k, c.back), bad)
+		_, after, _, _ := f.d.QPStats(qp)
+		posted := after.Posted - before.Posted
+		if c.want == nil {
+			if err != nil || posted != n/2 {
+				t.Errorf("%d tasks without a loop: %v, %d posted", c.k, err, posted)
+			}
+			continue
+		}
+		if !errors.Is(err, c.want) || *bad != &tasks[c.k-1] || posted != 0 {
+			t.Errorf("%d tasks looping back to %d: %v, bad_task %p (want %p, the last), %d WRs posted",
+				c.k, c.back, err, *bad, &tasks[c.k-1], posted)
+		}
+		if task, _, errno := f.d.TaskFailure(); task != &tasks[c.k-1] || errno != syscall.EINVAL {
+			t.Errorf("TaskFailure %p %v", task, errno)
+		}
+	}
+	// Malformed tasks: nil QP, unknown type, comp_mask, another device's QP.
+	other := newFixture(t)
+	ocq := other.cq(4)
+	oqp := other.qp(ocq, ocq)
+	for name, mod := range map[string]func(*verbs.ExpTask){
+		"nil QP":          func(x *verbs.ExpTask) { x.Item.QP = nil },
+		"type 99":         func(x *verbs.ExpTask) { x.TaskType = 99 },
+		"another's QP":    func(x *verbs.ExpTask) { x.Item.QP = oqp },
+		"comp_mask 1<<20": func(x *verbs.ExpTask) { x.CompMask = 1 << 20 },
+	} {
+		head := build(3, -1)
+		mod(&tasks[2])
+		bad := alloc[*verbs.ExpTask](f)
+		if err := verbs.ExpPostTask(f.d.Context(), head, bad); !isErrno(err, syscall.EINVAL) || *bad != &tasks[2] {
+			t.Errorf("task %s: %v, bad_task %p", name, err, *bad)
+		}
+	}
+}
+
+// TestMisuseZeroRecords: records that no device made (zeroed C memory)
+// handed to the exp verbs find no provider: ENOSYS, never a dereference
+// of their NULL context.
+func TestMisuseZeroRecords(t *testing.T) {
+	f := newFixture(t)
+	ctx := alloc[verbs.Context](f)
+	cq := alloc[verbs.CQ](f)
+	qp := alloc[verbs.QP](f)
+	wc := allocN[verbs.ExpWC](f, 1)
+	for name, call := range map[string]func() error{
+		"ExpPollCQ":      func() error { _, err := verbs.ExpPollCQ(cq, 1, &wc[0], uint32(unsafe.Sizeof(wc[0]))); return err },
+		"ExpPostSend":    func() error { return verbs.ExpPostSend(qp, alloc[verbs.ExpSendWR](f), nil) },
+		"ExpPostTask":    func() error { return verbs.ExpPostTask(ctx, alloc[verbs.ExpTask](f), nil) },
+		"ExpModifyQP":    func() error { return verbs.ExpModifyQP(qp, alloc[verbs.ExpQPAttr](f), 0) },
+		"ExpModifyCQ":    func() error { return verbs.ExpModifyCQ(cq, alloc[verbs.ExpCQAttr](f), 0) },
+		"ExpQueryDevice": func() error { return verbs.ExpQueryDevice(ctx, alloc[verbs.ExpDeviceAttr](f)) },
+		"ExpCreateCQ": func() error {
+			_, err := verbs.ExpCreateCQ(ctx, 4, nil, nil, 0, alloc[verbs.ExpCQInitAttr](f))
+			return err
+		},
+		"ExpCreateQP": func() error {
+			a := alloc[verbs.ExpQPInitAttr](f)
+			a.CompMask = uint32(verbs.ExpQPInitAttrPD | verbs.ExpQPInitAttrCreateFlags)
+			_, err := verbs.ExpCreateQP(ctx, a)
+			return err
+		},
+	} {
+		if err := call(); !isErrno(err, syscall.ENOSYS) {
+			t.Errorf("%s on a zeroed record: %v, want ENOSYS", name, err)
+		}
+	}
+}
