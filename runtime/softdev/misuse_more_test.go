@@ -226,32 +226,32 @@ func TestMisuseForeignAndStale(t *testing.T) {
 	}
 	buf := unsafe.Pointer(&f.buf[0])
 	for name, call := range map[string]func() error{
-		"DeallocPD(their PD)":      func() error { return f.d.DeallocPD(g.pd) },
-		"DeallocPD(nil)":           func() error { return f.d.DeallocPD(nil) },
-		"DeallocPD twice":          func() error { return f.d.DeallocPD(stalePD) },
-		"RegMR(their PD)":          func() error { _, err := f.d.RegMR(g.pd, buf, 64, 0); return err },
-		"RegMR(nil PD)":            func() error { _, err := f.d.RegMR(nil, buf, 64, 0); return err },
-		"RegMR(freed PD)":          func() error { _, err := f.d.RegMR(stalePD, buf, 64, 0); return err },
-		"DeregMR(their MR)":        func() error { return f.d.DeregMR(g.mr) },
-		"DeregMR(nil)":             func() error { return f.d.DeregMR(nil) },
-		"DeregMR twice":            func() error { return f.d.DeregMR(staleMR) },
-		"CreateQP(their PD)":       func() error { _, err := f.d.CreateQP(g.pd, cq, cq); return err },
-		"CreateQP(freed PD)":       func() error { _, err := f.d.CreateQP(stalePD, cq, cq); return err },
-		"CreateQP(nil PD)":         func() error { _, err := f.d.CreateQP(nil, cq, cq); return err },
-		"CreateQP(their send CQ)":  func() error { _, err := f.d.CreateQP(f.pd, gcq, cq); return err },
-		"CreateQP(their recv CQ)":  func() error { _, err := f.d.CreateQP(f.pd, cq, gcq); return err },
-		"CreateQP(nil CQs)":        func() error { _, err := f.d.CreateQP(f.pd, nil, nil); return err },
-		"DestroyCQ(their CQ)":      func() error { return f.d.DestroyCQ(gcq) },
-		"DestroyQP(their QP)":      func() error { return f.d.DestroyQP(gqp) },
-		"ModifyQP(their QP)":       func() error { return f.d.ModifyQP(gqp, attr, verbs.QPStateConst) },
-		"ModifyQP(nil QP)":         func() error { return f.d.ModifyQP(nil, attr, verbs.QPStateConst) },
-		"ModifyQP(nil attr)":       func() error { return f.d.ModifyQP(qp, nil, verbs.QPStateConst) },
-		"CQStats(their CQ)":        func() error { _, err := f.d.CQStats(gcq); return err },
-		"QPStats(their QP)":        func() error { _, _, _, err := f.d.QPStats(gqp); return err },
-		"QueryPort(0)":             func() error { _, err := f.d.QueryPort(0); return err },
-		"QueryPort(255)":           func() error { _, err := f.d.QueryPort(255); return err },
-		"AckAsyncEvent(nil)":       func() error { return f.d.AckAsyncEvent(nil) },
-		"AckAsyncEvent, no event":  func() error { return f.d.AckAsyncEvent(alloc[verbs.AsyncEvent](f)) },
+		"DeallocPD(their PD)":     func() error { return f.d.DeallocPD(g.pd) },
+		"DeallocPD(nil)":          func() error { return f.d.DeallocPD(nil) },
+		"DeallocPD twice":         func() error { return f.d.DeallocPD(stalePD) },
+		"RegMR(their PD)":         func() error { _, err := f.d.RegMR(g.pd, buf, 64, 0); return err },
+		"RegMR(nil PD)":           func() error { _, err := f.d.RegMR(nil, buf, 64, 0); return err },
+		"RegMR(freed PD)":         func() error { _, err := f.d.RegMR(stalePD, buf, 64, 0); return err },
+		"DeregMR(their MR)":       func() error { return f.d.DeregMR(g.mr) },
+		"DeregMR(nil)":            func() error { return f.d.DeregMR(nil) },
+		"DeregMR twice":           func() error { return f.d.DeregMR(staleMR) },
+		"CreateQP(their PD)":      func() error { _, err := f.d.CreateQP(g.pd, cq, cq); return err },
+		"CreateQP(freed PD)":      func() error { _, err := f.d.CreateQP(stalePD, cq, cq); return err },
+		"CreateQP(nil PD)":        func() error { _, err := f.d.CreateQP(nil, cq, cq); return err },
+		"CreateQP(their send CQ)": func() error { _, err := f.d.CreateQP(f.pd, gcq, cq); return err },
+		"CreateQP(their recv CQ)": func() error { _, err := f.d.CreateQP(f.pd, cq, gcq); return err },
+		"CreateQP(nil CQs)":       func() error { _, err := f.d.CreateQP(f.pd, nil, nil); return err },
+		"DestroyCQ(their CQ)":     func() error { return f.d.DestroyCQ(gcq) },
+		"DestroyQP(their QP)":     func() error { return f.d.DestroyQP(gqp) },
+		"ModifyQP(their QP)":      func() error { return f.d.ModifyQP(gqp, attr, verbs.QPStateConst) },
+		"ModifyQP(nil QP)":        func() error { return f.d.ModifyQP(nil, attr, verbs.QPStateConst) },
+		"ModifyQP(nil attr)":      func() error { return f.d.ModifyQP(qp, nil, verbs.QPStateConst) },
+		"CQStats(their CQ)":       func() error { _, err := f.d.CQStats(gcq); return err },
+		"QPStats(their QP)":       func() error { _, _, _, err := f.d.QPStats(gqp); return err },
+		"QueryPort(0)":            func() error { _, err := f.d.QueryPort(0); return err },
+		"QueryPort(255)":          func() error { _, err := f.d.QueryPort(255); return err },
+		"AckAsyncEvent(nil)":      func() error { return f.d.AckAsyncEvent(nil) },
+		"AckAsyncEvent, no event": func() error { return f.d.AckAsyncEvent(alloc[verbs.AsyncEvent](f)) },
 		"ExpModifyQP to RTR from RESET": func() error {
 			a := alloc[verbs.ExpQPAttr](f)
 			a.QPState = verbs.QpsRtr
@@ -518,7 +518,9 @@ func TestMisuseGuardedTransfers(t *testing.T) {
 		f.buf[i] = byte(i + 1) // the source bytes
 	}
 	srcSGE := func(off, n int) verbs.SGE { return verbs.SGE{Addr: f.addr(off), Length: uint32(n), Lkey: f.mr.Lkey} }
-	gSGE := func(off, n int, lkey uint32) verbs.SGE { return verbs.SGE{Addr: addrOf(g, off), Length: uint32(n), Lkey: lkey} }
+	gSGE := func(off, n int, lkey uint32) verbs.SGE {
+		return verbs.SGE{Addr: addrOf(g, off), Length: uint32(n), Lkey: lkey}
+	}
 	sgl := func(s ...verbs.SGE) (*verbs.SGE, int) {
 		l := allocN[verbs.SGE](f, max(len(s), 1))
 		copy(l, s)
