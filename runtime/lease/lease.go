@@ -15,7 +15,9 @@
 // memory that is already leased, a range outside its buffer or longer
 // than an SGE holds (checked without overflow: a NIC would DMA wherever
 // an SGE points), freeing a leased or freed Buffer, releasing an unknown
-// wr_id, using a closed Table. The memory held is kept ordered by address,
+// wr_id, using a closed Table, a nil Table or Buffer, a Buffer Alloc did
+// not make. A freed Buffer's accessors give nil and 0, not the freed
+// memory. The memory held is kept ordered by address,
 // so a Lease and its Release cost O(log n) in the leases outstanding.
 package lease
 
@@ -55,18 +57,22 @@ var (
 	ErrBusy       = fmt.Errorf("buffer is leased to an outstanding work request: %w", syscall.EBUSY)
 	ErrLeased     = fmt.Errorf("wr_id already has a lease: %w", syscall.EBUSY)
 	ErrUnknown    = fmt.Errorf("no lease for this wr_id: %w", syscall.EINVAL)
+	ErrNil        = fmt.Errorf("nil *lease.Table or *lease.Buffer: %w", syscall.EINVAL)
+	ErrForeign    = fmt.Errorf("buffer was not allocated by lease.Alloc: %w", syscall.EINVAL)
 )
 
 // PageSize is the alignment of Buffers.
 var PageSize = syscall.Getpagesize()
 
 // Buffer is C memory, page aligned, for data that work requests name.
+// Its accessors on a nil or freed Buffer return nil, 0 or 0 bytes, never
+// the memory that was freed.
 type Buffer struct {
 	p      unsafe.Pointer
 	n      int
-	leases int // outstanding leases (guarded by the owning Table's lock)
+	leases int // outstanding leases (guarded by mu)
 	mu     sync.Mutex
-	freed  bool
+	freed  atomic.Bool // written under mu
 }
 
 // live counts Buffers allocated and not yet freed.
@@ -89,32 +95,63 @@ func Alloc(n int) (*Buffer, error) {
 	return &Buffer{p: p, n: n}, nil
 }
 
-// Bytes is the buffer as a slice (C memory: valid until Free).
-func (b *Buffer) Bytes() []byte { return unsafe.Slice((*byte)(b.p), b.n) }
+// usable says whether b's memory may be handed out: b is a Buffer of
+// Alloc's, not freed.
+func (b *Buffer) usable() bool { return b != nil && b.p != nil && !b.freed.Load() }
 
-// Addr is the buffer's address, as an SGE or remote address holds it.
-func (b *Buffer) Addr() uint64 { return uint64(uintptr(b.p)) }
+// Bytes is the buffer as a slice (C memory: valid until Free); nil once
+// freed.
+func (b *Buffer) Bytes() []byte {
+	if !b.usable() {
+		return nil
+	}
+	return unsafe.Slice((*byte)(b.p), b.n)
+}
 
-// Pointer is the buffer's address for registration.
-func (b *Buffer) Pointer() unsafe.Pointer { return b.p }
+// Addr is the buffer's address, as an SGE or remote address holds it; 0
+// once freed.
+func (b *Buffer) Addr() uint64 {
+	if !b.usable() {
+		return 0
+	}
+	return uint64(uintptr(b.p))
+}
 
-// Len is the buffer's size.
-func (b *Buffer) Len() int { return b.n }
+// Pointer is the buffer's address for registration; nil once freed.
+func (b *Buffer) Pointer() unsafe.Pointer {
+	if !b.usable() {
+		return nil
+	}
+	return b.p
+}
 
-// Free returns the memory. Freeing a leased or already freed buffer is an
-// error and frees nothing.
+// Len is the buffer's size; 0 once freed.
+func (b *Buffer) Len() int {
+	if !b.usable() {
+		return 0
+	}
+	return b.n
+}
+
+// Free returns the memory. Freeing a leased or already freed buffer, a
+// nil one or one Alloc did not make is an error and frees nothing.
 func (b *Buffer) Free() error {
+	if b == nil {
+		return fmt.Errorf("Free: %w", ErrNil)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
-	case b.freed:
+	case b.p == nil:
+		return fmt.Errorf("Free: %w", ErrForeign)
+	case b.freed.Load():
 		return ErrDoubleFree
 	case b.leases > 0:
 		return fmt.Errorf("Free: %w (%d leases)", ErrBusy, b.leases)
 	}
 	C.free(b.p)
 	live.Add(-1)
-	b.freed = true
+	b.freed.Store(true)
 	return nil
 }
 
@@ -128,36 +165,79 @@ type lease struct {
 
 // Table tracks leases by wr_id, and the memory they hold by address.
 // Lease, Pin and Release are O(log n) in the leases outstanding. Safe for
-// concurrent use.
+// concurrent use. The zero Table is empty and ready to use.
+//
+// Close a Table when done. One that becomes unreachable with leases
+// outstanding (never closed) keeps them for good, as no completion can
+// release them any more: its pinned Go memory stays pinned and its C
+// Buffers stay busy (a device may still be using them), instead of the
+// process crashing on a runtime.Pinner collected with pins.
 type Table struct {
-	mu     sync.Mutex
+	mu sync.Mutex
+	s  *tableState // nil until first used
+}
+
+// tableState is what a Table holds, apart from the Table itself, so that
+// a cleanup can keep it once the Table is unreachable.
+type tableState struct {
 	leases map[uint64]*lease
 	held   ranges
 	closed bool
 }
 
+// abandoned keeps the leases of Tables collected unclosed: they stay
+// pinned and busy for the life of the process.
+var abandoned struct {
+	sync.Mutex
+	states []*tableState
+}
+
+// abandon is the cleanup of a Table collected with leases outstanding.
+func abandon(s *tableState) {
+	if len(s.leases) == 0 {
+		return
+	}
+	abandoned.Lock()
+	abandoned.states = append(abandoned.states, s)
+	abandoned.Unlock()
+}
+
 // NewTable returns an empty Table.
-func NewTable() *Table { return &Table{leases: map[uint64]*lease{}} }
+func NewTable() *Table { return &Table{} }
+
+// state returns t's state, creating it on first use; t.mu held.
+func (t *Table) state() *tableState {
+	if t.s == nil {
+		t.s = &tableState{leases: map[uint64]*lease{}}
+		runtime.AddCleanup(t, abandon, t.s)
+	}
+	return t.s
+}
 
 func (t *Table) add(wrID uint64, l *lease) error {
-	if t.closed {
+	s := t.state()
+	if s.closed {
 		return ErrClosed
 	}
-	if _, ok := t.leases[wrID]; ok {
+	if _, ok := s.leases[wrID]; ok {
 		return fmt.Errorf("wr_id %d: %w", wrID, ErrLeased)
 	}
-	if id, ok := t.held.overlap(l.held.start, l.held.end); ok {
+	if id, ok := s.held.overlap(l.held.start, l.held.end); ok {
 		return fmt.Errorf("wr_id %d: memory overlaps the lease of wr_id %d: %w", wrID, id, ErrBusy)
 	}
-	t.leases[wrID] = l
+	s.leases[wrID] = l
 	l.held.wrID = wrID
-	t.held.add(&l.held)
+	s.held.add(&l.held)
 	return nil
 }
 
 // Pin leases Go memory to wrID: buf is pinned (it neither moves nor is
-// freed) until the lease is released. It returns the SGE for buf.
+// freed) until the lease is released. It returns the SGE for buf. For a
+// C Buffer use Lease: Pin does not keep a Buffer's memory from Free.
 func (t *Table) Pin(wrID uint64, buf []byte, lkey uint32) (verbs.SGE, error) {
+	if t == nil {
+		return verbs.SGE{}, fmt.Errorf("lease.Pin: %w", ErrNil)
+	}
 	if len(buf) == 0 {
 		return verbs.SGE{}, fmt.Errorf("lease.Pin: empty buffer: %w", syscall.EINVAL)
 	}
@@ -183,15 +263,20 @@ const MaxLength = math.MaxUint32
 // The range must be non-empty, inside the buffer and at most MaxLength
 // bytes; it is checked without overflow.
 func (t *Table) Lease(wrID uint64, b *Buffer, off, n int, lkey uint32) (verbs.SGE, error) {
-	if b == nil {
+	switch {
+	case t == nil:
+		return verbs.SGE{}, fmt.Errorf("lease.Lease: %w", ErrNil)
+	case b == nil:
 		return verbs.SGE{}, fmt.Errorf("lease.Lease: nil buffer: %w", syscall.EINVAL)
+	case b.p == nil:
+		return verbs.SGE{}, fmt.Errorf("lease.Lease: %w", ErrForeign)
 	}
 	if off < 0 || n <= 0 || n > MaxLength || off > b.n-n { // b.n-n cannot overflow: both are positive
 		return verbs.SGE{}, fmt.Errorf("lease.Lease: %d bytes at offset %d are not a range of the %d-byte buffer (at most %d): %w", n, off, b.n, MaxLength, syscall.EINVAL)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.freed {
+	if b.freed.Load() {
 		return verbs.SGE{}, fmt.Errorf("lease.Lease: buffer was freed: %w", syscall.EINVAL)
 	}
 	t.mu.Lock()
@@ -204,39 +289,73 @@ func (t *Table) Lease(wrID uint64, b *Buffer, off, n int, lkey uint32) (verbs.SG
 	return verbs.SGE{Addr: uint64(start), Length: uint32(n), Lkey: lkey}, nil
 }
 
-// Release ends the lease of wrID.
+// Release ends the lease of wrID. On a closed Table it is ErrClosed.
 func (t *Table) Release(wrID uint64) error {
-	t.mu.Lock()
-	l, ok := t.leases[wrID]
-	if ok {
-		delete(t.leases, wrID)
-		t.held.remove(l.held.start)
+	if t == nil {
+		return fmt.Errorf("lease.Release: %w", ErrNil)
 	}
+	t.mu.Lock()
+	s := t.state()
+	if s.closed {
+		t.mu.Unlock()
+		return ErrClosed
+	}
+	l, ok := s.take(wrID)
 	t.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("wr_id %d: %w", wrID, ErrUnknown)
 	}
+	l.end()
+	return nil
+}
+
+// take removes the lease of wrID from s; the Table's lock held.
+func (s *tableState) take(wrID uint64) (*lease, bool) {
+	l, ok := s.leases[wrID]
+	if ok {
+		delete(s.leases, wrID)
+		s.held.remove(l.held.start)
+	}
+	return l, ok
+}
+
+// end lets go of the memory of a lease taken out of its Table.
+func (l *lease) end() {
 	if l.goMem {
 		l.pinner.Unpin()
-		return nil
+		return
 	}
 	l.buf.mu.Lock()
 	l.buf.leases--
 	l.buf.mu.Unlock()
-	return nil
 }
 
 // Outstanding returns the number of leases not yet released.
 func (t *Table) Outstanding() int {
+	if t == nil {
+		return 0
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.leases)
+	return len(t.state().leases)
 }
 
 // Poll polls up to len(wc) completions from cq with ibv_exp_poll_cq and
 // releases the lease of each one's wr_id (a completion without a lease is
 // not an error: not every work request carries data).
+//
+// On a nil or closed Table it polls nothing and returns the error (the
+// completions stay queued for a poll that can release their leases).
 func (t *Table) Poll(cq *verbs.CQ, wc []verbs.ExpWC) (int, error) {
+	if t == nil {
+		return 0, fmt.Errorf("lease.Poll: %w", ErrNil)
+	}
+	t.mu.Lock()
+	closed := t.state().closed
+	t.mu.Unlock()
+	if closed {
+		return 0, ErrClosed
+	}
 	if len(wc) == 0 {
 		return 0, nil
 	}
@@ -267,20 +386,29 @@ func (e *LeakError) Error() string {
 // Close ends the Table. Leases still outstanding are released (their
 // memory unpinned) and reported as a *LeakError.
 func (t *Table) Close() error {
+	if t == nil {
+		return fmt.Errorf("lease.Close: %w", ErrNil)
+	}
 	t.mu.Lock()
-	if t.closed {
+	s := t.state()
+	if s.closed {
 		t.mu.Unlock()
 		return ErrClosed
 	}
-	t.closed = true
-	var ids []uint64
-	for id := range t.leases {
+	s.closed = true
+	ids := make([]uint64, 0, len(s.leases))
+	for id := range s.leases {
 		ids = append(ids, id)
 	}
-	t.mu.Unlock()
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var ls []*lease
 	for _, id := range ids {
-		t.Release(id) // unpins and un-busies; cannot fail for a listed id
+		l, _ := s.take(id)
+		ls = append(ls, l)
+	}
+	t.mu.Unlock()
+	for _, l := range ls {
+		l.end() // unpins and un-busies
 	}
 	if len(ids) > 0 {
 		return &LeakError{WRIDs: ids}
