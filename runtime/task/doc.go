@@ -53,4 +53,15 @@
 //	fmt.Println(err, n, wc[0].WRID, wc[1].WRID)
 //
 // ExampleList is a whole schedule with a managed worker and a manager.
+//
+// Misuse is an error: a nil or freed List (ErrFreed), a builder called
+// without a task or on the wrong kind (ErrNoTask, ErrWrongKind), counts
+// that do not fit the C fields, SGEs and RDMA ranges that wrap around the
+// address space, Calc operands that are not one 16-byte SGE each: all
+// wrap EINVAL and leave the List as it was; a full region is a
+// *CapacityError (ENOMEM). What only the device can judge (keys, ranges
+// inside MRs, queue states) comes back from Post as a *PostError. A List
+// holds its context's address: Free it before the device is closed
+// (posting to a closed context is as undefined as ibv_exp_post_task after
+// ibv_close_device).
 package task

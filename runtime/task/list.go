@@ -32,13 +32,13 @@ type Capacity struct {
 // holds (the verbs count work requests and SGEs in ints).
 const MaxCount = math.MaxInt32
 
-// Errors a List reports for misuse; they wrap syscall.EINVAL or ENOMEM so
-// callers may also test those.
+// Errors a List reports for misuse; they wrap syscall.EINVAL (capacity
+// errors, *CapacityError, wrap ENOMEM) so callers may also test those.
 var (
-	ErrFreed     = errors.New("task list was freed")
-	ErrEmpty     = errors.New("task list is empty")
-	ErrNoTask    = errors.New("no task to add the work request to: call SendTask or RecvTask first")
-	ErrWrongKind = errors.New("work request does not fit the current task's kind")
+	ErrFreed     = fmt.Errorf("task list was freed (or is nil): %w", syscall.EINVAL)
+	ErrEmpty     = fmt.Errorf("task list is empty: %w", syscall.EINVAL)
+	ErrNoTask    = fmt.Errorf("no task to add the work request to: call SendTask or RecvTask first: %w", syscall.EINVAL)
+	ErrWrongKind = fmt.Errorf("work request does not fit the current task's kind: %w", syscall.EINVAL)
 )
 
 // CapacityError says which region of the arena is full.
@@ -165,7 +165,7 @@ func alignUp(n, a uintptr) (uintptr, bool) {
 // Free releases the arena. The List cannot be used afterwards; a second
 // Free is an error.
 func (l *List) Free() error {
-	if l.mem == nil {
+	if l == nil || l.mem == nil {
 		return fmt.Errorf("task list: double free: %w", ErrFreed)
 	}
 	C.free(l.mem)
@@ -181,7 +181,7 @@ func (l *List) Free() error {
 // Reset empties the List for rebuilding; the arena is kept, nothing is
 // allocated.
 func (l *List) Reset() error {
-	if l.mem == nil {
+	if l == nil || l.mem == nil {
 		return ErrFreed
 	}
 	l.nTasks, l.nSends, l.nRecvs, l.nSGEs = 0, 0, 0, 0
@@ -189,8 +189,13 @@ func (l *List) Reset() error {
 	return nil
 }
 
-// Len returns the number of tasks built.
-func (l *List) Len() int { return l.nTasks }
+// Len returns the number of tasks built (0 for a nil List).
+func (l *List) Len() int {
+	if l == nil {
+		return 0
+	}
+	return l.nTasks
+}
 
 // SendTask starts a task of send work requests on qp, linked after the
 // previous task.
@@ -204,7 +209,7 @@ func (l *List) RecvTask(qp *verbs.QP) (*verbs.ExpTask, error) {
 }
 
 func (l *List) newTask(kind verbs.ExpTaskType, qp *verbs.QP) (*verbs.ExpTask, error) {
-	if l.mem == nil {
+	if l == nil || l.mem == nil {
 		return nil, ErrFreed
 	}
 	if qp == nil {
@@ -298,7 +303,7 @@ func (l *List) copySGEs(sges []verbs.SGE) (*verbs.SGE, int32) {
 }
 
 func (l *List) current(kind verbs.ExpTaskType) (*verbs.ExpTask, error) {
-	if l.mem == nil {
+	if l == nil || l.mem == nil {
 		return nil, ErrFreed
 	}
 	if l.nTasks == 0 {
@@ -342,12 +347,25 @@ func (l *List) Read(wrID uint64, flags verbs.ExpSendFlags, remote uint64, rkey u
 	return wr, err
 }
 
+// CalcOperandSize is the length of each Calc operand's SGE: an 8-byte
+// value and an 8-byte id.
+const CalcOperandSize = 16
+
 // Calc appends a SEND that reduces its operands with op over 64-bit
 // elements of type typ and sends the result (IBV_EXP_SEND_WITH_CALC).
 // Each operand is one 16-byte SGE: a big-endian value, then an 8-byte id
 // that only MAXLOC reads; the result arrives big-endian (8 bytes, 16 for
-// MAXLOC). The posting QP must be cross-channel.
+// MAXLOC). The posting QP must be cross-channel. No operands, or one
+// that is not CalcOperandSize bytes, is refused with EINVAL.
 func (l *List) Calc(wrID uint64, flags verbs.ExpSendFlags, op verbs.ExpCalcOp, typ verbs.ExpCalcDataType, operands ...verbs.SGE) (*verbs.ExpSendWR, error) {
+	if len(operands) == 0 {
+		return nil, fmt.Errorf("task list Calc: no operands: %w", syscall.EINVAL)
+	}
+	for i, g := range operands {
+		if g.Length != CalcOperandSize {
+			return nil, fmt.Errorf("task list Calc: operand %d is %d bytes; each is one %d-byte SGE: %w", i, g.Length, CalcOperandSize, syscall.EINVAL)
+		}
+	}
 	wr, err := l.sendWR(wrID, verbs.ExpWRSend, flags|verbs.ExpSendWithCalc, operands)
 	if err == nil {
 		c := wr.Op.Calc()
@@ -461,6 +479,9 @@ func (e *PostError) Error() string {
 	if e.Task < 0 {
 		return "ibv_exp_post_task: " + e.Errno.Error()
 	}
+	if e.NumWRs == 0 {
+		return fmt.Sprintf("ibv_exp_post_task: task %d (%v, no work requests): %v", e.Task, e.Kind, e.Errno)
+	}
 	return fmt.Sprintf("ibv_exp_post_task: task %d (%v, work requests %d..%d): %v",
 		e.Task, e.Kind, e.FirstWR, e.FirstWR+e.NumWRs-1, e.Errno)
 }
@@ -471,11 +492,14 @@ func (e *PostError) Unwrap() error { return e.Errno }
 // Post posts the whole list with exactly one ibv_exp_post_task call. The
 // List is unchanged and may be posted again.
 func (l *List) Post() error {
+	if l == nil {
+		return ErrFreed
+	}
 	if l.nTasks == 0 { // also after Free
 		if l.mem == nil {
 			return ErrFreed
 		}
-		return fmt.Errorf("task list Post: %w (%w)", ErrEmpty, syscall.EINVAL)
+		return fmt.Errorf("task list Post: %w", ErrEmpty)
 	}
 	*l.bad = nil
 	l.tasks[l.nTasks-1].Next = nil
