@@ -93,6 +93,19 @@
 // refused with EINVAL by every method and every verb that reaches the
 // provider: destroyed CQs and QPs keep their records (not their rings)
 // until Close, so a stale handle reads valid memory and fails cleanly.
+// Each method looks its object up and uses it under one hold of the
+// device's lock, so the same object freed or destroyed from several
+// goroutines at once is freed once (the others get EINVAL), and Close
+// from several goroutines closes once (the others get ErrClosed). A nil
+// *Device (what a failed Open returns) gives ErrNilDevice from every
+// method; nil options are skipped. Once Close has started, Context() is
+// nil, which every generated wrapper refuses; a context, CQ or QP pointer
+// kept from before Close must not be used (its memory is freed, as with
+// ibv_close_device). Free takes back only what Calloc and CallocSlice
+// gave and not yet freed (anything else is EINVAL, where C's free would
+// abort the process); CallocSlice of no elements panics, as make does
+// with a negative length. Connect refuses nil QPs and QPs of two
+// devices.
 //
 // Sizes are checked against the C fields before anything is truncated:
 // CreateCQ refuses a cqe outside 1..MaxInt32 and Caps fields outside
@@ -109,8 +122,15 @@
 // (mapping only). Otherwise registration fails with EFAULT, naming the
 // first byte that is not. The memory must then stay valid and unmoved
 // until DeregMR: C memory (Calloc, CallocSlice, package lease), or Go
-// memory pinned by the caller. WRs, tasks and SGE lists handed to the
-// verbs should be C memory too (Go's cgo pointer rules).
+// memory pinned by the caller; a device writing into memory freed or
+// unmapped after registration corrupts or faults, as a DMA into it
+// would. WRs, tasks and SGE lists handed to the verbs should be C memory
+// too (Go's cgo pointer rules). Like any provider, the post path reads
+// what they point at (the WR, num_sge SGEs at sg_list, an inline
+// payload) with the CPU: those pointers must be valid, they cannot be
+// checked; what an SGE or a remote range names is checked against the
+// MRs when the WQE executes, and an access outside them is an error
+// completion that touches nothing.
 //
 // # Post path
 //
@@ -146,7 +166,10 @@
 // first failure stops the walk: the errno is returned and *bad_task names
 // the task; WRs posted before it (in earlier tasks and earlier in the
 // same list) stay posted and run. The verbs API cannot say which WR of
-// that task failed; Device.TaskFailure reports it.
+// that task failed; Device.TaskFailure reports it. A task list whose
+// next pointers loop back is refused whole with EINVAL before anything
+// is posted, *bad_task naming the task whose next closes the loop (a WR
+// list that loops is posted until the ring fills: ENOMEM).
 //
 // # The cross-channel rules
 //
