@@ -342,6 +342,11 @@
 // the fd is non-blocking (then EAGAIN); Close ends a blocked call with
 // ErrClosed. Events are raised while the device runs (posts never run
 // it), and the ones still queued for a CQ or QP go when it is destroyed.
+// The device counts events on a private dup of the eventfd, so what a
+// user does to async_fd (closing it, its number then taken by another
+// file; reading or writing counts) never makes it fail, block, spin or
+// write into another file: the events stay queued for GetAsyncEvent, and
+// Close closes async_fd only if it is still that eventfd.
 //
 // # Deadlocks
 //

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
@@ -916,4 +917,104 @@ func TestMisuseZeroRecords(t *testing.T) {
 			t.Errorf("%s on a zeroed record: %v, want ENOSYS", name, err)
 		}
 	}
+}
+
+// TestMisuseAsyncFD: async_fd is the user's, and users do things with it
+// (a runtime poller that closes it, a direct read, a stray write). The
+// device used to write its event counts into whatever file got async_fd's
+// number after a close, and abort() when its own read of the count
+// failed; it now keeps a private dup of the eventfd and reads only what
+// is there.
+func TestMisuseAsyncFD(t *testing.T) {
+	overrun := func(r *rig) {
+		for i := range 17 { // the 17th overruns the 16-slot send CQ: CQ_ERR and QP_FATAL
+			r.mustPost(r.qp, r.sendWR(uint64(i)))
+		}
+		r.poll(r.scq)
+	}
+	getTwo := func(r *rig) {
+		t.Helper()
+		for range 2 {
+			ev, err := r.d.GetAsyncEvent()
+			if err != nil {
+				t.Fatalf("GetAsyncEvent: %v", err)
+			}
+			if err := r.d.AckAsyncEvent(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Run("closed and its number reused", func(t *testing.T) {
+		var f *os.File
+		t.Cleanup(func() { // after the fixture's, which closes the device
+			if f == nil {
+				return
+			}
+			if _, err := f.WriteString("still open"); err != nil {
+				t.Errorf("Close closed the file that took async_fd's number: %v", err)
+			}
+			f.Close()
+		})
+		r := overrunRig(t, true, false)
+		fd := r.d.AsyncFD()
+		if err := syscall.Close(fd); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if f, err = os.CreateTemp(t.TempDir(), "reused"); err != nil {
+			t.Fatal(err)
+		}
+		if int(f.Fd()) != fd {
+			t.Logf("the temp file got fd %d, not async_fd's %d: the reuse is not exercised", f.Fd(), fd)
+		}
+		overrun(r)
+		getTwo(r) // still delivered
+		if st, err := f.Stat(); err != nil || st.Size() != 0 {
+			t.Fatalf("the device wrote %d bytes into the file that took async_fd's number (%v)", st.Size(), err)
+		}
+	})
+	t.Run("read by the user", func(t *testing.T) {
+		r := overrunRig(t, true, false)
+		overrun(r)
+		var buf [8]byte
+		for range 2 { // the user takes both counts
+			if _, err := syscall.Read(r.d.AsyncFD(), buf[:]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		getTwo(r) // used to abort (non-blocking fd) or block for ever holding the lock
+		if _, err := r.d.GetAsyncEvent(); !errors.Is(err, syscall.EAGAIN) {
+			t.Fatalf("a third GetAsyncEvent: %v", err)
+		}
+	})
+	t.Run("a stray count written by the user", func(t *testing.T) {
+		r := overrunRig(t, true, false)
+		if err := syscall.SetNonblock(r.d.AsyncFD(), false); err != nil {
+			t.Fatal(err)
+		}
+		var one [8]byte
+		one[0] = 1
+		if _, err := syscall.Write(r.d.AsyncFD(), one[:]); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		var before, after syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+		go func() { _, err := r.d.GetAsyncEvent(); got <- err }()
+		time.Sleep(300 * time.Millisecond)
+		syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+		cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
+		select {
+		case err := <-got:
+			t.Fatalf("GetAsyncEvent returned %v with no event queued", err)
+		default:
+		}
+		if cpu > 150*time.Millisecond {
+			t.Errorf("a blocked GetAsyncEvent used %v of CPU in 300 ms: it spins on the stray count", cpu)
+		}
+		overrun(r) // a real event wakes it
+		if err := <-got; err != nil {
+			t.Fatalf("GetAsyncEvent after a real event: %v", err)
+		}
+	})
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "softdev.h"
 
@@ -286,6 +287,21 @@ static struct ibv_cq *op_create_cq(struct ibv_context *ctx, int cqe,
 	return op_exp_create_cq(ctx, cqe, channel, vector, NULL);
 }
 
+/* Takes one count off the event fd, if it has one. The device reads and
+ * writes its counts through ev_fd, a private dup of async_fd (the same
+ * eventfd), so a user closing async_fd, or its number being reused for
+ * another file, cannot make the device fail or write into that file; and
+ * it reads only what poll says is there, so a user who read the fd
+ * directly (taking counts that were not theirs) cannot make it block or
+ * fail. Device lock held. */
+static void ev_take(struct sd_device *d)
+{
+	struct pollfd p = {d->ev_fd, POLLIN, 0};
+	uint64_t one;
+	if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
+		(void)!read(d->ev_fd, &one, sizeof one);
+}
+
 /* Drops the events still queued for element (a CQ or QP being
  * destroyed), with their eventfd counts. Device lock held. */
 static void drop_events(struct sd_device *d, void *element)
@@ -294,9 +310,7 @@ static void drop_events(struct sd_device *d, void *element)
 	for (uint32_t i = 0; i < d->ev_len; i++) {
 		struct sd_event e = d->events[(d->ev_head + i) % d->ev_cap];
 		if (e.element == element) {
-			uint64_t one;
-			if (read(d->vctx.context.async_fd, &one, sizeof one) != sizeof one)
-				abort(); /* the count is at least ev_len: cannot block */
+			ev_take(d);
 			continue;
 		}
 		d->events[(d->ev_head + kept) % d->ev_cap] = e;
@@ -731,8 +745,7 @@ void sd_raise(struct sd_device *d, int type, void *element)
 	d->events[(d->ev_head + d->ev_len) % d->ev_cap] = (struct sd_event){type, element};
 	d->ev_len++;
 	uint64_t one = 1;
-	if (write(d->vctx.context.async_fd, &one, sizeof one) != sizeof one)
-		abort(); /* an eventfd counter cannot overflow from here */
+	(void)!write(d->ev_fd, &one, sizeof one); /* only a counter near 2^64 refuses it */
 }
 
 /* The QP whose completion overran a CQ (or met a CQ in error) goes to
@@ -755,11 +768,9 @@ int sd_get_async_event(struct ibv_context *ctx, int *type, void **element)
 		sd_lock(d);
 		if (d->ev_len > 0) {
 			struct sd_event e = d->events[d->ev_head];
-			uint64_t one;
 			d->ev_head = (d->ev_head + 1) % d->ev_cap;
 			d->ev_len--;
-			if (read(ctx->async_fd, &one, sizeof one) != sizeof one)
-				abort(); /* the count is at least ev_len + 1: cannot block */
+			ev_take(d);
 			d->ev_unacked++;
 			sd_unlock(d);
 			*type = e.type;
@@ -767,14 +778,24 @@ int sd_get_async_event(struct ibv_context *ctx, int *type, void **element)
 			return 0;
 		}
 		sd_unlock(d);
-		int fl = fcntl(ctx->async_fd, F_GETFL);
+		int fl = fcntl(d->ev_fd, F_GETFL); /* async_fd's flags: one description */
 		if (fl >= 0 && (fl & O_NONBLOCK))
 			return EAGAIN;
-		struct pollfd p[2] = {{ctx->async_fd, POLLIN, 0}, {d->wake_fd, POLLIN, 0}};
+		struct pollfd p[2] = {{d->ev_fd, POLLIN, 0}, {d->wake_fd, POLLIN, 0}};
 		if (poll(p, 2, -1) < 0 && errno != EINTR)
 			return errno;
 		if (p[1].revents & POLLIN)
 			return ECANCELED;
+		if ((p[0].revents | p[1].revents) & (POLLNVAL | POLLERR))
+			return EBADF; /* the device's own fds were closed behind its back */
+		if (p[0].revents & POLLIN) {
+			/* Readable with no event queued: a count someone wrote to
+			 * async_fd. Take it, or this loop would spin on it. */
+			sd_lock(d);
+			if (d->ev_len == 0)
+				ev_take(d);
+			sd_unlock(d);
+		}
 	}
 }
 
@@ -794,8 +815,7 @@ int sd_ack_async_event(struct ibv_context *ctx)
 void sd_wake(struct ibv_context *ctx)
 {
 	uint64_t one = 1;
-	if (write(sd_dev(ctx)->wake_fd, &one, sizeof one) != sizeof one)
-		abort();
+	(void)!write(sd_dev(ctx)->wake_fd, &one, sizeof one); /* non-blocking; set once */
 }
 
 /* ------------------------------------------------------------------ */
@@ -811,15 +831,19 @@ struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe)
 	 * an HCA's context: poll(2) it, then read events with
 	 * Device.GetAsyncEvent. */
 	int afd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+	int efd = afd >= 0 ? fcntl(afd, F_DUPFD_CLOEXEC, 0) : -1;
 	int wfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (afd < 0 || wfd < 0) {
+	if (afd < 0 || efd < 0 || wfd < 0) {
 		if (afd >= 0)
 			close(afd);
+		if (efd >= 0)
+			close(efd);
 		if (wfd >= 0)
 			close(wfd);
 		free(d);
 		return NULL;
 	}
+	d->ev_fd = efd;
 	pthread_mutex_init(&d->lock, NULL);
 	d->max_qp_wr = max_qp_wr;
 	d->max_cqe = max_cqe;
@@ -919,7 +943,13 @@ void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks)
 	free(d->keys);
 	free(d->qpn);
 	free(d->events);
-	close(ctx->async_fd);
+	/* async_fd is closed, as ibv_close_device closes it, unless the user
+	 * closed it already and its number now names another file. */
+	struct stat a, e;
+	if (fstat(ctx->async_fd, &a) == 0 && fstat(d->ev_fd, &e) == 0 &&
+	    a.st_dev == e.st_dev && a.st_ino == e.st_ino)
+		close(ctx->async_fd);
+	close(d->ev_fd);
 	close(d->wake_fd);
 	sd_unlock(d);
 	pthread_mutex_destroy(&d->lock);

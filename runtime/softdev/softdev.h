@@ -216,6 +216,7 @@ struct sd_device {
 	struct sd_event         *events;
 	uint32_t                 ev_head, ev_len, ev_cap;
 	uint32_t                 ev_unacked;
+	int                      ev_fd;   /* a private dup of async_fd, for the device's own reads and writes */
 	int                      wake_fd;
 	/* The most recent ibv_exp_post_task failure. */
 	struct ibv_exp_task     *fail_task;
