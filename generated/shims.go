@@ -7300,7 +7300,7 @@ import "C"
 var libibverbs = dynlib.New("libibverbs.so.1", "libibverbs.so").Require(dynlib.Guard{
 	ABI:         "the MLNX_OFED legacy verbs (infiniband/verbs_exp.h, MLNX_OFED 3.x and 4.x)",
 	Fix:         "install MLNX_OFED 4.9 or earlier (the last release with the legacy verbs), or, to use this rdma-core library, regenerate the package from its headers with -entry infiniband/verbs.h",
-	Other:       "upstream rdma-core's libibverbs (MLNX_OFED 5.x and later, or a distribution's rdma-core)",
+	Other:       "upstream rdma-core's libibverbs, as in MLNX_OFED 5.x and later and in Linux distributions",
 	OtherSymbol: "_verbs_init_and_alloc_context",
 	Symbol:      "ibv_exp_cmd_query_device",
 })
