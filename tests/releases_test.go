@@ -38,30 +38,52 @@ func releaseManifests(t *testing.T) []string {
 	if err != nil || len(files) < 2 {
 		t.Fatalf("want at least two release manifests in tests/testdata/releases, have %d (%v)", len(files), err)
 	}
-	key := func(f string) []int {
-		var v []int
-		for _, p := range strings.Split(strings.TrimSuffix(filepath.Base(f), ".abi.json"), ".") {
-			n, err := strconv.Atoi(p)
-			if err != nil {
-				t.Fatalf("%s: release names are numbers like 4.6", f)
-			}
-			v = append(v, n)
+	for _, f := range files {
+		if versionKey(release(f)) == nil {
+			t.Fatalf("%s: release names are numbers like 4.6", f)
 		}
-		return v
 	}
-	sort.Slice(files, func(i, j int) bool {
-		a, b := key(files[i]), key(files[j])
-		for k := 0; k < len(a) && k < len(b); k++ {
-			if a[k] != b[k] {
-				return a[k] < b[k]
-			}
-		}
-		return len(a) < len(b)
-	})
+	sort.Slice(files, func(i, j int) bool { return versionLess(release(files[i]), release(files[j])) })
 	return files
 }
 
 func release(f string) string { return strings.TrimSuffix(filepath.Base(f), ".abi.json") }
+
+// versionKey splits a release name like 4.6 into numbers; nil if it is
+// not one.
+func versionKey(name string) []int {
+	var v []int
+	for _, p := range strings.Split(name, ".") {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return nil
+		}
+		v = append(v, n)
+	}
+	return v
+}
+
+// versionLess orders release names numerically (3.4 < 4.0 < 4.10); names
+// that are not versions sort after them, by name.
+func versionLess(a, b string) bool {
+	ka, kb := versionKey(a), versionKey(b)
+	if ka == nil || kb == nil {
+		if (ka == nil) != (kb == nil) {
+			return ka != nil
+		}
+		return a < b
+	}
+	for k := 0; k < len(ka) && k < len(kb); k++ {
+		if ka[k] != kb[k] {
+			return ka[k] < kb[k]
+		}
+	}
+	return len(ka) < len(kb)
+}
+
+func sortReleases(rs []realRelease) {
+	sort.Slice(rs, func(i, j int) bool { return versionLess(rs[i].name, rs[j].name) })
+}
 
 // runDiff runs `gen diff -json` and returns its changes and exit status.
 func runDiffJSON(t *testing.T, bin, old, new string) ([]diffChange, int) {
