@@ -161,7 +161,7 @@ func (c *checker) setup(g genFlags, given map[string]bool) error {
 		}
 		for i, d := range rec.includes {
 			if !filepath.IsAbs(d) {
-				rec.includes[i] = filepath.Join(c.pkgDir, d)
+				rec.includes[i] = relativeToCwd(filepath.Join(c.pkgDir, d))
 			}
 		}
 	}
@@ -195,9 +195,21 @@ func (c *checker) setup(g genFlags, given map[string]bool) error {
 		if err := c.sameRun(eff, rec, given); err != nil {
 			return err
 		}
+		// The same directories, spelled as recorded: relative ones stay
+		// relative in the regenerated #cgo CFLAGS.
+		eff.includes = rec.includes
 		g = eff
 	}
-	c.headers = strings.Join(g.includes, " ")
+	var shown []string
+	for _, d := range g.includes {
+		if strings.HasPrefix(d, "..") {
+			if a, err := filepath.Abs(d); err == nil {
+				d = a
+			}
+		}
+		shown = append(shown, d)
+	}
+	c.headers = strings.Join(shown, " ")
 	if g.pkg == "" && rec.pkg == "" {
 		g.pkg = c.abi.Package // the name it was generated with
 	}
@@ -519,4 +531,19 @@ func goPattern(dir string) string {
 		return d
 	}
 	return "./" + d
+}
+
+// relativeToCwd spells p relative to the working directory, as the -I of
+// a generator run there (a relative -I is recorded relative, and kept so
+// in the #cgo CFLAGS).
+func relativeToCwd(p string) string {
+	abs, err1 := filepath.Abs(p)
+	wd, err2 := os.Getwd()
+	if err1 != nil || err2 != nil {
+		return p
+	}
+	if r, err := filepath.Rel(wd, abs); err == nil {
+		return r
+	}
+	return abs
 }

@@ -139,3 +139,20 @@ func TestCheckUsage(t *testing.T) {
 		t.Errorf("gen check -h: exit %d\n%s", code, errs)
 	}
 }
+
+// TestCheckSpelling: a package generated with a relative -I is current
+// when checked with the absolute spelling of the same directory (and
+// from another working directory): its #cgo CFLAGS keep ${SRCDIR}.
+func TestCheckSpelling(t *testing.T) {
+	inc := writeHeader(t, checkHeader)
+	t.Chdir(filepath.Dir(inc))
+	if code, _, stderr := cli(t, "-q", "-I", filepath.Base(inc), "-o", "verbs", "-arch", "amd64"); code != 0 {
+		t.Fatal(stderr)
+	}
+	pkg, _ := filepath.Abs("verbs")
+	t.Chdir(t.TempDir())
+	code, out, errs := cli(t, "check", "-I", inc, "-arch", "amd64", pkg)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+}
