@@ -599,7 +599,16 @@ func (x *extractor) signature(ft *cc.FunctionType, parent *Record) *Signature {
 
 // macros collects object-like macros in scope that evaluate to integers.
 func (x *extractor) macros(ast *cc.AST) {
-	for name, m := range ast.Macros {
+	// In name order: a header seen first through a macro joins the
+	// inputs here, and map order would make the output vary run to run
+	// (seen on rdma-core's mlx5dv.h, whose verbs_api.h holds only macros).
+	names := make([]string, 0, len(ast.Macros))
+	for name := range ast.Macros {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		m := ast.Macros[name]
 		if m.IsFnLike {
 			continue
 		}
