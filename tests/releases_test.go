@@ -12,9 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/verbsexp/verbsexp/internal/target"
 )
 
-var updateReleases = flag.Bool("update-releases", false, "rewrite tests/testdata/releases/summary.md and its copy in docs/releases.md from the committed manifests")
+var updateReleases = flag.Bool("update-releases", false, "rewrite tests/testdata/releases/summary.md and its copy in docs/releases.md from the committed manifests, and (TestRealReleases) the release manifests from the real headers")
 
 // The cross-channel surface: the task list, the work request it carries,
 // and the records ibv_exp_post_task() dispatches through (ibv_context →
@@ -318,4 +320,120 @@ func TestReleaseManifestsSelfDiff(t *testing.T) {
 			t.Errorf("%s against itself: %d changes, exit %d; want none, exit 0", release(f), len(cs), code)
 		}
 	}
+}
+
+// servedMarker introduces, in docs/releases.md, the list of releases the
+// committed package serves without regenerating; TestRealReleases checks
+// it.
+const servedMarker = "Served by the committed package without regenerating: "
+
+// TestRealReleases runs the user's loop on every real release under
+// $VERBSEXP_OFED_RELEASES (<release>/include), each in a scratch copy of
+// this module, printing progress (go test -v):
+//
+//  1. generate generated/ from the release's headers (as make generate
+//     OFED_INCLUDE=… does, with ALLOW_BREAKING where the release is
+//     incompatible: this test does not diff against the pinned ABI); its
+//     abi.json must be tests/testdata/releases/<release>.abi.json;
+//  2. go vet the package for every target without cgo (its layout guards
+//     compile only if Go agrees with the plan) and with cgo (the call shims
+//     against the release's headers);
+//  3. gen check: current, and every layout equal to each target's compiler;
+//  4. the runtime's tests and the examples, compiled against the release's
+//     headers (CGO_CFLAGS=-I…);
+//
+// and, in this checkout, whether the committed package builds against the
+// release's headers without regenerating (its shims' _Static_asserts decide):
+// the releases it does must be the ones docs/releases.md names.
+func TestRealReleases(t *testing.T) {
+	releases := realReleases(t, true)
+	bin := buildGenerator(t)
+	root := repoRoot(t)
+	var served []string
+	for _, r := range releases {
+		t.Run(r.name, func(t *testing.T) {
+			progress := func(format string, args ...any) { t.Logf("%s: %s", r.name, fmt.Sprintf(format, args...)) }
+			mod := copyModule(t)
+			progress("1/5 generating generated/ from %s", r.include)
+			runIn(t, mod, nil, bin, "-q", "-I", r.include, "-o", "generated")
+			want := filepath.Join(root, "tests", "testdata", "releases", r.name+".abi.json")
+			got := filepath.Join(mod, "generated", "abi.json")
+			if *updateReleases {
+				b, err := os.ReadFile(got)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(want, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if a, b := readOrEmpty(want), readOrEmpty(got); a != b {
+				t.Errorf("generated/abi.json from %s is not %s: the generator's view of the release changed; if intended, rerun with -update-releases and review the diff", r.include, want)
+			}
+			for _, tg := range target.All {
+				progress("2/5 go vet ./generated for linux/%s without cgo", tg.GoArch)
+				runIn(t, mod, []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + tg.GoArch}, "go", "vet", "./generated")
+			}
+			progress("2/5 go vet ./generated with cgo (the shims against the release's headers)")
+			runIn(t, mod, []string{"CGO_ENABLED=1"}, "go", "vet", "./generated")
+			progress("3/5 gen check (current; C layouts on amd64, arm64, ppc64le)")
+			runIn(t, mod, nil, bin, "check", "-I", r.include, "generated")
+			progress("4/5 go test ./runtime/... ./examples/... with CGO_CFLAGS=-I%s", r.include)
+			runIn(t, mod, []string{"CGO_ENABLED=1", "CGO_CFLAGS=-I" + r.include}, "go", "test", "-count=1", "./runtime/...", "./examples/...")
+			progress("5/5 the committed generated/ against %s without regenerating", r.include)
+			cmd := exec.Command("go", "build", "-o", os.DevNull, "./generated")
+			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CFLAGS=-I"+r.include)
+			if out, err := cmd.CombinedOutput(); err == nil {
+				served = append(served, r.name)
+				progress("the committed package serves %s", r.name)
+			} else {
+				progress("the committed package does not serve %s: %s", r.name, firstLines(string(out), 3))
+			}
+		})
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "releases.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, claim, ok := strings.Cut(string(doc), servedMarker)
+	claim, _, _ = strings.Cut(claim, "\n")
+	claim = strings.TrimSuffix(strings.TrimSpace(claim), ".")
+	if got := strings.Join(served, ", "); !ok || claim != got {
+		t.Errorf("docs/releases.md says %q%q; measured: %s", servedMarker, claim, got)
+	}
+}
+
+func readOrEmpty(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
+
+// copyModule copies this module's files (tracked and untracked, not
+// ignored) to a scratch directory: a checkout in which generated/ can be
+// replaced.
+func copyModule(t *testing.T) string {
+	t.Helper()
+	root := repoRoot(t)
+	out := runIn(t, root, nil, "git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	dst := t.TempDir()
+	for _, name := range strings.Split(strings.TrimRight(out, "\x00"), "\x00") {
+		src := filepath.Join(root, name)
+		st, err := os.Lstat(src)
+		if err != nil || !st.Mode().IsRegular() {
+			continue // deleted in the work tree, or a link
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dst, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, st.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
 }
