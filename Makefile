@@ -72,18 +72,25 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '/testdata/c/')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# With OFED_INCLUDE, the C the tests compile (softdev, the shims' test
+# provider) reads those headers too: CGO_CFLAGS precede a package's own -I.
+CGO_ENV      := $(if $(OFED_INCLUDE),CGO_CFLAGS="-O2 -g -I$(abspath $(OFED_INCLUDE))")
+
 # VERBSEXP_HEADERS tells tests/ which headers generated/ comes from.
 test: toolchains origin-test fmt-check vet
-	VERBSEXP_HEADERS=$(abspath $(HEADERS)) $(GO) test ./... $(GOLDEN_CGO)
+	@echo "== make test: go test ./... (against $(HEADERS))"
+	VERBSEXP_HEADERS=$(abspath $(HEADERS)) $(CGO_ENV) $(GO) test ./... $(GOLDEN_CGO)
+	@echo "== make test: runtime under -race and cgocheck2"
 	@$(MAKE) --no-print-directory test-runtime
+	@echo "== make test: abi-check"
 	@$(MAKE) --no-print-directory abi-check
 
 bench-gen: toolchains
 	$(GO) test ./gen -run '^$$' -bench BenchmarkGenerateVsGodefs -benchtime 10x $(if $(OFED_INCLUDE),-ofed $(OFED_INCLUDE))
 
 test-runtime:
-	$(GO) test -race $(RUNTIME_PKGS)
-	GOEXPERIMENT=cgocheck2 $(GO) test $(RUNTIME_PKGS)
+	$(CGO_ENV) $(GO) test -race $(RUNTIME_PKGS)
+	$(CGO_ENV) GOEXPERIMENT=cgocheck2 $(GO) test $(RUNTIME_PKGS)
 
 # Benchmarks with allocations, COUNT runs each: quote medians.
 bench:
