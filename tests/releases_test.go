@@ -388,7 +388,7 @@ func TestRealReleases(t *testing.T) {
 				served = append(served, r.name)
 				progress("the committed package serves %s", r.name)
 			} else {
-				progress("the committed package does not serve %s: %s", r.name, firstLines(string(out), 3))
+				progress("the committed package does not serve %s: %s", r.name, firstError(string(out)))
 			}
 		})
 	}
@@ -402,6 +402,16 @@ func TestRealReleases(t *testing.T) {
 	if got := strings.Join(served, ", "); !ok || claim != got {
 		t.Errorf("docs/releases.md says %q%q; measured: %s", servedMarker, claim, got)
 	}
+}
+
+// firstError is the first compiler error line of a build's output.
+func firstError(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "error:") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return firstLines(out, 3)
 }
 
 func readOrEmpty(p string) string {
