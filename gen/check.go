@@ -133,6 +133,11 @@ func (m *mismatch) Error() string { return m.msg }
 // it and compares it with what the package records.
 func (c *checker) setup(g genFlags, given map[string]bool) error {
 	c.label = strings.TrimSuffix(filepath.ToSlash(c.pkgDir), "/") + "/"
+	if given["pkg"] {
+		if err := checkPackageName(g.pkg); err != nil {
+			return err
+		}
+	}
 	st, err := os.Stat(c.pkgDir)
 	if err != nil {
 		return fmt.Errorf("PKGDIR %v", err)
@@ -163,11 +168,6 @@ func (c *checker) setup(g genFlags, given map[string]bool) error {
 			if !filepath.IsAbs(d) {
 				rec.includes[i] = relativeToCwd(filepath.Join(c.pkgDir, d))
 			}
-		}
-	}
-	if given["pkg"] {
-		if err := checkPackageName(g.pkg); err != nil {
-			return err
 		}
 	}
 	if recErr != nil && !given["I"] {
