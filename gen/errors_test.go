@@ -121,6 +121,124 @@ var errorCases = map[string]errorCase{
 		return runGen(t, bin, nil, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "sparc64")
 	},
 	"no-flags": func(t *testing.T, bin string) (int, string) { return runGen(t, bin, nil) },
+
+	"pragma-once-cycle": filesCase(map[string]string{
+		"verbs_exp.h": "#pragma once\n#include <infiniband/b.h>\nstruct ibv_qp_cap { int a; };\nstruct ibv_QP_cap { struct ibv_b b; };\n",
+		"b.h":         "#pragma once // comment\n#include <infiniband/verbs_exp.h>\nstruct ibv_b { int y; };\n",
+	}, expectGo("type B struct", "QPCap is struct ibv_qp_cap (infiniband/verbs_exp.h:3:1)", "B is struct ibv_b (infiniband/b.h:3:1)"), rssBelow(256<<20)),
+	"pragma-once-self":      headerCase("#pragma once\n#include <infiniband/verbs_exp.h>\nstruct ibv_a { int x; };\n", expectGo("type A struct"), rssBelow(256<<20)),
+	"macro-deep-parens":     headerCase("#define IBV_P " + strings.Repeat("(", 100000) + "1" + strings.Repeat(")", 100000) + "\n"),
+	"macro-long-expression": headerCase("#define IBV_S 1" + strings.Repeat("+1", 2000000) + "\n"),
+	"expression-amplified":  headerCase(amplifiedHeader),
+	"macro-exponential":     headerCase(exponentialHeader),
+	"header-too-large":      largeHeaderCase("\n", 100<<20),
+	"header-too-large-if0":  largeHeaderCase("#if 0\n"+strings.Repeat("int x;\n", 1000), 100<<20),
+	"input-too-large": filesCase(map[string]string{
+		"verbs_exp.h": "#include <infiniband/a.h>\n#include <infiniband/b.h>\n#include <infiniband/c.h>\n",
+		"a.h":         strings.Repeat("\n", 3<<20),
+		"b.h":         strings.Repeat("\n", 3<<20),
+		"c.h":         strings.Repeat("\n", 3<<20),
+	}),
+	"include-device":       headerCase("#include \"/dev/zero\"\n"),
+	"include-device-macro": headerCase("#define IBV_SRC \"/dev/urandom\"\n#include IBV_SRC\n"),
+	"include-fifo":         includeFIFO,
+	"include-directory": func(t *testing.T, bin string) (int, string) {
+		inc := writeHeader(t, "#include <infiniband/sub.h>\nstruct ibv_a { int x; };\n")
+		if err := os.Mkdir(filepath.Join(inc, "infiniband", "sub.h"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return runGen(t, bin, nil, "-I", inc, "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "amd64")
+	},
+	"entry-directory": func(t *testing.T, bin string) (int, string) {
+		inc := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(inc, "infiniband", "verbs_exp.h"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return runGen(t, bin, nil, "-I", inc, "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "amd64")
+	},
+}
+
+// amplifiedHeader: each macro is short, but IBV_A2 expands to a
+// 1 000 000-term sum (cc/v4's checker recursed once per term).
+var amplifiedHeader = "#define IBV_A1 1" + strings.Repeat("+1", 999) + "\n#define IBV_A2 IBV_A1" + strings.Repeat("+IBV_A1", 999) + "\n"
+
+// exponentialHeader: IBV_E39 expands to 2^39 terms (84 s and 8.2 GB, then
+// exit 0 with the macros silently missing, before the work bound).
+var exponentialHeader = func() string {
+	var b strings.Builder
+	b.WriteString("#define IBV_E0 1\n")
+	for i := 1; i < 40; i++ {
+		fmt.Fprintf(&b, "#define IBV_E%d (IBV_E%d+IBV_E%d)\n", i, i-1, i-1)
+	}
+	return b.String()
+}()
+
+// filesCase is headerCase for several headers of infiniband/ (name →
+// text; verbs_exp.h is the entry).
+func filesCase(files map[string]string, checks ...func(*testing.T, string)) errorCase {
+	return func(t *testing.T, bin string) (int, string) {
+		return generateTwice(t, bin, writeHeaders(t, files), checks)
+	}
+}
+
+// writeHeaders writes name → text into DIR/infiniband and returns DIR.
+func writeHeaders(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "infiniband"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, "infiniband", name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// largeHeaderCase writes a verbs_exp.h of size bytes: prefix, then
+// blank lines (written in pieces: the test itself stays small).
+func largeHeaderCase(prefix string, size int) errorCase {
+	return func(t *testing.T, bin string) (int, string) {
+		inc := writeHeader(t, prefix)
+		f, err := os.OpenFile(filepath.Join(inc, "infiniband", "verbs_exp.h"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunk := []byte(strings.Repeat("\n", 1<<20))
+		for n := len(prefix); n < size; n += len(chunk) {
+			if _, err := f.Write(chunk); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return generateTwice(t, bin, inc, nil)
+	}
+}
+
+// includeFIFO: a header includes a named pipe (no writer: opening it for
+// reading blocks).
+func includeFIFO(t *testing.T, bin string) (int, string) {
+	fifo := filepath.Join(t.TempDir(), "pipe.h")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("SKIP: include-fifo: cannot make a FIFO here: %v", err)
+	}
+	return headerCase("#include \""+fifo+"\"\n")(t, bin)
+}
+
+// rssBelow checks the peak RSS of the last generator run (its
+// getrusage): generous bounds, there to catch a run that reads or
+// allocates without bound, not to measure.
+func rssBelow(limit int64) func(*testing.T, string) {
+	return func(t *testing.T, _ string) {
+		t.Helper()
+		t.Logf("peak RSS %d MiB", lastMaxRSS>>20)
+		if lastMaxRSS > limit {
+			t.Errorf("peak RSS %d MiB, want below %d MiB", lastMaxRSS>>20, limit>>20)
+		}
+	}
 }
 
 const collisionHeader = `struct ibv_qp_cap { int a; };
@@ -200,6 +318,10 @@ func genBinary(t *testing.T) string {
 	return genBinPath
 }
 
+// lastMaxRSS is the peak RSS, in bytes, of the last command runCmd ran
+// (the rows run one at a time).
+var lastMaxRSS int64
+
 // runGen runs the generator binary with extra environment and returns
 // the exit status and stderr followed by stdout.
 func runGen(t *testing.T, bin string, env []string, args ...string) (int, string) {
@@ -213,6 +335,12 @@ func runCmd(t *testing.T, cmd *exec.Cmd, env []string) (int, string) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Env = append(os.Environ(), env...)
 	err := cmd.Run()
+	lastMaxRSS = 0
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			lastMaxRSS = ru.Maxrss << 10
+		}
+	}
 	code := 0
 	var ee *exec.ExitError
 	switch {
@@ -231,10 +359,26 @@ func runCmd(t *testing.T, cmd *exec.Cmd, env []string) (int, string) {
 // every piece of Go that checks lists.
 func headerCase(header string, checks ...func(*testing.T, string)) errorCase {
 	return func(t *testing.T, bin string) (int, string) {
-		inc := writeHeader(t, header)
+		return generateTwice(t, bin, writeHeader(t, header), checks)
+	}
+}
+
+// refusalRSS bounds the peak RSS of a run that refuses its input: a
+// refusal must come before the input is read whole or expanded (the
+// hostile rows took up to 24 GB before their checks).
+const refusalRSS = 512 << 20
+
+// generateTwice is headerCase for the include directory inc: the checks
+// run after a success; a failure must stay below refusalRSS.
+func generateTwice(t *testing.T, bin, inc string, checks []func(*testing.T, string)) (int, string) {
+	{
 		fresh := filepath.Join(t.TempDir(), "pkg")
 		code, out := runGen(t, bin, nil, "-I", inc, "-o", fresh, "-arch", "amd64")
+		rss := lastMaxRSS
 		if code != 0 {
+			if rss > refusalRSS {
+				t.Errorf("refusing took a peak RSS of %d MiB, want below %d MiB", rss>>20, refusalRSS>>20)
+			}
 			if _, err := os.Stat(fresh); !os.IsNotExist(err) {
 				t.Errorf("a failed run created %s", fresh)
 			}
@@ -256,6 +400,7 @@ func headerCase(header string, checks ...func(*testing.T, string)) errorCase {
 		}
 		checkPackageDir(t, fresh)
 		for _, c := range checks {
+			lastMaxRSS = rss
 			c(t, fresh)
 		}
 		return code, out

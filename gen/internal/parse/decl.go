@@ -30,6 +30,8 @@ type Unit struct {
 	Macros  []*Macro  // object-like macros with an integer value, by position
 	Funcs   []*Func   // in declaration order
 	Notes   []Diag    // what was skipped and why
+
+	stats inputStats // what reading the headers took (source.go)
 }
 
 // Input is a header in scope.

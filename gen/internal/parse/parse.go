@@ -3,7 +3,6 @@ package parse
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -33,17 +32,31 @@ const (
 	DefaultScope = "infiniband"
 )
 
-// expansionLimit bounds macro expansion work so hostile input cannot hang
-// the generator; the real headers need well under a hundredth of it.
-const expansionLimit = 200_000_000
+// expansionLimit is cc/v4's own bound on macro expansion work
+// (Config.ExpansionLimit). The real headers need ~200 000 (MLNX_OFED 4.9
+// with glibc, arm64); the checks of macros.go keep the headers of the -I
+// directories within 2×maxExpansionWork, so it is reached only through
+// the system headers. It also bounds the length of any expression cc/v4
+// sees (its type checker recurses once per operator, ~400 bytes of stack
+// each: 3M tokens stay far below Go's 1 GB stack limit).
+const expansionLimit = 3_000_000
 
-// CheckEntry verifies that the entry header is in one of the include
-// directories, so a wrong -I is reported plainly instead of as a
+// CheckEntry verifies that the entry header is a file in one of the
+// include directories, so a wrong -I is reported plainly instead of as a
 // preprocessor error.
 func CheckEntry(opts Options) error {
 	for _, d := range opts.IncludeDirs {
-		if _, err := os.Stat(filepath.Join(d, opts.Entry)); err == nil {
+		p := filepath.Join(d, opts.Entry)
+		fi, err := os.Stat(p)
+		switch {
+		case err != nil:
+			continue
+		case fi.Mode().IsRegular():
 			return nil
+		case fi.IsDir():
+			return fmt.Errorf("%s is a directory, not a header file; pass -I DIR where DIR/%s is the header (e.g. -I headers, or -I /usr/include for an installed MLNX_OFED)", p, opts.Entry)
+		default:
+			return fmt.Errorf("%s is %s, not a header file: the generator reads only regular files", p, describeMode(fi.Mode()))
 		}
 	}
 	return fmt.Errorf("%s not found in the include directories %q; pass -I DIR where DIR/%s exists (e.g. -I headers, or -I /usr/include for an installed MLNX_OFED)",
@@ -71,8 +84,9 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	if err != nil {
 		return nil, err
 	}
-	var refused error
-	cfg.FS = safeFS{dirs: dirs, refused: &refused}
+	sfs := newSourceFS(dirs)
+	cfg.FS = sfs
+	cfg.FSOnly = true
 	cfg.IncludePaths = append(append([]string{""}, dirs...), cfg0.IncludePaths...)
 	cfg.SysIncludePaths = append(append([]string(nil), dirs...), cfg0.SysIncludePaths...)
 	src := []cc.Source{
@@ -86,13 +100,13 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	// by FuzzGenerate), and the compiler's diagnostics are the ones users
 	// know. It costs one `cc -fsyntax-only` (~30 ms on the real headers).
 	if !opts.Checked {
-		if diag := compilerDiagnostics(cfg.CC, dirs, opts.Entry); diag != "" {
-			return nil, frontEndError(goarch, diag)
+		if err := checkHeaders(goarch, cfg0, dirs, opts.Entry); err != nil {
+			return nil, err
 		}
 	}
 	ast, err := cc.Translate(&cfg, src)
-	if refused != nil {
-		return nil, frontEndError(goarch, refused.Error())
+	if refused := sfs.refusal(); refused != nil {
+		return nil, inputError(goarch, refused)
 	}
 	if err != nil {
 		return nil, frontEndError(goarch, strings.TrimSpace(err.Error()))
@@ -108,6 +122,7 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 		funcs:    map[string]bool{},
 		enumTags: map[string]bool{},
 	}
+	x.unit.stats = *sfs.st.macros.stats
 	x.walk(reflect.ValueOf(ast.TranslationUnit))
 	x.macros(ast)
 	x.finish()
@@ -125,10 +140,7 @@ func CheckWithCompiler(goarch string, cfg *cc.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if diag := compilerDiagnostics(cfg.CC, dirs, opts.Entry); diag != "" {
-		return frontEndError(goarch, diag)
-	}
-	return nil
+	return checkHeaders(goarch, cfg, dirs, opts.Entry)
 }
 
 func absDirs(ds []string) ([]string, error) {
@@ -143,52 +155,17 @@ func absDirs(ds []string) ([]string, error) {
 	return r, nil
 }
 
+// inputError reports a header the generator refuses to read.
+func inputError(goarch string, err error) error {
+	return fmt.Errorf("linux/%s: %v", goarch, err)
+}
+
 func frontEndError(goarch, msg string) error {
 	hint := "fix the header or pass the right -I directories"
 	if strings.Contains(msg, "include file not found") || strings.Contains(msg, "No such file") {
 		hint = "a header it includes is missing: add its directory with -I, or install the target's libc headers"
 	}
 	return fmt.Errorf("linux/%s: the headers do not compile:\n%s\n(%s)", goarch, msg, hint)
-}
-
-// compilerDiagnostics returns the first error lines of compiler on entry,
-// or "" when it accepts the input.
-func compilerDiagnostics(compiler string, dirs []string, entry string) string {
-	if compiler == "" {
-		return ""
-	}
-	// The entry header itself, not an #include of it, so that an error at
-	// its end is reported in it.
-	path := ""
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, entry)); err == nil {
-			path = filepath.Join(d, entry)
-			break
-		}
-	}
-	if path == "" {
-		return ""
-	}
-	args := []string{"-fsyntax-only", "-x", "c", path}
-	for _, d := range dirs {
-		args = append(args, "-I", d)
-	}
-	cmd := exec.Command(compiler, args...)
-	cmd.Env = append(os.Environ(), "LC_ALL=C") // plain ASCII quotes in messages
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		return ""
-	}
-	var lines []string
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.Contains(l, "error:") {
-			lines = append(lines, strings.TrimSpace(l))
-		}
-		if len(lines) == 10 {
-			break
-		}
-	}
-	return strings.Join(lines, "\n")
 }
 
 type extractor struct {
