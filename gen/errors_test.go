@@ -149,6 +149,10 @@ var errorCases = map[string]errorCase{
 		}
 		return runGen(t, bin, nil, "-I", inc, "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "amd64")
 	},
+	"struct-nested-250":   headerCase(nestedHeader("struct", 250), expectGo("func (r *DeepM0M1M2M3M4M5M6M7M8) M9() *DeepM0M1M2M3M4M5M6M7M8M9"), rssBelow(512<<20)),
+	"union-nested-250":    headerCase(nestedHeader("union", 250), rssBelow(512<<20)),
+	"struct-nested-600":   headerCase(nestedHeader("struct", 600)),
+	"records-by-value-30": headerCase(byValueHeader(30), expectGo("func (r *R7) A() *R6"), rssBelow(256<<20)),
 	"entry-directory": func(t *testing.T, bin string) (int, string) {
 		inc := t.TempDir()
 		if err := os.MkdirAll(filepath.Join(inc, "infiniband", "verbs_exp.h"), 0o755); err != nil {
@@ -156,6 +160,33 @@ var errorCases = map[string]errorCase{
 		}
 		return runGen(t, bin, nil, "-I", inc, "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "amd64")
 	},
+}
+
+// nestedHeader is struct ibv_deep with n levels of unnamed kw (struct or
+// union) members m0 … m<n-1>, one in the other, the int leaf innermost.
+func nestedHeader(kw string, n int) string {
+	var b strings.Builder
+	b.WriteString("struct ibv_deep {\n")
+	for i := 0; i < n; i++ {
+		b.WriteString(kw + " {\n")
+	}
+	b.WriteString("int leaf;\n")
+	for i := n - 1; i >= 0; i-- {
+		fmt.Fprintf(&b, "} m%d;\n", i)
+	}
+	b.WriteString("};\n")
+	return b.String()
+}
+
+// byValueHeader: struct ibv_r<k> holds two struct ibv_r<k-1> by value,
+// for k = 1…n (a 3^n-step size computation for Go's type checker).
+func byValueHeader(n int) string {
+	var b strings.Builder
+	b.WriteString("struct ibv_r0 { int x; };\n")
+	for k := 1; k <= n; k++ {
+		fmt.Fprintf(&b, "struct ibv_r%d { struct ibv_r%d a, b; };\n", k, k-1)
+	}
+	return b.String()
 }
 
 // amplifiedHeader: each macro is short, but IBV_A2 expands to a

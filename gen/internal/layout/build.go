@@ -47,6 +47,17 @@ func (b *planBuilder) build() error {
 		return err
 	}
 	b.alignSlot()
+	fields := make([]*GoType, len(b.p.Slots))
+	for i, s := range b.p.Slots {
+		fields[i] = s.Type
+	}
+	b.p.SizeSteps, b.p.AlignSteps = structSteps(fields)
+	if b.rec.Nested {
+		// The manifest lists the members of nested types under their
+		// named record (facts of the top-level plan): listing them again
+		// per nested type would cost depth³.
+		return nil
+	}
 	return b.facts(def, b.rec, b.p, 0, "", "")
 }
 
@@ -105,6 +116,17 @@ func (b *planBuilder) structMembers(rec *parse.Record, base int64) error {
 				// Packed or misaligned: Go would move it. Keep the bytes,
 				// reach them through an accessor.
 				if err := b.storage(off, m.Type.Size, 1, m.Pos); err != nil {
+					return err
+				}
+				if err := b.accessor(m, base); err != nil {
+					return err
+				}
+				continue
+			}
+			if tooCostly(t) {
+				// Deeply nested: as a field it would cost Go's type
+				// checker exponential time (maxFieldSteps).
+				if err := b.storage(off, m.Type.Size, t.Align, m.Pos); err != nil {
 					return err
 				}
 				if err := b.accessor(m, base); err != nil {

@@ -227,7 +227,9 @@ func (e *expander) run(toks []cToken) *expandStop {
 		if len(frames) == 1 {
 			origin = t // a token of the input itself: where what follows comes from
 		}
-		e.work++
+		if len(frames) > 1 || e.eval {
+			e.work++ // the input's own tokens count only when evaluated (bounded by the input size otherwise)
+		}
 		if e.work > e.budget {
 			return e.over(origin)
 		}

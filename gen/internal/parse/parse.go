@@ -32,14 +32,16 @@ const (
 	DefaultScope = "infiniband"
 )
 
-// expansionLimit is cc/v4's own bound on macro expansion work
-// (Config.ExpansionLimit). The real headers need ~200 000 (MLNX_OFED 4.9
-// with glibc, arm64); the checks of macros.go keep the headers of the -I
-// directories within 2×maxExpansionWork, so it is reached only through
-// the system headers. It also bounds the length of any expression cc/v4
-// sees (its type checker recurses once per operator, ~400 bytes of stack
-// each: 3M tokens stay far below Go's 1 GB stack limit).
-const expansionLimit = 3_000_000
+// expansionLimit is cc/v4's own bound on preprocessing work
+// (Config.ExpansionLimit): every token it preprocesses, and the macro
+// expansion work. The real headers need ~200 000 (MLNX_OFED 4.9 with
+// glibc, arm64). It must never be reached: beyond it cc/v4 stops
+// evaluating macros silently (EvalAllMacros), leaving constants out. What
+// the headers of the -I directories can need is bounded before cc/v4 runs
+// (source.go, macros.go): their tokens by maxInputBytes (≤ 4M), their
+// text's and their macros' expansion by maxExpansionWork each; the rest is
+// the system headers'.
+const expansionLimit = 8_000_000
 
 // CheckEntry verifies that the entry header is a file in one of the
 // include directories, so a wrong -I is reported plainly instead of as a
