@@ -1,39 +1,20 @@
 //go:build linux && cgo
 
-// Package task builds cross-channel task lists for ibv_exp_post_task in C
-// memory and posts them with one call.
-//
-// A List owns one C allocation (an arena) with room for a fixed number of
-// tasks, send and receive work requests and scatter/gather entries, laid
-// out as the generated types (verbs.ExpTask, verbs.ExpSendWR, verbs.RecvWR,
-// verbs.SGE). Builders append records to the arena and link them; each
-// returns a typed pointer into C memory that the caller may adjust in
-// place. Post hands the first task to ibv_exp_post_task: nothing is
-// marshalled or copied at post time, and nothing is allocated.
-//
-// Verbs copy work requests into the queues when they are posted, so a List
-// may be posted again as soon as Post returns (a standing schedule), or
-// Reset and rebuilt without allocating. The data buffers the SGEs name are
-// another matter: they must stay put until their completions are polled
-// (see package lease).
-//
-//	l, _ := task.New(ctx, task.Capacity{Tasks: 2, SendWRs: 4, SGEs: 4})
-//	defer l.Free()
-//	l.SendTask(qp)
-//	l.Send(1, verbs.ExpSendSignaled, verbs.SGE{Addr: a, Length: n, Lkey: k})
-//	l.SendTask(mqp)
-//	l.Wait(cq, 1, true)
-//	err := l.Post()
 package task
 
 /*
 #include <stdlib.h>
+
+// cgo checks the pointer argument of this call (the rules every verb call
+// used to apply to ctx): once, at New, instead of at every post.
+static void task_check_ctx(void *ctx) {}
 */
 import "C"
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -42,10 +23,14 @@ import (
 	verbs "github.com/verbsexp/verbsexp/generated"
 )
 
-// Capacity sizes a List's arena.
+// Capacity sizes a List's arena. Each count is at most MaxCount.
 type Capacity struct {
 	Tasks, SendWRs, RecvWRs, SGEs int
 }
+
+// MaxCount is the largest count of any region of an arena: what C's int
+// holds (the verbs count work requests and SGEs in ints).
+const MaxCount = math.MaxInt32
 
 // Errors a List reports for misuse; they wrap syscall.EINVAL or ENOMEM so
 // callers may also test those.
@@ -72,7 +57,7 @@ func (e *CapacityError) Unwrap() error { return syscall.ENOMEM }
 // List is a task list in C memory. It is not safe for concurrent use;
 // separate Lists may be built and posted from separate goroutines.
 type List struct {
-	ctx   *verbs.Context
+	ctx   *verbs.Context // also keeps a Go-allocated ctx reachable (Go's heap does not move)
 	mem   unsafe.Pointer
 	tasks []verbs.ExpTask
 	sends []verbs.ExpSendWR
@@ -86,9 +71,16 @@ type List struct {
 	lastRecv *verbs.RecvWR
 	// firstWR[i] is the index of task i's first work request in its slab.
 	firstWR []int32
+
+	// What Post passes, as addresses: ctx (checked at New) and the first
+	// task and the bad_task slot (in the arena: C memory).
+	ctxAddr, tasksAddr, badAddr uintptr
 }
 
-// New allocates a List for ctx with the given capacity.
+// New allocates a List for ctx with the given capacity. Counts that are
+// negative or above MaxCount, or an arena larger than the address space,
+// are refused with EINVAL; an arena the C allocator cannot give, with
+// ENOMEM.
 func New(ctx *verbs.Context, c Capacity) (*List, error) {
 	if ctx == nil {
 		return nil, abiutil.NilArg("task.New", "ctx")
@@ -96,12 +88,13 @@ func New(ctx *verbs.Context, c Capacity) (*List, error) {
 	if c.Tasks <= 0 || c.SendWRs < 0 || c.RecvWRs < 0 || c.SGEs < 0 {
 		return nil, fmt.Errorf("task.New: capacity %+v: need at least one task and no negative counts: %w", c, syscall.EINVAL)
 	}
-	offTasks := uintptr(0)
-	offSends := align(offTasks+uintptr(c.Tasks)*unsafe.Sizeof(verbs.ExpTask{}), 16)
-	offRecvs := align(offSends+uintptr(c.SendWRs)*unsafe.Sizeof(verbs.ExpSendWR{}), 16)
-	offSGEs := align(offRecvs+uintptr(c.RecvWRs)*unsafe.Sizeof(verbs.RecvWR{}), 16)
-	offBad := align(offSGEs+uintptr(c.SGEs)*unsafe.Sizeof(verbs.SGE{}), 16)
-	size := offBad + unsafe.Sizeof(uintptr(0))
+	if n := max(c.Tasks, c.SendWRs, c.RecvWRs, c.SGEs); n > MaxCount {
+		return nil, fmt.Errorf("task.New: capacity %+v: a count of %d is above %d, what the verbs' int counts hold: %w", c, n, MaxCount, syscall.EINVAL)
+	}
+	offs, size, ok := arenaLayout(c)
+	if !ok {
+		return nil, fmt.Errorf("task.New: capacity %+v: the arena would not fit in the address space: %w", c, syscall.EINVAL)
+	}
 	mem := C.calloc(1, C.size_t(size))
 	if mem == nil {
 		return nil, fmt.Errorf("task.New: cannot allocate %d bytes of C memory: %w", size, syscall.ENOMEM)
@@ -109,15 +102,48 @@ func New(ctx *verbs.Context, c Capacity) (*List, error) {
 	l := &List{
 		ctx:     ctx,
 		mem:     mem,
-		tasks:   unsafe.Slice((*verbs.ExpTask)(unsafe.Add(mem, offTasks)), c.Tasks),
-		sends:   unsafe.Slice((*verbs.ExpSendWR)(unsafe.Add(mem, offSends)), c.SendWRs),
-		recvs:   unsafe.Slice((*verbs.RecvWR)(unsafe.Add(mem, offRecvs)), c.RecvWRs),
-		sges:    unsafe.Slice((*verbs.SGE)(unsafe.Add(mem, offSGEs)), c.SGEs),
-		bad:     (**verbs.ExpTask)(unsafe.Add(mem, offBad)),
+		tasks:   unsafe.Slice((*verbs.ExpTask)(unsafe.Add(mem, offs[0])), c.Tasks),
+		sends:   unsafe.Slice((*verbs.ExpSendWR)(unsafe.Add(mem, offs[1])), c.SendWRs),
+		recvs:   unsafe.Slice((*verbs.RecvWR)(unsafe.Add(mem, offs[2])), c.RecvWRs),
+		sges:    unsafe.Slice((*verbs.SGE)(unsafe.Add(mem, offs[3])), c.SGEs),
+		bad:     (**verbs.ExpTask)(unsafe.Add(mem, offs[4])),
 		firstWR: make([]int32, c.Tasks),
 	}
+	// ctx crosses into C at every post as a uintptr, which cgo does not
+	// check: check it here, once, as cgo checks a verb's pointer argument.
+	C.task_check_ctx(unsafe.Pointer(ctx))
+	l.ctxAddr = uintptr(unsafe.Pointer(ctx))
+	l.tasksAddr = uintptr(unsafe.Pointer(&l.tasks[0]))
+	l.badAddr = uintptr(unsafe.Pointer(l.bad))
 	live.Add(1)
 	return l, nil
+}
+
+// arenaLayout returns the offsets of the tasks, send WRs, receive WRs,
+// SGEs and the bad_task slot in an arena for c, and its size; ok is false
+// when the size overflows.
+func arenaLayout(c Capacity) (offs [5]uintptr, size uintptr, ok bool) {
+	regions := [4]struct{ n, size uintptr }{
+		{uintptr(c.Tasks), unsafe.Sizeof(verbs.ExpTask{})},
+		{uintptr(c.SendWRs), unsafe.Sizeof(verbs.ExpSendWR{})},
+		{uintptr(c.RecvWRs), unsafe.Sizeof(verbs.RecvWR{})},
+		{uintptr(c.SGEs), unsafe.Sizeof(verbs.SGE{})},
+	}
+	var end uintptr
+	for i, r := range regions {
+		if r.n != 0 && r.size > (math.MaxUint-end)/r.n {
+			return offs, 0, false
+		}
+		offs[i] = end
+		if end, ok = alignUp(end+r.n*r.size, 16); !ok {
+			return offs, 0, false
+		}
+	}
+	offs[4] = end
+	if end > math.MaxUint-unsafe.Sizeof(uintptr(0)) {
+		return offs, 0, false
+	}
+	return offs, end + unsafe.Sizeof(uintptr(0)), true
 }
 
 // live counts arenas allocated and not yet freed, for leak checks.
@@ -127,7 +153,14 @@ var live atomic.Int64
 // long-running programs check it for leaked C memory.
 func LiveArenas() int64 { return live.Load() }
 
-func align(n, a uintptr) uintptr { return (n + a - 1) &^ (a - 1) }
+// alignUp rounds n up to a multiple of a (a power of two); ok is false
+// when that overflows.
+func alignUp(n, a uintptr) (uintptr, bool) {
+	if n > math.MaxUint-(a-1) {
+		return 0, false
+	}
+	return (n + a - 1) &^ (a - 1), true
+}
 
 // Free releases the arena. The List cannot be used afterwards; a second
 // Free is an error.
@@ -138,7 +171,10 @@ func (l *List) Free() error {
 	C.free(l.mem)
 	live.Add(-1)
 	l.mem = nil
+	l.nTasks, l.nSends, l.nRecvs, l.nSGEs = 0, 0, 0, 0 // Post sees an empty List, then ErrFreed
+	l.lastSend, l.lastRecv = nil, nil
 	l.tasks, l.sends, l.recvs, l.sges, l.bad = nil, nil, nil, nil, nil
+	l.ctxAddr, l.tasksAddr, l.badAddr = 0, 0, 0
 	return nil
 }
 
@@ -206,6 +242,9 @@ func (l *List) sendWR(wrID uint64, op verbs.ExpWROpcode, flags verbs.ExpSendFlag
 	if l.nSGEs+len(sges) > len(l.sges) {
 		return nil, &CapacityError{"scatter/gather entries", len(l.sges)}
 	}
+	if err := checkSGEs(sges); err != nil {
+		return nil, err
+	}
 	wr := &l.sends[l.nSends]
 	l.nSends++
 	*wr = verbs.ExpSendWR{}
@@ -220,6 +259,30 @@ func (l *List) sendWR(wrID uint64, op verbs.ExpWROpcode, flags verbs.ExpSendFlag
 	}
 	l.lastSend = wr
 	return wr, nil
+}
+
+// checkSGEs refuses an SGE whose range wraps around the address space:
+// a device would read or write from address 0 on.
+func checkSGEs(sges []verbs.SGE) error {
+	for i, g := range sges {
+		if g.Addr > math.MaxUint64-uint64(g.Length) {
+			return fmt.Errorf("task list: SGE %d [%#x, +%d) runs past the end of the address space: %w", i, g.Addr, g.Length, syscall.EINVAL)
+		}
+	}
+	return nil
+}
+
+// checkRemote refuses an RDMA range [remote, remote + the SGEs' total
+// length) that wraps around the address space.
+func checkRemote(remote uint64, sges []verbs.SGE) error {
+	end := remote
+	for _, g := range sges {
+		if end > math.MaxUint64-uint64(g.Length) {
+			return fmt.Errorf("task list: remote range from %#x runs past the end of the address space: %w", remote, syscall.EINVAL)
+		}
+		end += uint64(g.Length)
+	}
+	return nil
 }
 
 // copySGEs copies sges into the arena (room was checked) and returns the
@@ -255,6 +318,9 @@ func (l *List) Send(wrID uint64, flags verbs.ExpSendFlags, sges ...verbs.SGE) (*
 
 // Write appends an RDMA WRITE of the gathered sges to remote/rkey.
 func (l *List) Write(wrID uint64, flags verbs.ExpSendFlags, remote uint64, rkey uint32, sges ...verbs.SGE) (*verbs.ExpSendWR, error) {
+	if err := checkRemote(remote, sges); err != nil {
+		return nil, err
+	}
 	wr, err := l.sendWR(wrID, verbs.ExpWRRDMAWrite, flags, sges)
 	if err == nil {
 		r := wr.WR.RDMA()
@@ -265,6 +331,9 @@ func (l *List) Write(wrID uint64, flags verbs.ExpSendFlags, remote uint64, rkey 
 
 // Read appends an RDMA READ from remote/rkey into the sges.
 func (l *List) Read(wrID uint64, flags verbs.ExpSendFlags, remote uint64, rkey uint32, sges ...verbs.SGE) (*verbs.ExpSendWR, error) {
+	if err := checkRemote(remote, sges); err != nil {
+		return nil, err
+	}
 	wr, err := l.sendWR(wrID, verbs.ExpWRRDMARead, flags, sges)
 	if err == nil {
 		r := wr.WR.RDMA()
@@ -273,9 +342,11 @@ func (l *List) Read(wrID uint64, flags verbs.ExpSendFlags, remote uint64, rkey u
 	return wr, err
 }
 
-// Calc appends a SEND that reduces its operands (one per SGE) with op
-// over 64-bit elements of type typ and sends the result
-// (IBV_EXP_SEND_WITH_CALC).
+// Calc appends a SEND that reduces its operands with op over 64-bit
+// elements of type typ and sends the result (IBV_EXP_SEND_WITH_CALC).
+// Each operand is one 16-byte SGE: a big-endian value, then an 8-byte id
+// that only MAXLOC reads; the result arrives big-endian (8 bytes, 16 for
+// MAXLOC). The posting QP must be cross-channel.
 func (l *List) Calc(wrID uint64, flags verbs.ExpSendFlags, op verbs.ExpCalcOp, typ verbs.ExpCalcDataType, operands ...verbs.SGE) (*verbs.ExpSendWR, error) {
 	wr, err := l.sendWR(wrID, verbs.ExpWRSend, flags|verbs.ExpSendWithCalc, operands)
 	if err == nil {
@@ -285,17 +356,20 @@ func (l *List) Calc(wrID uint64, flags verbs.ExpSendFlags, op verbs.ExpCalcOp, t
 	return wr, err
 }
 
-// Wait appends a CQE_WAIT: the current task's send queue stops until cq
-// has produced count more completions. last marks the final wait of a
-// group (IBV_EXP_SEND_WAIT_EN_LAST).
-func (l *List) Wait(cq *verbs.CQ, count int, last bool, flags verbs.ExpSendFlags) (*verbs.ExpSendWR, error) {
+// Wait appends a CQE_WAIT with wr_id wrID: the current task's send queue
+// stops until cq has produced count more CQEs than its wait base. flags
+// are the send flags: verbs.ExpSendSignaled for a completion when the
+// wait is met, verbs.ExpSendWaitEnLast to move cq's wait base past this
+// wait (without it, chained waits share one base). A count that does not
+// fit cq_count (an int32) is refused with an error wrapping EINVAL.
+func (l *List) Wait(wrID uint64, flags verbs.ExpSendFlags, cq *verbs.CQ, count int) (*verbs.ExpSendWR, error) {
 	if cq == nil {
 		return nil, abiutil.NilArg("task list Wait", "cq")
 	}
-	if last {
-		flags |= verbs.ExpSendWaitEnLast
+	if err := checkCount("Wait", "cq_count", count); err != nil {
+		return nil, err
 	}
-	wr, err := l.sendWR(0, verbs.ExpWRCQEWait, flags, nil)
+	wr, err := l.sendWR(wrID, verbs.ExpWRCQEWait, flags, nil)
 	if err == nil {
 		w := wr.Task.CQEWait()
 		w.CQ, w.CQCount = cq, int32(count)
@@ -303,28 +377,43 @@ func (l *List) Wait(cq *verbs.CQ, count int, last bool, flags verbs.ExpSendFlags
 	return wr, err
 }
 
-// SendEnable appends a SEND_ENABLE of count more work requests of the
-// managed send queue of qp (0: all posted so far).
-func (l *List) SendEnable(qp *verbs.QP, count int, flags verbs.ExpSendFlags) (*verbs.ExpSendWR, error) {
-	return l.enable(verbs.ExpWRSendEnable, qp, count, flags)
+// SendEnable appends a SEND_ENABLE with wr_id wrID releasing the managed
+// send queue of qp up to its enable base plus count (0: every WQE posted
+// there by then); flags as for Wait (verbs.ExpSendWaitEnLast moves the
+// base). The WQEs released must already be posted. A count that does
+// not fit wqe_count (an int32) is refused with an error wrapping EINVAL.
+func (l *List) SendEnable(wrID uint64, flags verbs.ExpSendFlags, qp *verbs.QP, count int) (*verbs.ExpSendWR, error) {
+	return l.enable("SendEnable", verbs.ExpWRSendEnable, wrID, flags, qp, count)
 }
 
-// RecvEnable appends a RECV_ENABLE of count more receive work requests of
-// the managed receive queue of qp (0: all posted so far).
-func (l *List) RecvEnable(qp *verbs.QP, count int, flags verbs.ExpSendFlags) (*verbs.ExpSendWR, error) {
-	return l.enable(verbs.ExpWRRecvEnable, qp, count, flags)
+// RecvEnable appends a RECV_ENABLE of the managed receive queue of qp, as
+// SendEnable does for send queues.
+func (l *List) RecvEnable(wrID uint64, flags verbs.ExpSendFlags, qp *verbs.QP, count int) (*verbs.ExpSendWR, error) {
+	return l.enable("RecvEnable", verbs.ExpWRRecvEnable, wrID, flags, qp, count)
 }
 
-func (l *List) enable(op verbs.ExpWROpcode, qp *verbs.QP, count int, flags verbs.ExpSendFlags) (*verbs.ExpSendWR, error) {
+func (l *List) enable(name string, op verbs.ExpWROpcode, wrID uint64, flags verbs.ExpSendFlags, qp *verbs.QP, count int) (*verbs.ExpSendWR, error) {
 	if qp == nil {
-		return nil, abiutil.NilArg("task list enable", "qp")
+		return nil, abiutil.NilArg("task list "+name, "qp")
 	}
-	wr, err := l.sendWR(0, op, flags, nil)
+	if err := checkCount(name, "wqe_count", count); err != nil {
+		return nil, err
+	}
+	wr, err := l.sendWR(wrID, op, flags, nil)
 	if err == nil {
 		e := wr.Task.WQEEnable()
 		e.QP, e.WQECount = qp, int32(count)
 	}
 	return wr, err
+}
+
+// checkCount refuses counts the C field cannot hold (it would truncate
+// them: 1<<32+1 would wait for one CQE).
+func checkCount(builder, field string, count int) error {
+	if count < 0 || count > math.MaxInt32 {
+		return fmt.Errorf("task list %s: count %d does not fit %s (0..%d): %w", builder, count, field, math.MaxInt32, syscall.EINVAL)
+	}
+	return nil
 }
 
 // Recv appends a receive work request scattering into sges to the current
@@ -339,6 +428,9 @@ func (l *List) Recv(wrID uint64, sges ...verbs.SGE) (*verbs.RecvWR, error) {
 	}
 	if l.nSGEs+len(sges) > len(l.sges) {
 		return nil, &CapacityError{"scatter/gather entries", len(l.sges)}
+	}
+	if err := checkSGEs(sges); err != nil {
+		return nil, err
 	}
 	wr := &l.recvs[l.nRecvs]
 	l.nRecvs++
@@ -379,19 +471,23 @@ func (e *PostError) Unwrap() error { return e.Errno }
 // Post posts the whole list with exactly one ibv_exp_post_task call. The
 // List is unchanged and may be posted again.
 func (l *List) Post() error {
-	if l.mem == nil {
-		return ErrFreed
-	}
-	if l.nTasks == 0 {
+	if l.nTasks == 0 { // also after Free
+		if l.mem == nil {
+			return ErrFreed
+		}
 		return fmt.Errorf("task list Post: %w (%w)", ErrEmpty, syscall.EINVAL)
 	}
 	*l.bad = nil
 	l.tasks[l.nTasks-1].Next = nil
-	err := verbs.ExpPostTask(l.ctx, &l.tasks[0], l.bad)
-	if err == nil {
-		return nil
+	// The three addresses cross as uintptr, unchecked by cgo: the first
+	// task and the bad_task slot are in the arena, C memory by
+	// construction (calloc in New), and ctx was checked at New.
+	// Go pointers stored into the arena are still caught where they are
+	// written (cgocheck2), not here.
+	if err := verbs.ExpPostTaskCMem(l.ctxAddr, l.tasksAddr, l.badAddr); err != nil {
+		return l.postError(err)
 	}
-	return l.postError(err)
+	return nil
 }
 
 // postError maps bad_task back to the index the caller built. It runs
@@ -406,12 +502,11 @@ func (l *List) postError(err error) error {
 	if bad == nil {
 		return pe
 	}
-	base := uintptr(unsafe.Pointer(&l.tasks[0]))
-	off := uintptr(unsafe.Pointer(bad)) - base
-	size := unsafe.Sizeof(verbs.ExpTask{})
-	if off%size != 0 || off/size >= uintptr(l.nTasks) {
+	addr, size := uintptr(unsafe.Pointer(bad)), unsafe.Sizeof(verbs.ExpTask{})
+	if addr < l.tasksAddr || (addr-l.tasksAddr)%size != 0 || (addr-l.tasksAddr)/size >= uintptr(l.nTasks) {
 		return pe // not one of ours; report the errno alone
 	}
+	off := addr - l.tasksAddr
 	i := int(off / size)
 	pe.Task, pe.Kind, pe.FirstWR = i, l.tasks[i].TaskType, int(l.firstWR[i])
 	end := l.nSends
