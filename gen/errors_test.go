@@ -149,10 +149,15 @@ var errorCases = map[string]errorCase{
 		}
 		return runGen(t, bin, nil, "-I", inc, "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "amd64")
 	},
-	"struct-nested-250":   headerCase(nestedHeader("struct", 250), expectGo("func (r *DeepM0M1M2M3M4M5M6M7M8) M9() *DeepM0M1M2M3M4M5M6M7M8M9"), rssBelow(512<<20)),
-	"union-nested-250":    headerCase(nestedHeader("union", 250), rssBelow(512<<20)),
-	"struct-nested-600":   headerCase(nestedHeader("struct", 600)),
-	"records-by-value-30": headerCase(byValueHeader(30), expectGo("func (r *R7) A() *R6"), rssBelow(256<<20)),
+	"struct-nested-250":      headerCase(nestedHeader("struct", 250), expectGo("func (r *DeepM0M1M2M3M4M5M6M7M8) M9() *DeepM0M1M2M3M4M5M6M7M8M9"), rssBelow(512<<20)),
+	"union-nested-250":       headerCase(nestedHeader("union", 250), rssBelow(512<<20)),
+	"struct-nested-600":      headerCase(nestedHeader("struct", 600)),
+	"records-by-value-30":    headerCase(byValueHeader(30), expectGo("func (r *R7) A() *R6"), rssBelow(256<<20)),
+	"struct-offset-overflow": headerCase("struct ibv_o { char a[1ULL << 62]; char b[1ULL << 62]; char c[1ULL << 62]; char d[1ULL << 62]; char e; };\n"),
+	"enum-beyond-int64": headerCase("enum ibv_u { IBV_U_TOP = 1ULL << 63, IBV_U_MAX = 0xffffffffffffffffULL };\nenum ibv_s { IBV_S_NEG = -1, IBV_S_WRAP = 0x8000000000000000ULL };\nstruct ibv_use { enum ibv_u u; enum ibv_s s; };\n",
+		expectGo("type U uint64", "UMax U = 18446744073709551615", "type S int64", "SWrap S = -9223372036854775808")),
+	"member-vector": headerCase("struct ibv_v { char c; int v __attribute__((vector_size(16))); };\n"),
+	"member-mode":   headerCase("#include <sys/types.h>\nstruct ibv_r { char c; register_t r; };\n"),
 	"entry-directory": func(t *testing.T, bin string) (int, string) {
 		inc := t.TempDir()
 		if err := os.MkdirAll(filepath.Join(inc, "infiniband", "verbs_exp.h"), 0o755); err != nil {

@@ -118,6 +118,10 @@ type Type struct {
 	// where the header used one (informative only).
 	Name string
 	Sig  *Signature // Function
+	// Unsupported names the GCC attribute (vector_size, mode) that the C
+	// front end does not apply as gcc does: the layout cannot be trusted,
+	// and the generator refuses the member (attrs.go).
+	Unsupported string
 }
 
 // Signature is a function's C signature.

@@ -123,7 +123,9 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 		opaque:   map[string]*Record{},
 		funcs:    map[string]bool{},
 		enumTags: map[string]bool{},
+		ignored:  map[*cc.Declarator]string{},
 	}
+	x.markTypedefs(ast.TranslationUnit)
 	x.unit.stats = *sfs.st.macros.stats
 	x.walk(reflect.ValueOf(ast.TranslationUnit))
 	x.macros(ast)
@@ -181,6 +183,7 @@ type extractor struct {
 	opaque   map[string]*Record
 	funcs    map[string]bool
 	enumTags map[string]bool
+	ignored  map[*cc.Declarator]string // typedefs and members with an attribute cc/v4 ignores (attrs.go)
 }
 
 // rel returns the path of an in-scope file relative to its include
@@ -264,6 +267,7 @@ func (x *extractor) walk(v reflect.Value) {
 		return
 	case *cc.StructOrUnionSpecifier:
 		if n.Case == cc.StructOrUnionSpecifierDef {
+			x.markMembers(n)
 			x.recordDef(n)
 		}
 	case *cc.EnumSpecifier:
@@ -340,6 +344,11 @@ func (x *extractor) fillRecord(r *Record, t cc.Type) {
 			continue
 		}
 		m := &Member{Name: f.Name(), Offset: f.Offset(), Type: x.typ(f.Type(), r)}
+		if a := x.ignored[f.Declarator()]; a != "" && f.Declarator() != nil {
+			t := *m.Type
+			t.Unsupported = a
+			m.Type = &t
+		}
 		if d := f.Declarator(); d != nil {
 			p := d.Position()
 			m.Pos, _ = x.position(p.Filename, p.Line, p.Column)
@@ -365,6 +374,17 @@ func (x *extractor) fillRecord(r *Record, t cc.Type) {
 // typ reduces a cc type. parent gives nested records a position.
 func (x *extractor) typ(t cc.Type, parent *Record) *Type {
 	r := &Type{Size: t.Size(), Align: t.Align(), Const: t.Attributes().IsConst()}
+	if a := x.ignoredIn(t); a != "" || t.VectorSize() > 0 {
+		// cc/v4 (v4.34.0) lays out a vector as its element (gcc aligns it
+		// to its size) and ignores mode: marked for layout to refuse.
+		if a == "" {
+			a = "vector_size"
+		}
+		r.Kind = Opaque
+		r.Unsupported = a
+		r.Name = t.String()
+		return r
+	}
 	if td := t.Typedef(); td != nil {
 		r.Name = td.Name()
 	}
@@ -517,6 +537,12 @@ func (x *extractor) enumDef(n *cc.EnumSpecifier) {
 			e.Signed = true
 		}
 	}
+	// Each enumerator has its value in the enum's type, as gcc gives it:
+	// in a signed enum, 0x8000000000000000ULL (beyond every signed type,
+	// which gcc warns about and accepts) is -2^63, as cc/v4 does not say.
+	for _, en := range e.Enumerators {
+		en.Value = inEnumType(en.Value, e.Size, e.Signed)
+	}
 	x.unit.Enums = append(x.unit.Enums, e)
 	if e.Tag != "" {
 		x.enumTags[e.Tag] = true
@@ -581,6 +607,19 @@ func (x *extractor) macros(ast *cc.AST) {
 		}
 		x.unit.Macros = append(x.unit.Macros, &Macro{Name: name, Pos: pos, Value: v})
 	}
+}
+
+// inEnumType converts v to the integer type of size bytes and the given
+// signedness (two's complement wrap-around, as a C conversion does).
+func inEnumType(v cint.Value, size int64, signed bool) cint.Value {
+	if size <= 0 || size > 8 {
+		return v
+	}
+	shift := 64 - 8*uint(size)
+	if signed {
+		return cint.Of(int64(v.Bits<<shift) >> shift)
+	}
+	return cint.OfUnsigned(v.Bits << shift >> shift)
 }
 
 func intValue(v cc.Value) (cint.Value, bool) {
