@@ -30,6 +30,9 @@ type Unit struct {
 	Macros  []*Macro  // object-like macros with an integer value, by position
 	Funcs   []*Func   // in declaration order
 	Notes   []Diag    // what was skipped and why
+	// Read lists every header read in the -I directories (in scope or
+	// not), relative to its directory, sorted: what -scope can select.
+	Read []string
 
 	stats inputStats // what reading the headers took (source.go)
 }

@@ -127,6 +127,7 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	}
 	x.markTypedefs(ast.TranslationUnit)
 	x.unit.stats = *sfs.st.macros.stats
+	x.unit.Read = sfs.readPaths()
 	x.walk(reflect.ValueOf(ast.TranslationUnit))
 	x.macros(ast)
 	x.finish()

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,10 +61,11 @@ type sourceState struct {
 	lines   int
 	refused error
 	macros  *macroTable
+	read    map[string]bool // headers read in the -I directories, relative to theirs
 }
 
 func newSourceFS(dirs []string) sourceFS {
-	return sourceFS{dirs: dirs, st: &sourceState{macros: newMacroTable()}}
+	return sourceFS{dirs: dirs, st: &sourceState{macros: newMacroTable(), read: map[string]bool{}}}
 }
 
 // refusal returns the first refusal, or nil.
@@ -83,13 +85,30 @@ func (s sourceFS) refuse(err error) error {
 }
 
 // inDirs reports whether name is inside one of the -I directories.
-func (s sourceFS) inDirs(name string) bool {
+func (s sourceFS) inDirs(name string) bool { return s.relPath(name) != "" }
+
+// relPath returns name relative to the -I directory holding it, or ""
+// outside them.
+func (s sourceFS) relPath(name string) string {
 	for _, d := range s.dirs {
 		if r, err := filepath.Rel(d, name); err == nil && r != ".." && !strings.HasPrefix(r, "../") {
-			return true
+			return filepath.ToSlash(r)
 		}
 	}
-	return false
+	return ""
+}
+
+// readPaths lists, sorted, the headers read in the -I directories
+// (relative to theirs).
+func (s sourceFS) readPaths() []string {
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	var r []string
+	for p := range s.st.read {
+		r = append(r, p)
+	}
+	sort.Strings(r)
+	return r
 }
 
 func (s sourceFS) Open(name string) (fs.File, error) {
@@ -177,8 +196,9 @@ func (e *sourceFile) load() ([]byte, error) {
 	if lines > maxInputLines {
 		return nil, fmt.Errorf("%s: the headers read for one target exceed %d lines in all (the real ones: ~17 000); the generator stops there so that the C front end's memory stays bounded: check the -I directories and what the headers include", e.name, maxInputLines)
 	}
-	if e.fs.inDirs(e.name) {
+	if rel := e.fs.relPath(e.name); rel != "" {
 		st.mu.Lock()
+		st.read[rel] = true
 		err := checkSource(e.name, string(b), st.macros)
 		st.mu.Unlock()
 		if err != nil {
