@@ -21,12 +21,12 @@ import (
 // cc/v4's own limit, expansionLimit, out of reach.
 
 // Limits on a header's shape, after macro expansion. Each is far above
-// what real headers use (see the measurements in docs/errors.md) and far
-// below what makes cc/v4 overflow its stack.
+// what real headers use (TestLimitsLeaveRoomForRealHeaders; figures in
+// docs/errors.md) and far below what makes cc/v4 overflow its stack.
 const (
 	// maxNesting bounds ( [ { nesting. C requires compilers to accept 63
-	// levels of parenthesised expressions; the MLNX_OFED headers, with
-	// glibc's, nest at most 8.
+	// levels of parenthesised expressions; the MLNX_OFED headers nest 7
+	// deep at most.
 	maxNesting = 256
 	// maxRun bounds the tokens of one expression or declarator: between
 	// ';', '{', '}' and the commas of an initializer or an enum.
@@ -55,8 +55,6 @@ type macroDef struct {
 	work     int             // expansion work of its last check
 	uses     map[string]bool // names its expansion looked up (recorded in macroTable.usedBy)
 }
-
-func (d *macroDef) pos() string { return fmt.Sprintf("%s:%d:%d", d.file, d.line, d.col) }
 
 func (d *macroDef) param(s string) int {
 	for i, p := range d.params {
@@ -181,7 +179,6 @@ type expander struct {
 	used   map[string]bool // names looked up, noted once each (nil: not recorded)
 	note   func(name string)
 	emit   func(t, origin cToken) *expandStop
-	stop   *expandStop
 }
 
 // run expands toks; it returns the first limit exceeded, or nil.
@@ -471,8 +468,7 @@ func (tab *macroTable) checkMacro(d *macroDef) error {
 		}
 		return nil
 	}
-	body := append([]cToken{{kind: tkIdent, text: d.name, line: d.line, col: d.col}}, nil...)
-	if s := e.run(body); s != nil {
+	if s := e.run([]cToken{{kind: tkIdent, text: d.name, line: d.line, col: d.col}}); s != nil {
 		msg := s.msg
 		if strings.Contains(msg, "tokens of work") {
 			msg = fmt.Sprintf("%d:%d: macro %s: expanding the macros up to it takes more than %d tokens of work as the C front end counts it (the real headers: ~100); the generator stops there so that exponential or runaway macros cannot exhaust time and memory: simplify the macros", d.line, d.col, d.name, maxExpansionWork)
