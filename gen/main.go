@@ -48,6 +48,12 @@ func main() {
 	// A short-lived process that allocates a lot while parsing: trade
 	// memory for fewer collections.
 	debug.SetGCPercent(400)
+	// And a soft memory limit, so that on the largest inputs the GC's
+	// slack does not take the RSS far past what generation needs (100 000
+	// declarations: 7 GB without it, 2.4 GB with); GOMEMLIMIT overrides it.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(2 << 30)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
