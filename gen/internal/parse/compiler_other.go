@@ -1,0 +1,7 @@
+//go:build !unix
+
+package parse
+
+import "os/exec"
+
+func killGroup(cmd *exec.Cmd) {}
