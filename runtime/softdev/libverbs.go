@@ -64,7 +64,10 @@ func (d *Device) detach() {
 //
 //export sdlCloseDevice
 func sdlCloseDevice(h C.uintptr_t) C.int {
-	d := cgo.Handle(h).Value().(*Device)
+	d := deviceOf(cgo.Handle(h))
+	if d == nil {
+		return C.EINVAL // closed (by Device.Close or another ibv_close_device) since the lookup
+	}
 	var le *LeakError
 	switch err := d.Close(); {
 	case err == nil, errors.As(err, &le):
@@ -72,6 +75,18 @@ func sdlCloseDevice(h C.uintptr_t) C.int {
 	default:
 		return C.EINVAL // closed already
 	}
+}
+
+// deviceOf is the Device of h, or nil if h was deleted: a Close racing
+// ibv_close_device deletes it between the C side's lookup and this call
+// (cgo.Handle.Value panics on a deleted handle; handles are never reused).
+func deviceOf(h cgo.Handle) (d *Device) {
+	defer func() {
+		if recover() != nil {
+			d = nil
+		}
+	}()
+	return h.Value().(*Device)
 }
 
 // sdlCheckMapped is RegMR's check for ibv_reg_mr: 0 or an errno.

@@ -460,6 +460,37 @@ func TestMisuseConcurrent(t *testing.T) {
 			t.Fatalf("GetAsyncEvent across Close: %v", err)
 		}
 	}
+	// ibv_close_device (the exported verb, through this package's own
+	// function) racing Device.Close: one closes, the others fail
+	// (ErrClosed, EINVAL, or ENOSYS once the context is forgotten). A
+	// Close deleting the Device's handle between the verb's lookup and
+	// its use made the verb panic ("misuse of an invalid Handle").
+	for range rounds / 10 {
+		d, err := Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := d.Context()
+		errs := race(3, func(i int) error {
+			if i == 0 {
+				return d.Close()
+			}
+			return verbs.CloseDevice(ctx)
+		})
+		ok := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				ok++
+			case i == 0 && errors.Is(err, ErrClosed), i > 0 && (isErrno(err, syscall.EINVAL) || isErrno(err, syscall.ENOSYS)):
+			default:
+				t.Fatalf("close %d: %v", i, err)
+			}
+		}
+		if ok != 1 {
+			t.Fatalf("%d of Device.Close and two ibv_close_device succeeded (%v)", ok, errs)
+		}
+	}
 	// Posts racing the QP's destruction, polls racing the CQ's: each
 	// call succeeds or is EINVAL.
 	for range slow {
