@@ -1049,3 +1049,147 @@ func TestMisuseAsyncFD(t *testing.T) {
 		}
 	})
 }
+
+// TestMisuseExportedVerbs: the generated wrappers of libibverbs' exported
+// verbs reach this device's own functions (libverbs.c) for its objects;
+// misuse through them is an error as through the methods: sizes, nil
+// and stale objects, objects of another device, and the same object
+// freed from several goroutines (once: the others are refused).
+func TestMisuseExportedVerbs(t *testing.T) {
+	f, g := newFixture(t), newFixture(t)
+	ctx := f.d.Context()
+	pd, err := verbs.AllocPD(ctx)
+	if err != nil {
+		t.Skipf("SKIP (loudly): the exported verbs do not reach the device here: %v", err)
+	}
+	cq, err := verbs.CreateCQ(ctx, 4, nil, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcq := g.cq(4)
+	small := guarded(t, 64)
+	attr := alloc[verbs.QPInitAttr](f)
+	mkAttr := func(scq, rcq *verbs.CQ, typ verbs.QPType, c verbs.QPCap) *verbs.QPInitAttr {
+		*attr = verbs.QPInitAttr{SendCQ: scq, RecvCQ: rcq, QPType: typ, Cap: c}
+		return attr
+	}
+	rc := verbs.QptRC
+	for name, call := range map[string]func() error{
+		"RegMR of 64 bytes as 1 TiB": func() error {
+			_, err := verbs.RegMR(pd, unsafe.Pointer(&small[0]), 1<<40, int32(verbs.AccessLocalWrite))
+			return err
+		},
+		"RegMR of MaxUint64 bytes": func() error {
+			_, err := verbs.RegMR(pd, unsafe.Pointer(&small[0]), math.MaxUint64, 0)
+			return err
+		},
+		"RegMR of 0 bytes":     func() error { _, err := verbs.RegMR(pd, unsafe.Pointer(&small[0]), 0, 0); return err },
+		"RegMR unknown access": func() error { _, err := verbs.RegMR(pd, unsafe.Pointer(&small[0]), 64, 1<<20); return err },
+		"CreateCQ of -1":       func() error { _, err := verbs.CreateCQ(ctx, -1, nil, nil, 0); return err },
+		"CreateCQ of MinInt32": func() error {
+			_, err := verbs.CreateCQ(ctx, math.MinInt32, nil, nil, 0)
+			return err
+		},
+		"CreateCQ of MaxInt32": func() error { _, err := verbs.CreateCQ(ctx, math.MaxInt32, nil, nil, 0); return err },
+		"CreateQP on their CQ": func() error {
+			_, err := verbs.CreateQP(pd, mkAttr(gcq, gcq, rc, verbs.QPCap{}))
+			return err
+		},
+		"CreateQP of type UD": func() error {
+			_, err := verbs.CreateQP(pd, mkAttr(cq, cq, verbs.QptUD, verbs.QPCap{}))
+			return err
+		},
+		"CreateQP of MaxUint32 WRs": func() error {
+			_, err := verbs.CreateQP(pd, mkAttr(cq, cq, rc, verbs.QPCap{MaxSendWR: math.MaxUint32}))
+			return err
+		},
+		"CreateQP of 65 SGEs": func() error {
+			_, err := verbs.CreateQP(pd, mkAttr(cq, cq, rc, verbs.QPCap{MaxRecvSGE: 65}))
+			return err
+		},
+		"CreateQP with nil CQs": func() error {
+			_, err := verbs.CreateQP(pd, mkAttr(nil, nil, rc, verbs.QPCap{}))
+			return err
+		},
+		"ModifyQP to RTS from RESET": func() error {
+			q, err := verbs.CreateQP(pd, mkAttr(cq, cq, rc, verbs.QPCap{}))
+			if err != nil {
+				return err
+			}
+			defer verbs.DestroyQP(q)
+			a := alloc[verbs.QPAttr](f)
+			a.QPState = verbs.QpsRts
+			return verbs.ModifyQP(q, a, int32(verbs.QPStateConst))
+		},
+		"QueryPort 2": func() error { return verbs.QueryPort(ctx, 2, alloc[verbs.PortAttr](f)) },
+	} {
+		if err := call(); !isErrno(err, syscall.EINVAL) && !isErrno(err, syscall.EFAULT) {
+			t.Errorf("%s = %v, want EINVAL or EFAULT", name, err)
+		}
+	}
+	// A QP destroyed through the verb: every verb on it is refused.
+	q, err := verbs.CreateQP(pd, mkAttr(cq, cq, rc, verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := verbs.DestroyQP(q); err != nil {
+		t.Fatal(err)
+	}
+	qa, qi := alloc[verbs.QPAttr](f), alloc[verbs.QPInitAttr](f)
+	for name, err := range map[string]error{
+		"DestroyQP twice":         verbs.DestroyQP(q),
+		"ModifyQP of a destroyed": verbs.ModifyQP(q, qa, int32(verbs.QPStateConst)),
+		"QueryQP of a destroyed":  verbs.QueryQP(q, qa, 0, qi),
+		"PostSend on a destroyed": verbs.ExpPostSend(q, f.send(1, verbs.ExpWRNop, 0, nil, 0), nil),
+	} {
+		if !isErrno(err, syscall.EINVAL) {
+			t.Errorf("%s = %v, want EINVAL", name, err)
+		}
+	}
+	// The same PD, MR, CQ freed by the verb from three goroutines at once.
+	for range 300 {
+		p, err := verbs.AllocPD(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mr, err := verbs.RegMR(pd, unsafe.Pointer(&small[0]), 64, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := verbs.CreateCQ(ctx, 4, nil, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var ok [3]int32
+		var mu sync.Mutex
+		var bad []error
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i, err := range []error{verbs.DeallocPD(p), verbs.DeregMR(mr), verbs.DestroyCQ(c)} {
+					mu.Lock()
+					switch {
+					case err == nil:
+						ok[i]++
+					case isErrno(err, syscall.EINVAL), isErrno(err, syscall.ENOSYS): // ENOSYS: not an object of an open device: forwarded, no library
+					default:
+						bad = append(bad, err)
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if ok != [3]int32{1, 1, 1} || bad != nil {
+			t.Fatalf("DeallocPD, DeregMR, DestroyCQ from 3 goroutines: %v succeeded (want one each), errors %v", ok, bad)
+		}
+	}
+	if err := verbs.DestroyCQ(cq); err != nil {
+		t.Error(err)
+	}
+	if err := verbs.DeallocPD(pd); err != nil {
+		t.Error(err)
+	}
+}
