@@ -537,21 +537,40 @@ int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max)
 
 /* Both polls run the engine first, so completions appear without an
  * explicit progress call, then take the CQEs the ring holds for them.
- * A destroyed CQ (kept until close) is refused. */
-static int poll_begin(struct sd_cq *c, int n)
+ * The CQ is looked up among the device's live ones by address (the one
+ * polled last first: polls repeat on a CQ), never read as a struct
+ * sd_cq before: a destroyed CQ (kept until close) or a copy of a CQ's
+ * struct ibv_cq (whose context led the dispatch here) is refused, not
+ * read past its end. Returns the CQ with the device lock held, or NULL
+ * with *err set (lock held too). */
+static struct sd_cq *poll_begin(struct ibv_cq *cq, int n, int *err)
 {
-	sd_lock(c->dev);
-	if (c->dead || n < 0)
-		return -EINVAL;
-	sd_run(c->dev);
-	return 0;
+	struct sd_device *d = sd_dev(cq->context);
+	sd_lock(d);
+	struct sd_cq *c = d->last_cq;
+	if (c == NULL || &c->ibv != cq) {
+		c = sd_cq_of(d, cq);
+		if (c != NULL)
+			d->last_cq = c;
+	}
+	if (c == NULL || n < 0) {
+		*err = EINVAL;
+		return NULL;
+	}
+	sd_run(d);
+	return c;
 }
 
 int sd_op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
-	struct sd_cq *c = (struct sd_cq *)cq;
-	int k = poll_begin(c, n);
-	while (k >= 0 && k < n && cq_ready(c, c->cons)) {
+	int err = 0;
+	struct sd_cq *c = poll_begin(cq, n, &err);
+	if (c == NULL) {
+		sd_unlock(sd_dev(cq->context));
+		return -err;
+	}
+	int k = 0;
+	while (k < n && cq_ready(c, c->cons)) {
 		const struct sd_cqe *e = &c->ring[c->cons++ % c->size];
 		struct ibv_wc *o = &wc[k++];
 		memset(o, 0, sizeof *o);
@@ -570,11 +589,16 @@ int sd_op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 
 int sd_op_exp_poll_cq(struct ibv_cq *cq, int n, struct ibv_exp_wc *wc, uint32_t wc_size)
 {
-	struct sd_cq *c = (struct sd_cq *)cq;
 	if (wc_size < offsetof(struct ibv_exp_wc, src_qp))
 		return -EINVAL;
-	int k = poll_begin(c, n);
-	while (k >= 0 && k < n && cq_ready(c, c->cons)) {
+	int err = 0;
+	struct sd_cq *c = poll_begin(cq, n, &err);
+	if (c == NULL) {
+		sd_unlock(sd_dev(cq->context));
+		return -err;
+	}
+	int k = 0;
+	while (k < n && cq_ready(c, c->cons)) {
 		const struct sd_cqe *e = &c->ring[c->cons++ % c->size];
 		struct ibv_exp_wc o;
 		memset(&o, 0, sizeof o);

@@ -1193,3 +1193,66 @@ func TestMisuseExportedVerbs(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestMisuseCopiedRecords: a copy of a CQ's or QP's struct (in C or Go
+// memory) carries the device's context, so the verbs dispatch to the
+// device, which must find it is not one of its objects: EINVAL. Polling
+// a copied CQ used to read a struct sd_cq past the copy's end (SIGSEGV).
+func TestMisuseCopiedRecords(t *testing.T) {
+	f := newFixture(t)
+	cq := f.cq(8)
+	qp := f.qp(cq, cq)
+	if err := Connect(qp, qp); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := f.mgr()
+	ccq, cqp := alloc[verbs.CQ](f), alloc[verbs.QP](f)
+	*ccq, *cqp = *cq, *qp
+	gcq, gqp := new(verbs.CQ), new(verbs.QP) // Go memory: no Go pointers inside, so cgo lets them pass
+	*gcq, *gqp = *cq, *qp
+	wc := allocN[verbs.ExpWC](f, 4)
+	lwc := allocN[verbs.WC](f, 4)
+	attr := alloc[verbs.ExpQPAttr](f)
+	attr.QPState = verbs.QpsErr
+	for _, c := range []struct {
+		kind string
+		cq   *verbs.CQ
+		qp   *verbs.QP
+	}{{"C copy", ccq, cqp}, {"Go copy", gcq, gqp}} {
+		calls := map[string]func() error{
+			"ExpPollCQ": func() error {
+				_, err := verbs.ExpPollCQ(c.cq, 4, &wc[0], uint32(unsafe.Sizeof(wc[0])))
+				return err
+			},
+			"PollCQ":      func() error { _, err := verbs.PollCQ(c.cq, 4, &lwc[0]); return err },
+			"ExpModifyCQ": func() error { return verbs.ExpModifyCQ(c.cq, alloc[verbs.ExpCQAttr](f), 0) },
+			"DestroyCQ":   func() error { return f.d.DestroyCQ(c.cq) },
+			"CQStats":     func() error { _, err := f.d.CQStats(c.cq); return err },
+			"ExpPostSend": func() error { return verbs.ExpPostSend(c.qp, f.send(1, verbs.ExpWRNop, 0, nil, 0), nil) },
+			"PostRecv":    func() error { return verbs.PostRecv(c.qp, f.recv(1, nil, 0), nil) },
+			"ExpModifyQP": func() error { return verbs.ExpModifyQP(c.qp, attr, uint64(verbs.ExpQPState)) },
+			"DestroyQP":   func() error { return f.d.DestroyQP(c.qp) },
+		}
+		if c.kind == "C copy" { // these store the pointer into C memory: not a Go one (cgocheck2)
+			calls["wait on it"] = func() error { return verbs.ExpPostSend(m, f.wait(1, c.cq, 1, 0), nil) }
+			calls["enable it"] = func() error { return verbs.ExpPostSend(m, f.enable(1, verbs.ExpWRSendEnable, c.qp, 0, 0), nil) }
+			calls["a task on it"] = func() error {
+				task := alloc[verbs.ExpTask](f)
+				task.TaskType, task.Item.QP = verbs.ExpTaskSend, c.qp
+				return verbs.ExpPostTask(f.d.Context(), task, nil)
+			}
+		}
+		for name, call := range calls {
+			if err := call(); !isErrno(err, syscall.EINVAL) {
+				t.Errorf("%s of a %s = %v, want EINVAL", name, c.kind, err)
+			}
+		}
+	}
+	// The originals are untouched and still work.
+	if st, _, _, err := f.d.QPStats(qp); err != nil || st != verbs.QpsRts {
+		t.Errorf("the original QP: %v %v", st, err)
+	}
+	if _, err := verbs.ExpPollCQ(cq, 4, &wc[0], uint32(unsafe.Sizeof(wc[0]))); err != nil {
+		t.Errorf("the original CQ: %v", err)
+	}
+}

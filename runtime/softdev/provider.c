@@ -333,6 +333,8 @@ static int op_destroy_cq(struct ibv_cq *cq)
 	}
 	LIST_REMOVE(d->cqs, d->cqs_tail, c);
 	drop_events(d, cq);
+	if (d->last_cq == c)
+		d->last_cq = NULL;
 	c->dead = 1;
 	free(c->ring);
 	c->ring = NULL;

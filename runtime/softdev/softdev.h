@@ -201,6 +201,7 @@ struct sd_device {
 	struct sd_cq            *cqs, *cqs_tail;
 	struct sd_qp            *qps, *qps_tail; /* creation order: the round-robin order */
 	struct sd_cq            *dead_cqs;       /* destroyed, freed at close */
+	struct sd_cq            *last_cq;        /* the live CQ polled last (poll's lookup cache) */
 	struct sd_qp            *dead_qps;
 	struct sd_mr           **keys;    /* MR per key slot */
 	uint32_t                 nkeys, keycap;
