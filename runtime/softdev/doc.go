@@ -110,9 +110,10 @@
 // with lkey != rkey, so a stale or mistyped key is caught. Destroying a
 // PD, CQ or QP still in use (by MRs or QPs, or by a pending CQE_WAIT or
 // ENABLE naming it) fails with EBUSY. A PD, MR, CQ or QP that is not a
-// live object of this device (nil, destroyed, another device's) is
-// refused with EINVAL by every method and every verb that reaches the
-// provider: destroyed CQs and QPs keep their records (not their rings)
+// live object of this device (nil, destroyed, another device's, a copy
+// of one's struct) is refused with EINVAL by every method and every verb
+// that reaches the provider (objects are looked up by address, never
+// read before): destroyed CQs and QPs keep their records (not their rings)
 // until Close, so a stale handle reads valid memory and fails cleanly.
 // Each method looks its object up and uses it under one hold of the
 // device's lock, so the same object freed or destroyed from several
