@@ -6,7 +6,7 @@
 #   make test                         everything CI runs (includes abi-check)
 #   make abi-check                    stale check, layout tests, diff against the baseline
 #   make abi-baseline                 accept generated/abi.json as the new baseline
-#   make bench-gen                    generation time vs go tool cgo -godefs
+#   make bench-gen [OFED_INCLUDE=DIR] generation (cached, headers changed, fresh) vs go tool cgo -godefs
 #   make fuzz [FUZZTIME=30s]          each fuzz target for FUZZTIME
 #   make bench-scale                  generation time and peak RSS vs header size
 #   make bench                        call shims and task posting (Go vs C vs naive)
@@ -28,6 +28,8 @@ ABI_ACK      ?= tests/testdata/baseline/ack.txt
 # under the race detector and with cgocheck2 (Go pointers in C memory).
 RUNTIME_PKGS := ./runtime/... ./tests/shimtest ./examples/...
 COUNT        ?= 5
+# Interleaved runs of each make bench-gen scenario (medians are printed).
+BENCH_GEN_RUNS ?= 7
 
 .PHONY: generate test vet fmt-check bench-gen toolchains abi-check abi-baseline test-runtime bench examples
 
@@ -67,7 +69,7 @@ test: toolchains fmt-check vet
 	@$(MAKE) --no-print-directory abi-check OFED_INCLUDE=
 
 bench-gen: toolchains
-	$(GO) test ./gen -run '^$$' -bench BenchmarkGenerateVsGodefs -benchtime 10x $(if $(OFED_INCLUDE),-ofed $(OFED_INCLUDE))
+	$(GO) test ./gen -run '^$$' -bench BenchmarkGenerateVsGodefs -benchtime $(BENCH_GEN_RUNS)x $(if $(OFED_INCLUDE),-ofed $(OFED_INCLUDE))
 
 test-runtime:
 	$(GO) test -race $(RUNTIME_PKGS)

@@ -25,6 +25,8 @@ type Options struct {
 	// Checked says CheckWithCompiler already accepted these headers (for
 	// one target), so Translate need not run the compiler again.
 	Checked bool
+
+	record *depRecorder // set by TranslateUnit (cache.go): what the front end reads
 }
 
 // DefaultEntry and DefaultScope describe MLNX_OFED's layout.
@@ -72,7 +74,7 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 		return nil, err
 	}
 	var refused error
-	cfg.FS = safeFS{dirs: dirs, refused: &refused}
+	cfg.FS = opts.record.wrap(frontEndFS(dirs, &refused))
 	cfg.IncludePaths = append(append([]string{""}, dirs...), cfg0.IncludePaths...)
 	cfg.SysIncludePaths = append(append([]string(nil), dirs...), cfg0.SysIncludePaths...)
 	src := []cc.Source{
