@@ -24,8 +24,10 @@ func init() {
 			}
 			return compilerCase(t, bin, "gcc")
 		},
-		"compiler-false":     func(t *testing.T, bin string) (int, string) { return compilerCase(t, bin, "/bin/false") },
-		"compiler-exit-1":    func(t *testing.T, bin string) (int, string) { return compilerCase(t, bin, fakeCompiler(t, "echo 'fatal error: no license' >&2; exit 1")) },
+		"compiler-false": func(t *testing.T, bin string) (int, string) { return compilerCase(t, bin, "/bin/false") },
+		"compiler-exit-1": func(t *testing.T, bin string) (int, string) {
+			return compilerCase(t, bin, fakeCompiler(t, "echo 'fatal error: no license' >&2; exit 1"))
+		},
 		"compiler-no-libc":   compilerNoLibc,
 		"cache-damaged":      cacheDamaged,
 		"cache-wrong-target": cacheWrongTarget,
