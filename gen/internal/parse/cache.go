@@ -3,9 +3,10 @@ package parse
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/gob"
 	"encoding/hex"
-	"encoding/json"
+	"fmt"
 	"io/fs"
 
 	"modernc.org/cc/v4"
@@ -22,22 +23,25 @@ import (
 // only while every dependency gives the same answer, so an edited
 // header, a new header in an earlier -I directory or a newly installed
 // libc header misses.
-type unitEntry struct {
+//
+// An entry is two gob streams, the dependencies (with the unit's sum)
+// and the unit, the first preceded by its length: a stale entry is
+// recognised without decoding its unit.
+type unitDeps struct {
 	Deps []dependency
-	Unit *Unit
-	Sum  string // UnitSum of Unit
+	Sum  string // UnitSum of the unit
 }
 
-// UnitSum is a hash of everything in u, for keys that depend on a
-// translation (the rendered files).
-func UnitSum(u *Unit) (string, error) {
-	// JSON, not gob: gob's bytes depend on what the process encoded
-	// before (its type ids are global), a key's must not.
+// unitSum identifies a translation by what produced it: the unit's key
+// (generator, compiler, options) and its dependencies, which determine
+// it. Keys that depend on a translation (the rendered files) use it.
+func unitSum(key cache.Key, deps []dependency) string {
 	h := sha256.New()
-	if err := json.NewEncoder(h).Encode(u); err != nil {
-		return "", err
+	h.Write(key[:])
+	for _, d := range deps {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(d.Path), d.Path, len(d.State), d.State)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // frontEndFS is the FS every translation reads through, and what a cached
@@ -58,9 +62,9 @@ func unitKey(c *cache.Cache, comp *Compiler, opts Options) (cache.Key, []string,
 	return k.Sum(), dirs, nil
 }
 
-// CachedUnit returns comp's translation of the headers from c, and its
-// UnitSum, if c holds one whose dependencies all still hold. A damaged
-// entry is removed.
+// CachedUnit returns comp's translation of the headers from c, and a sum
+// identifying it, if c holds one whose dependencies all still hold. A
+// damaged entry is removed.
 func CachedUnit(comp *Compiler, opts Options, c *cache.Cache) (*Unit, string, bool) {
 	if c == nil {
 		return nil, "", false
@@ -73,16 +77,27 @@ func CachedUnit(comp *Compiler, opts Options, c *cache.Cache) (*Unit, string, bo
 	if !ok {
 		return nil, "", false
 	}
-	var e unitEntry
-	if gob.NewDecoder(bytes.NewReader(b)).Decode(&e) != nil || e.Unit == nil || e.Unit.GoArch != comp.Target.GoArch || len(e.Deps) == 0 || e.Sum == "" {
+	damaged := func() (*Unit, string, bool) {
 		c.Discard("unit", key)
 		return nil, "", false
 	}
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return damaged()
+	}
+	var d unitDeps
+	if gob.NewDecoder(bytes.NewReader(b[k:k+int(n)])).Decode(&d) != nil || len(d.Deps) == 0 || d.Sum != unitSum(key, d.Deps) {
+		return damaged()
+	}
 	var refused error
-	if !stillValid(frontEndFS(dirs, &refused), e.Deps) || refused != nil {
+	if !stillValid(frontEndFS(dirs, &refused), d.Deps) || refused != nil {
 		return nil, "", false
 	}
-	return e.Unit, e.Sum, true
+	var u Unit
+	if gob.NewDecoder(bytes.NewReader(b[k+int(n):])).Decode(&u) != nil || u.GoArch != comp.Target.GoArch {
+		return damaged()
+	}
+	return &u, d.Sum, true
 }
 
 // TranslateUnit is Translate for comp that records what the front end
@@ -99,21 +114,18 @@ func TranslateUnit(comp *Compiler, opts Options, src *cc.SourceCache, c *cache.C
 	if err != nil {
 		return nil, "", err
 	}
-	sum, err := UnitSum(u)
-	if err != nil {
+	deps, ok := rec.deps()
+	key, _, err := unitKey(c, comp, opts)
+	if !ok || len(deps) == 0 || err != nil {
+		return u, "", nil // translated, but not cacheable: nothing depends on it
+	}
+	sum := unitSum(key, deps)
+	var d, un bytes.Buffer
+	if gob.NewEncoder(&d).Encode(unitDeps{deps, sum}) != nil || gob.NewEncoder(&un).Encode(u) != nil {
 		return u, "", nil
 	}
-	deps, ok := rec.deps()
-	if !ok || len(deps) == 0 {
-		return u, sum, nil
-	}
-	key, _, err := unitKey(c, comp, opts)
-	if err != nil {
-		return u, sum, nil
-	}
-	var b bytes.Buffer
-	if gob.NewEncoder(&b).Encode(unitEntry{deps, u, sum}) == nil {
-		c.Put("unit", key, b.Bytes())
-	}
+	b := binary.AppendUvarint(nil, uint64(d.Len()))
+	b = append(append(b, d.Bytes()...), un.Bytes()...)
+	c.Put("unit", key, b)
 	return u, sum, nil
 }

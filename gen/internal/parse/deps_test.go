@@ -3,6 +3,7 @@ package parse
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -155,5 +156,36 @@ func TestDepsRecorder(t *testing.T) {
 	f.Close()
 	if _, ok := rec2.deps(); ok {
 		t.Error("a path that was absent, then read, gave a usable record")
+	}
+}
+
+// TestUnitRoundTrip: a unit read back from the cache is the unit that
+// was stored, for headers/ and the real releases, on every target.
+func TestUnitRoundTrip(t *testing.T) {
+	c := testCache(t)
+	for name, inc := range includeSets(t) {
+		for _, tg := range target.All {
+			t.Run(name+"/"+tg.GoArch, func(t *testing.T) {
+				comp, err := FindCompiler(tg, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts := Options{IncludeDirs: []string{inc}, Entry: DefaultEntry, ScopeDir: DefaultScope}
+				u, sum, err := TranslateUnit(comp, opts, nil, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				back, sum2, ok := CachedUnit(comp, opts, c)
+				if !ok {
+					t.Fatal("not found in the cache")
+				}
+				if sum == "" || sum != sum2 {
+					t.Errorf("sums %q and %q", sum, sum2)
+				}
+				if !reflect.DeepEqual(u, back) {
+					t.Error("the unit read back differs from the one stored")
+				}
+			})
+		}
 	}
 }
