@@ -34,8 +34,14 @@ import (
 
 func main() {
 	// A short-lived process that allocates a lot while parsing: trade
-	// memory for fewer collections.
+	// memory for fewer collections, up to a soft limit past which the
+	// garbage of large inputs is collected instead (make bench-scale:
+	// 16× headers/ peaked at 0.9–1.1 GiB without it, 800 MiB with it,
+	// in the same time).
 	debug.SetGCPercent(400)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(768 << 20)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
