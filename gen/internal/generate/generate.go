@@ -64,17 +64,12 @@ func Run(opts Options) (*Result, error) {
 	// reported before any work is done.
 	comps := make([]*parse.Compiler, n)
 	errs := make([]error, n)
-	units := make([]*parse.Unit, n)
-	sums := make([]string, n) // parse.UnitSum of each unit ("" without a cache)
-	hit := make([]bool, n)
-	parallel(n, func(i int) {
-		if comps[i], errs[i] = parse.FindCompiler(opts.Targets[i], c); errs[i] == nil {
-			units[i], sums[i], hit[i] = parse.CachedUnit(comps[i], opts.Parse, c)
-		}
-	})
+	parallel(n, func(i int) { comps[i], errs[i] = parse.FindCompiler(opts.Targets[i], c) })
 	if err := firstError(errs); err != nil {
 		return nil, err
 	}
+	// sums identify the translations ("" without a cache).
+	units, sums, hit := parse.CachedUnits(comps, opts.Parse, c)
 	res := &Result{}
 	for _, h := range hit {
 		if h {

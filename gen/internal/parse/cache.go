@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"sync"
 
 	"modernc.org/cc/v4"
 
@@ -62,13 +63,30 @@ func unitKey(c *cache.Cache, comp *Compiler, opts Options) (cache.Key, []string,
 	return k.Sum(), dirs, nil
 }
 
-// CachedUnit returns comp's translation of the headers from c, and a sum
-// identifying it, if c holds one whose dependencies all still hold. A
-// damaged entry is removed.
-func CachedUnit(comp *Compiler, opts Options, c *cache.Cache) (*Unit, string, bool) {
+// CachedUnits returns, for each compiler, its translation of the headers
+// from c and a sum identifying it, where c holds one whose dependencies
+// all still hold (hit[i]). A damaged entry is removed. The targets are
+// looked up concurrently, and the files they share checked once.
+func CachedUnits(comps []*Compiler, opts Options, c *cache.Cache) (units []*Unit, sums []string, hit []bool) {
+	n := len(comps)
+	units, sums, hit = make([]*Unit, n), make([]string, n), make([]bool, n)
 	if c == nil {
-		return nil, "", false
+		return
 	}
+	memo := newProbeMemo()
+	var wg sync.WaitGroup
+	for i, comp := range comps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			units[i], sums[i], hit[i] = cachedUnit(comp, opts, c, memo)
+		}()
+	}
+	wg.Wait()
+	return
+}
+
+func cachedUnit(comp *Compiler, opts Options, c *cache.Cache, memo *probeMemo) (*Unit, string, bool) {
 	key, dirs, err := unitKey(c, comp, opts)
 	if err != nil {
 		return nil, "", false
@@ -90,7 +108,7 @@ func CachedUnit(comp *Compiler, opts Options, c *cache.Cache) (*Unit, string, bo
 		return damaged()
 	}
 	var refused error
-	if !stillValid(frontEndFS(dirs, &refused), d.Deps) || refused != nil {
+	if !stillValid(frontEndFS(dirs, &refused), d.Deps, memo) || refused != nil {
 		return nil, "", false
 	}
 	var u Unit

@@ -185,12 +185,44 @@ func (f *recordingFile) settle() {
 	}
 }
 
+// probeMemo remembers the probes of one run: the targets' translations
+// share the headers in scope and the lookups in the -I directories, which
+// are then read and hashed once.
+type probeMemo struct {
+	mu sync.Mutex
+	m  map[probeKey]string
+}
+
+type probeKey struct {
+	path string
+	open bool // only opened (depFile), not read
+}
+
+func newProbeMemo() *probeMemo { return &probeMemo{m: map[probeKey]string{}} }
+
 // stillValid reports whether every dependency gives the same answer now,
 // looked at through fsys (the FS a translation would use, so a file is
-// hashed as the front end would read it).
-func stillValid(fsys fs.FS, deps []dependency) bool {
+// hashed as the front end would read it). memo may be nil.
+func stillValid(fsys fs.FS, deps []dependency, memo *probeMemo) bool {
+	buf := make([]byte, 64<<10)
 	for _, d := range deps {
-		if probe(fsys, d) != d.State {
+		k := probeKey{d.Path, d.State == depFile}
+		var state string
+		var known bool
+		if memo != nil {
+			memo.mu.Lock()
+			state, known = memo.m[k]
+			memo.mu.Unlock()
+		}
+		if !known {
+			state = probe(fsys, d, buf)
+			if memo != nil {
+				memo.mu.Lock()
+				memo.m[k] = state
+				memo.mu.Unlock()
+			}
+		}
+		if state != d.State {
 			return false
 		}
 	}
@@ -199,8 +231,8 @@ func stillValid(fsys fs.FS, deps []dependency) bool {
 
 // probe looks at d.Path the way its recorded state was found: a file
 // recorded as read is read and hashed, one recorded as only opened is
-// only opened.
-func probe(fsys fs.FS, d dependency) string {
+// only opened. buf is scratch space for the reads.
+func probe(fsys fs.FS, d dependency, buf []byte) string {
 	f, err := fsys.Open(d.Path)
 	if err != nil {
 		return depAbsent
@@ -217,8 +249,15 @@ func probe(fsys fs.FS, d dependency) string {
 		return depFile
 	}
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return depUnreadable
+	for {
+		n, err := f.Read(buf)
+		h.Write(buf[:n])
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return depUnreadable
+		}
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }

@@ -129,7 +129,7 @@ func TestDepsRecorder(t *testing.T) {
 	if states["missing.h"] != depAbsent || states[filepath.Base(dir)] != depDir || !strings.HasPrefix(states["a.h"], "sha256:") {
 		t.Errorf("recorded %v", states)
 	}
-	if !stillValid(frontEndFS([]string{dir}, &refused), deps) {
+	if !stillValid(frontEndFS([]string{dir}, &refused), deps, nil) {
 		t.Fatal("an unchanged tree is not valid")
 	}
 	for _, change := range []func(){
@@ -138,7 +138,7 @@ func TestDepsRecorder(t *testing.T) {
 		func() { os.Remove(file); os.Mkdir(file, 0o755) },
 	} {
 		change()
-		if stillValid(frontEndFS([]string{dir}, &refused), deps) {
+		if stillValid(frontEndFS([]string{dir}, &refused), deps, nil) {
 			t.Error("a change went unnoticed")
 		}
 		os.RemoveAll(file)
@@ -175,7 +175,8 @@ func TestUnitRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				back, sum2, ok := CachedUnit(comp, opts, c)
+				backs, sums, hits := CachedUnits([]*Compiler{comp}, opts, c)
+				back, sum2, ok := backs[0], sums[0], hits[0]
 				if !ok {
 					t.Fatal("not found in the cache")
 				}
