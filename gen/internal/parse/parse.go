@@ -306,19 +306,8 @@ func (x *extractor) walk(v reflect.Value) {
 	if e.Kind() != reflect.Struct {
 		return
 	}
-	for i := 0; i < e.NumField(); i++ {
-		f := e.Field(i)
-		if !e.Type().Field(i).IsExported() {
-			continue
-		}
-		switch f.Kind() {
-		case reflect.Ptr:
-			if f.Type().Implements(nodeType) {
-				x.walk(f)
-			}
-		case reflect.Interface:
-			x.walk(f)
-		}
+	for _, i := range nodeFields(e.Type()) {
+		x.walk(e.Field(i))
 	}
 }
 
