@@ -79,7 +79,7 @@ func FindCompiler(t target.Target, c *cache.Cache) (*Compiler, error) {
 			return nil, err
 		}
 		if err := t.Check(comp.Name, facts.Predefined); err != nil {
-			return nil, fmt.Errorf("linux/%s: %v%s", t.GoArch, err, source)
+			return nil, fmt.Errorf("%v%s", err, source)
 		}
 		if b, err := json.Marshal(facts); err == nil {
 			c.Put("cc", key, b)
