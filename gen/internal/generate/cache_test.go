@@ -283,3 +283,28 @@ func TestCacheCompiler(t *testing.T) {
 		t.Setenv(target.All[0].EnvVar(), wrapper)
 	})
 }
+
+// TestCacheCompilerBinary: a compiler binary that changed on disk (here
+// a wrapper rewritten with the same content: another inode and time) is
+// asked again, and what depends on it is not reused.
+func TestCacheCompilerBinary(t *testing.T) {
+	withCache(t)
+	wrapper := filepath.Join(t.TempDir(), "cc")
+	write(t, wrapper, "#!/bin/sh\nexec cc \"$@\"\n")
+	os.Chmod(wrapper, 0o755)
+	t.Setenv(target.All[0].EnvVar(), wrapper)
+	inc := tree(t, map[string]string{"infiniband/verbs_exp.h": "struct ibv_a { int a; };\n"})
+	opts := options(amd64Only, inc)
+	want, _ := check(t, "first", opts)
+	if _, c := run(t, opts); c.Units != 1 {
+		t.Fatalf("not cached: %+v", c)
+	}
+	os.Remove(wrapper)
+	write(t, wrapper, "#!/bin/sh\nexec cc \"$@\"\n")
+	os.Chmod(wrapper, 0o755)
+	got, c := run(t, opts)
+	if c.Units != 0 {
+		t.Errorf("a translation by the replaced compiler binary was reused: %+v", c)
+	}
+	same(t, "after replacing the compiler", got, want)
+}
