@@ -9,7 +9,7 @@
 #   make bench-gen [OFED_INCLUDE=DIR] generation (cached, headers changed, fresh) vs go tool cgo -godefs
 #   make fuzz [FUZZTIME=30s]          each fuzz target for FUZZTIME
 #   make bench-scale                  generation time and peak RSS vs header size
-#   make bench                        call shims and task posting (Go vs C vs naive)
+#   make bench                        call shims, task posting (Go vs C vs floor), lease scaling
 #   make examples                     run the cross-channel examples on the software device
 
 GO           ?= go
@@ -17,7 +17,7 @@ OFED_INCLUDE ?=
 HEADERS      := $(if $(OFED_INCLUDE),$(OFED_INCLUDE),headers)
 ARCHES       := amd64 arm64 ppc64le
 # Packages under testdata are not matched by ./...; these carry cgo checks.
-GOLDEN_CGO   := ./gen/testdata/golden/bitfields ./gen/testdata/golden/packed
+GOLDEN_CGO   := ./gen/testdata/golden/bitfields ./gen/testdata/golden/packed ./gen/testdata/golden/funcs
 
 # The ABI users built against, and reviewed breaking changes since (see
 # docs/regenerate.md).
@@ -77,7 +77,7 @@ test-runtime:
 
 # Benchmarks with allocations, COUNT runs each: quote medians.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count $(COUNT) ./tests/shimtest ./runtime/task
+	$(GO) test -run '^$$' -bench . -benchmem -count $(COUNT) ./tests/shimtest ./runtime/task ./runtime/lease
 
 examples:
 	$(GO) run ./examples/pingpong -rounds 1000 -size 64

@@ -171,7 +171,7 @@ func TestUnwrappableFunctionsAreReported(t *testing.T) {
 	for _, w := range res.Shims.Wrappers {
 		got[w.Func.C] = string(w.Conv)
 	}
-	want := map[string]string{"dev_status": "status", "dev_open": "pointer", "dev_close": "void", "dev_guid": "value", "dev_poke": "status", "dev_flag": "status"}
+	want := map[string]string{"dev_status": "status", "dev_open": "pointer", "dev_close": "void", "dev_guid": "value", "dev_poke": "status", "dev_flag": "status", "dev_name": "pointer", "dev_count": "status", "dev_label": "pointer", "dev_fail": "status"}
 	for fn, conv := range want {
 		if got[fn] != conv {
 			t.Errorf("%s: convention %q, want %q", fn, got[fn], conv)
@@ -179,5 +179,15 @@ func TestUnwrappableFunctionsAreReported(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Errorf("wrapped %v, want exactly %v", got, want)
+	}
+	// How each result crosses back: errno with it, in one C value.
+	crossing := map[string]string{"dev_status": "packed", "dev_open": "with-errno", "dev_close": "plain", "dev_guid": "plain", "dev_poke": "packed", "dev_flag": "packed", "dev_name": "with-errno", "dev_count": "with-errno", "dev_label": "with-errno", "dev_fail": "packed"}
+	for _, w := range res.Shims.Wrappers {
+		if string(w.Crossing) != crossing[w.Func.C] {
+			t.Errorf("%s: crossing %q, want %q", w.Func.C, w.Crossing, crossing[w.Func.C])
+		}
+		if w.String != (w.Func.C == "dev_name" || w.Func.C == "dev_label") {
+			t.Errorf("%s: String = %v; only dev_name and dev_label return a const char *", w.Func.C, w.String)
+		}
 	}
 }

@@ -7097,65 +7097,211 @@ _Static_assert((VERBS_MAX_ENV_VAL) == 4096ULL, "VERBS_MAX_ENV_VAL is not 4096 on
 #error "verbsexp: no layouts were generated for this architecture"
 #endif
 
-static void * verbsexp_VerbsGetCtx(void * p0) { return (void *)verbs_get_ctx(p0); }
-static void * verbsexp_GetDeviceList(void *fn, void * p0) { return (void *)((__typeof__(&ibv_get_device_list))fn)(p0); }
-static void verbsexp_FreeDeviceList(void *fn, void * p0) { ((__typeof__(&ibv_free_device_list))fn)(p0); }
-static void * verbsexp_GetDeviceName(void *fn, void * p0) { return (void *)((__typeof__(&ibv_get_device_name))fn)(p0); }
-static uint64_t verbsexp_GetDeviceGUID(void *fn, void * p0) { return ((__typeof__(&ibv_get_device_guid))fn)(p0); }
-static void * verbsexp_OpenDevice(void *fn, void * p0) { return (void *)((__typeof__(&ibv_open_device))fn)(p0); }
-static int32_t verbsexp_CloseDevice(void *fn, void * p0) { return ((__typeof__(&ibv_close_device))fn)(p0); }
-static int32_t verbsexp_GetAsyncEvent(void *fn, void * p0, void * p1) { return ((__typeof__(&ibv_get_async_event))fn)(p0, p1); }
-static void verbsexp_AckAsyncEvent(void *fn, void * p0) { ((__typeof__(&ibv_ack_async_event))fn)(p0); }
-static int32_t verbsexp_QueryDevice(void *fn, void * p0, void * p1) { return ((__typeof__(&ibv_query_device))fn)(p0, p1); }
-static int32_t verbsexp_QueryPort(void *fn, void * p0, uint8_t p1, void * p2) { return ((__typeof__(&ibv_query_port))fn)(p0, p1, p2); }
-static int32_t verbsexp_IbvQueryPort(void * p0, uint8_t p1, void * p2) { return ___ibv_query_port(p0, p1, p2); }
-static int32_t verbsexp_QueryGID(void *fn, void * p0, uint8_t p1, int32_t p2, void * p3) { return ((__typeof__(&ibv_query_gid))fn)(p0, p1, p2, p3); }
-static int32_t verbsexp_QueryPkey(void *fn, void * p0, uint8_t p1, int32_t p2, void * p3) { return ((__typeof__(&ibv_query_pkey))fn)(p0, p1, p2, p3); }
-static void * verbsexp_AllocPD(void *fn, void * p0) { return (void *)((__typeof__(&ibv_alloc_pd))fn)(p0); }
-static int32_t verbsexp_DeallocPD(void *fn, void * p0) { return ((__typeof__(&ibv_dealloc_pd))fn)(p0); }
-static void * verbsexp_RegMR(void *fn, void * p0, void * p1, uint64_t p2, int32_t p3) { return (void *)((__typeof__(&ibv_reg_mr))fn)(p0, p1, p2, p3); }
-static int32_t verbsexp_DeregMR(void *fn, void * p0) { return ((__typeof__(&ibv_dereg_mr))fn)(p0); }
-static void * verbsexp_CreateCompChannel(void *fn, void * p0) { return (void *)((__typeof__(&ibv_create_comp_channel))fn)(p0); }
-static int32_t verbsexp_DestroyCompChannel(void *fn, void * p0) { return ((__typeof__(&ibv_destroy_comp_channel))fn)(p0); }
-static void * verbsexp_CreateCQ(void *fn, void * p0, int32_t p1, void * p2, void * p3, int32_t p4) { return (void *)((__typeof__(&ibv_create_cq))fn)(p0, p1, p2, p3, p4); }
-static int32_t verbsexp_ResizeCQ(void *fn, void * p0, int32_t p1) { return ((__typeof__(&ibv_resize_cq))fn)(p0, p1); }
-static int32_t verbsexp_DestroyCQ(void *fn, void * p0) { return ((__typeof__(&ibv_destroy_cq))fn)(p0); }
-static int32_t verbsexp_GetCQEvent(void *fn, void * p0, void * p1, void * p2) { return ((__typeof__(&ibv_get_cq_event))fn)(p0, p1, p2); }
-static void verbsexp_AckCQEvents(void *fn, void * p0, uint32_t p1) { ((__typeof__(&ibv_ack_cq_events))fn)(p0, p1); }
-static int32_t verbsexp_PollCQ(void * p0, int32_t p1, void * p2) { return ibv_poll_cq(p0, p1, p2); }
-static int32_t verbsexp_ReqNotifyCQ(void * p0, int32_t p1) { return ibv_req_notify_cq(p0, p1); }
-static void * verbsexp_CreateQP(void *fn, void * p0, void * p1) { return (void *)((__typeof__(&ibv_create_qp))fn)(p0, p1); }
-static int32_t verbsexp_ModifyQP(void *fn, void * p0, void * p1, int32_t p2) { return ((__typeof__(&ibv_modify_qp))fn)(p0, p1, p2); }
-static int32_t verbsexp_QueryQP(void *fn, void * p0, void * p1, int32_t p2, void * p3) { return ((__typeof__(&ibv_query_qp))fn)(p0, p1, p2, p3); }
-static int32_t verbsexp_DestroyQP(void *fn, void * p0) { return ((__typeof__(&ibv_destroy_qp))fn)(p0); }
-static int32_t verbsexp_PostSend(void * p0, void * p1, void * p2) { return ibv_post_send(p0, p1, p2); }
-static int32_t verbsexp_PostRecv(void * p0, void * p1, void * p2) { return ibv_post_recv(p0, p1, p2); }
-static void * verbsexp_CreateAH(void *fn, void * p0, void * p1) { return (void *)((__typeof__(&ibv_create_ah))fn)(p0, p1); }
-static int32_t verbsexp_DestroyAH(void *fn, void * p0) { return ((__typeof__(&ibv_destroy_ah))fn)(p0); }
-static int32_t verbsexp_ForkInit(void *fn) { return ((__typeof__(&ibv_fork_init))fn)(); }
-static void * verbsexp_WCStatusStr(void *fn, uint32_t p0) { return (void *)((__typeof__(&ibv_wc_status_str))fn)(p0); }
-static void * verbsexp_NodeTypeStr(void *fn, int32_t p0) { return (void *)((__typeof__(&ibv_node_type_str))fn)(p0); }
-static void * verbsexp_PortStateStr(void *fn, uint32_t p0) { return (void *)((__typeof__(&ibv_port_state_str))fn)(p0); }
-static void * verbsexp_EventTypeStr(void *fn, uint32_t p0) { return (void *)((__typeof__(&ibv_event_type_str))fn)(p0); }
-static void * verbsexp_VerbsGetExpCtx(void * p0) { return (void *)verbs_get_exp_ctx(p0); }
-static void * verbsexp_ExpGetDeviceList(void *fn, void * p0) { return (void *)((__typeof__(&ibv_exp_get_device_list))fn)(p0); }
-static int32_t verbsexp_ExpQueryDevice(void * p0, void * p1) { return ibv_exp_query_device(p0, p1); }
-static void * verbsexp_ExpCreateCQ(void * p0, int32_t p1, void * p2, void * p3, int32_t p4, void * p5) { return (void *)ibv_exp_create_cq(p0, p1, p2, p3, p4, p5); }
-static int32_t verbsexp_ExpModifyCQ(void * p0, void * p1, int32_t p2) { return ibv_exp_modify_cq(p0, p1, p2); }
-static void * verbsexp_ExpCreateQP(void * p0, void * p1) { return (void *)ibv_exp_create_qp(p0, p1); }
-static int32_t verbsexp_ExpModifyQP(void * p0, void * p1, uint64_t p2) { return ibv_exp_modify_qp(p0, p1, p2); }
-static int32_t verbsexp_ExpPostSend(void * p0, void * p1, void * p2) { return ibv_exp_post_send(p0, p1, p2); }
-static int32_t verbsexp_ExpPollCQ(void * p0, int32_t p1, void * p2, uint32_t p3) { return ibv_exp_poll_cq(p0, p1, p2, p3); }
-static int32_t verbsexp_ExpPostTask(void * p0, void * p1, void * p2) { return ibv_exp_post_task(p0, p1, p2); }
+// Trampolines return errno with the result in one value, read once by Go:
+// verbsexp_packed puts an int result in the low 32 bits and, when it is -1,
+// errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.
+static inline int64_t verbsexp_packed(int32_t r) { return (int64_t)(uint32_t)r | (r == -1 ? (int64_t)errno << 32 : 0); }
+struct verbsexp_ret_ptr { void * r; int32_t e; };
+
+static inline void * verbsexp_VerbsGetCtx(void * p0) { return (void *)verbs_get_ctx(p0); }
+static inline struct verbsexp_ret_ptr verbsexp_GetDeviceList(void *fn, void * p0) {
+	errno = 0;
+	void * r = (void *)((__typeof__(&ibv_get_device_list))fn)(p0);
+	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+}
+static inline void verbsexp_FreeDeviceList(void *fn, void * p0) { ((__typeof__(&ibv_free_device_list))fn)(p0); }
+static inline void * verbsexp_GetDeviceName(void *fn, void * p0) { return (void *)((__typeof__(&ibv_get_device_name))fn)(p0); }
+static inline uint64_t verbsexp_GetDeviceGUID(void *fn, void * p0) { return ((__typeof__(&ibv_get_device_guid))fn)(p0); }
+static inline struct verbsexp_ret_ptr verbsexp_OpenDevice(void *fn, void * p0) {
+	errno = 0;
+	void * r = (void *)((__typeof__(&ibv_open_device))fn)(p0);
+	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+}
+static inline int64_t verbsexp_CloseDevice(void *fn, void * p0) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&ibv_close_device))fn)(p0));
+}
+static inline int64_t verbsexp_GetAsyncEvent(void *fn, void * p0, void * p1) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&ibv_get_async_event))fn)(p0, p1));
+}
+static inline void verbsexp_AckAsyncEvent(void *fn, void * p0) { ((__typeof__(&ibv_ack_async_event))fn)(p0); }
+static inline int64_t verbsexp_QueryDevice(void *fn, void * p0, void * p1) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&ibv_query_device))fn)(p0, p1));
+}
+static inline int64_t verbsexp_QueryPort(void *fn, void * p0, uint8_t p1, void * p2) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&ibv_query_port))fn)(p0, p1, p2));
+}
+static inline int64_t verbsexp_IbvQueryPort(void * p0, uint8_t p1, void * p2) {
+	errno = 0;
+	return verbsexp_packed(___ibv_query_port(p0, p1, p2));
+}
+static inline int64_t verbsexp_QueryGID(void *fn, void * p0, uint8_t p1, int32_t p2, void * p3) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&ibv_query_gid))fn)(p0, p1, p2, p3));
+}
+static inline int64_t verbsexp_QueryPkey(void *fn, void * p0, uint8_t p1, int32_t p2, void * p3) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&ibv_query_pkey))fn)(p0, p1, p2, p3));
+}
+static inline struct verbsexp_ret_ptr verbsexp_AllocPD(void *fn, void * p0) {
+	errno = 0;
+	void * r = (void *)((__typeof__(&ibv_alloc_pd))fn)(p0);
+	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+}
+static inline int64_t verbsexp_DeallocPD(void *fn, void * p0) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&ibv_dealloc_pd))fn)(p0));
+}
+static inline struct verbsexp_ret_ptr verbsexp_RegMR(void *fn, void * p0, void * p1, uint64_t p2, int32_t p3) {
+	errno = 0;
+	void * r = (void *)((__typeof__(&ibv_reg_mr))fn)(p0, p1, p2, p3);
+	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+}
+static inline int64_t verbsexp_DeregMR(void *fn, void * p0) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&ibv_dereg_mr))fn)(p0));
+}
+static inline struct verbsexp_ret_ptr verbsexp_CreateCompChannel(void *fn, void * p0) {
+	errno = 0;
+	void * r = (void *)((__typeof__(&ibv_create_comp_channel))fn)(p0);
+	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+}
+static inline int64_t verbsexp_DestroyCompChannel(void *fn, void * p0) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&ibv_destroy_comp_channel))fn)(p0));
+}
+static inline struct verbsexp_ret_ptr verbsexp_CreateCQ(void *fn, void * p0, int32_t p1, void * p2, void * p3, int32_t p4) {
+	errno = 0;
+	void * r = (void *)((__typeof__(&ibv_create_cq))fn)(p0, p1, p2, p3, p4);
+	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+}
+static inline int64_t verbsexp_ResizeCQ(void *fn, void * p0, int32_t p1) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&ibv_resize_cq))fn)(p0, p1));
+}
+static inline int64_t verbsexp_DestroyCQ(void *fn, void * p0) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&ibv_destroy_cq))fn)(p0));
+}
+static inline int64_t verbsexp_GetCQEvent(void *fn, void * p0, void * p1, void * p2) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&ibv_get_cq_event))fn)(p0, p1, p2));
+}
+static inline void verbsexp_AckCQEvents(void *fn, void * p0, uint32_t p1) { ((__typeof__(&ibv_ack_cq_events))fn)(p0, p1); }
+static inline int64_t verbsexp_PollCQ(void * p0, int32_t p1, void * p2) {
+	errno = 0;
+	return verbsexp_packed(ibv_poll_cq(p0, p1, p2));
+}
+static inline int64_t verbsexp_ReqNotifyCQ(void * p0, int32_t p1) {
+	errno = 0;
+	return verbsexp_packed(ibv_req_notify_cq(p0, p1));
+}
+static inline struct verbsexp_ret_ptr verbsexp_CreateQP(void *fn, void * p0, void * p1) {
+	errno = 0;
+	void * r = (void *)((__typeof__(&ibv_create_qp))fn)(p0, p1);
+	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+}
+static inline int64_t verbsexp_ModifyQP(void *fn, void * p0, void * p1, int32_t p2) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&ibv_modify_qp))fn)(p0, p1, p2));
+}
+static inline int64_t verbsexp_QueryQP(void *fn, void * p0, void * p1, int32_t p2, void * p3) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&ibv_query_qp))fn)(p0, p1, p2, p3));
+}
+static inline int64_t verbsexp_DestroyQP(void *fn, void * p0) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&ibv_destroy_qp))fn)(p0));
+}
+static inline int64_t verbsexp_PostSend(void * p0, void * p1, void * p2) {
+	void *slot2; // bad_wr: where a nil from Go points
+	if (p2 == NULL)
+		p2 = &slot2;
+	errno = 0;
+	return verbsexp_packed(ibv_post_send(p0, p1, p2));
+}
+static inline int64_t verbsexp_PostRecv(void * p0, void * p1, void * p2) {
+	void *slot2; // bad_wr: where a nil from Go points
+	if (p2 == NULL)
+		p2 = &slot2;
+	errno = 0;
+	return verbsexp_packed(ibv_post_recv(p0, p1, p2));
+}
+static inline struct verbsexp_ret_ptr verbsexp_CreateAH(void *fn, void * p0, void * p1) {
+	errno = 0;
+	void * r = (void *)((__typeof__(&ibv_create_ah))fn)(p0, p1);
+	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+}
+static inline int64_t verbsexp_DestroyAH(void *fn, void * p0) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&ibv_destroy_ah))fn)(p0));
+}
+static inline int64_t verbsexp_ForkInit(void *fn) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&ibv_fork_init))fn)());
+}
+static inline void * verbsexp_WCStatusStr(void *fn, uint32_t p0) { return (void *)((__typeof__(&ibv_wc_status_str))fn)(p0); }
+static inline void * verbsexp_NodeTypeStr(void *fn, int32_t p0) { return (void *)((__typeof__(&ibv_node_type_str))fn)(p0); }
+static inline void * verbsexp_PortStateStr(void *fn, uint32_t p0) { return (void *)((__typeof__(&ibv_port_state_str))fn)(p0); }
+static inline void * verbsexp_EventTypeStr(void *fn, uint32_t p0) { return (void *)((__typeof__(&ibv_event_type_str))fn)(p0); }
+static inline void * verbsexp_VerbsGetExpCtx(void * p0) { return (void *)verbs_get_exp_ctx(p0); }
+static inline struct verbsexp_ret_ptr verbsexp_ExpGetDeviceList(void *fn, void * p0) {
+	errno = 0;
+	void * r = (void *)((__typeof__(&ibv_exp_get_device_list))fn)(p0);
+	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+}
+static inline int64_t verbsexp_ExpQueryDevice(void * p0, void * p1) {
+	errno = 0;
+	return verbsexp_packed(ibv_exp_query_device(p0, p1));
+}
+static inline struct verbsexp_ret_ptr verbsexp_ExpCreateCQ(void * p0, int32_t p1, void * p2, void * p3, int32_t p4, void * p5) {
+	errno = 0;
+	void * r = (void *)ibv_exp_create_cq(p0, p1, p2, p3, p4, p5);
+	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+}
+static inline int64_t verbsexp_ExpModifyCQ(void * p0, void * p1, int32_t p2) {
+	errno = 0;
+	return verbsexp_packed(ibv_exp_modify_cq(p0, p1, p2));
+}
+static inline struct verbsexp_ret_ptr verbsexp_ExpCreateQP(void * p0, void * p1) {
+	errno = 0;
+	void * r = (void *)ibv_exp_create_qp(p0, p1);
+	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+}
+static inline int64_t verbsexp_ExpModifyQP(void * p0, void * p1, uint64_t p2) {
+	errno = 0;
+	return verbsexp_packed(ibv_exp_modify_qp(p0, p1, p2));
+}
+static inline int64_t verbsexp_ExpPostSend(void * p0, void * p1, void * p2) {
+	void *slot2; // bad_wr: where a nil from Go points
+	if (p2 == NULL)
+		p2 = &slot2;
+	errno = 0;
+	return verbsexp_packed(ibv_exp_post_send(p0, p1, p2));
+}
+static inline int64_t verbsexp_ExpPollCQ(void * p0, int32_t p1, void * p2, uint32_t p3) {
+	errno = 0;
+	return verbsexp_packed(ibv_exp_poll_cq(p0, p1, p2, p3));
+}
+static inline int64_t verbsexp_ExpPostTask(void * p0, void * p1, void * p2) {
+	void *slot2; // bad_task: where a nil from Go points
+	if (p2 == NULL)
+		p2 = &slot2;
+	errno = 0;
+	return verbsexp_packed(ibv_exp_post_task(p0, p1, p2));
+}
+static int64_t verbsexp_ExpPostTaskCMem(uintptr_t p0, uintptr_t p1, uintptr_t p2) { return verbsexp_ExpPostTask((void *)p0, (void *)p1, (void *)p2); }
 */
 import "C"
 
 var libibverbs = dynlib.New("libibverbs.so.1", "libibverbs.so")
 
-// errnoOf extracts the errno of a two-result cgo call.
-func errnoOf(err error) syscall.Errno {
-	e, _ := err.(syscall.Errno)
-	return e
+// unpack splits a packed trampoline result: the C int in the low 32 bits, errno in the high 32.
+func unpack(v C.int64_t) (int64, syscall.Errno) {
+	return int64(int32(v)), syscall.Errno(uint32(v >> 32))
 }
 
 // VerbsGetCtx calls verbs_get_ctx (infiniband/verbs.h:938:36), an inline function of the headers, compiled into this package.
@@ -7176,11 +7322,11 @@ func GetDeviceList(numDevices *int32) (**Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, errno := C.verbsexp_GetDeviceList(fn, unsafe.Pointer(numDevices))
-	if r == nil {
-		return nil, abiutil.Errno("ibv_get_device_list", errnoOf(errno))
+	ret := C.verbsexp_GetDeviceList(fn, unsafe.Pointer(numDevices))
+	if ret.r == nil {
+		return nil, abiutil.Errno("ibv_get_device_list", syscall.Errno(ret.e))
 	}
-	return (**Device)(r), nil
+	return (**Device)(ret.r), nil
 }
 
 var symFreeDeviceList = dynlib.Sym{Name: "ibv_free_device_list"}
@@ -7199,16 +7345,16 @@ func FreeDeviceList(list **Device) error {
 var symGetDeviceName = dynlib.Sym{Name: "ibv_get_device_name"}
 
 // GetDeviceName calls ibv_get_device_name (infiniband/verbs.h:969:12), an exported libibverbs function, resolved at first call.
-// Its result does not signal failure; the error reports only arguments and symbol resolution.
-func GetDeviceName(device *Device) (*byte, error) {
+// The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
+func GetDeviceName(device *Device) (string, error) {
 	if device == nil {
-		return nil, abiutil.NilArg("ibv_get_device_name", "device")
+		return "", abiutil.NilArg("ibv_get_device_name", "device")
 	}
 	fn, err := libibverbs.Lookup(&symGetDeviceName)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	return (*byte)(C.verbsexp_GetDeviceName(fn, unsafe.Pointer(device))), nil
+	return C.GoString((*C.char)(C.verbsexp_GetDeviceName(fn, unsafe.Pointer(device)))), nil
 }
 
 var symGetDeviceGUID = dynlib.Sym{Name: "ibv_get_device_guid"}
@@ -7238,11 +7384,11 @@ func OpenDevice(device *Device) (*Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, errno := C.verbsexp_OpenDevice(fn, unsafe.Pointer(device))
-	if r == nil {
-		return nil, abiutil.Errno("ibv_open_device", errnoOf(errno))
+	ret := C.verbsexp_OpenDevice(fn, unsafe.Pointer(device))
+	if ret.r == nil {
+		return nil, abiutil.Errno("ibv_open_device", syscall.Errno(ret.e))
 	}
-	return (*Context)(r), nil
+	return (*Context)(ret.r), nil
 }
 
 var symCloseDevice = dynlib.Sym{Name: "ibv_close_device"}
@@ -7257,8 +7403,8 @@ func CloseDevice(context *Context) error {
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_CloseDevice(fn, unsafe.Pointer(context))
-	return abiutil.Status("ibv_close_device", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_CloseDevice(fn, unsafe.Pointer(context)))
+	return abiutil.Status("ibv_close_device", r, errno)
 }
 
 var symGetAsyncEvent = dynlib.Sym{Name: "ibv_get_async_event"}
@@ -7276,8 +7422,8 @@ func GetAsyncEvent(context *Context, event *AsyncEvent) error {
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_GetAsyncEvent(fn, unsafe.Pointer(context), unsafe.Pointer(event))
-	return abiutil.Status("ibv_get_async_event", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_GetAsyncEvent(fn, unsafe.Pointer(context), unsafe.Pointer(event)))
+	return abiutil.Status("ibv_get_async_event", r, errno)
 }
 
 var symAckAsyncEvent = dynlib.Sym{Name: "ibv_ack_async_event"}
@@ -7311,8 +7457,8 @@ func QueryDevice(context *Context, deviceAttr *DeviceAttr) error {
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_QueryDevice(fn, unsafe.Pointer(context), unsafe.Pointer(deviceAttr))
-	return abiutil.Status("ibv_query_device", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_QueryDevice(fn, unsafe.Pointer(context), unsafe.Pointer(deviceAttr)))
+	return abiutil.Status("ibv_query_device", r, errno)
 }
 
 var symQueryPort = dynlib.Sym{Name: "ibv_query_port"}
@@ -7330,8 +7476,8 @@ func QueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_QueryPort(fn, unsafe.Pointer(context), C.uint8_t(portNum), unsafe.Pointer(portAttr))
-	return abiutil.Status("ibv_query_port", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_QueryPort(fn, unsafe.Pointer(context), C.uint8_t(portNum), unsafe.Pointer(portAttr)))
+	return abiutil.Status("ibv_query_port", r, errno)
 }
 
 // IbvQueryPort calls ___ibv_query_port (infiniband/verbs.h:985:19), an inline function of the headers, compiled into this package.
@@ -7343,8 +7489,8 @@ func IbvQueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
 	if portAttr == nil {
 		return abiutil.NilArg("___ibv_query_port", "port_attr")
 	}
-	r, errno := C.verbsexp_IbvQueryPort(unsafe.Pointer(context), C.uint8_t(portNum), unsafe.Pointer(portAttr))
-	return abiutil.Status("___ibv_query_port", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_IbvQueryPort(unsafe.Pointer(context), C.uint8_t(portNum), unsafe.Pointer(portAttr)))
+	return abiutil.Status("___ibv_query_port", r, errno)
 }
 
 var symQueryGID = dynlib.Sym{Name: "ibv_query_gid"}
@@ -7362,8 +7508,8 @@ func QueryGID(context *Context, portNum uint8, index int32, gid *GID) error {
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_QueryGID(fn, unsafe.Pointer(context), C.uint8_t(portNum), C.int32_t(index), unsafe.Pointer(gid))
-	return abiutil.Status("ibv_query_gid", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_QueryGID(fn, unsafe.Pointer(context), C.uint8_t(portNum), C.int32_t(index), unsafe.Pointer(gid)))
+	return abiutil.Status("ibv_query_gid", r, errno)
 }
 
 var symQueryPkey = dynlib.Sym{Name: "ibv_query_pkey"}
@@ -7378,8 +7524,8 @@ func QueryPkey(context *Context, portNum uint8, index int32, pkey *uint16) error
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_QueryPkey(fn, unsafe.Pointer(context), C.uint8_t(portNum), C.int32_t(index), unsafe.Pointer(pkey))
-	return abiutil.Status("ibv_query_pkey", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_QueryPkey(fn, unsafe.Pointer(context), C.uint8_t(portNum), C.int32_t(index), unsafe.Pointer(pkey)))
+	return abiutil.Status("ibv_query_pkey", r, errno)
 }
 
 var symAllocPD = dynlib.Sym{Name: "ibv_alloc_pd"}
@@ -7394,11 +7540,11 @@ func AllocPD(context *Context) (*PD, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, errno := C.verbsexp_AllocPD(fn, unsafe.Pointer(context))
-	if r == nil {
-		return nil, abiutil.Errno("ibv_alloc_pd", errnoOf(errno))
+	ret := C.verbsexp_AllocPD(fn, unsafe.Pointer(context))
+	if ret.r == nil {
+		return nil, abiutil.Errno("ibv_alloc_pd", syscall.Errno(ret.e))
 	}
-	return (*PD)(r), nil
+	return (*PD)(ret.r), nil
 }
 
 var symDeallocPD = dynlib.Sym{Name: "ibv_dealloc_pd"}
@@ -7413,8 +7559,8 @@ func DeallocPD(pd *PD) error {
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_DeallocPD(fn, unsafe.Pointer(pd))
-	return abiutil.Status("ibv_dealloc_pd", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_DeallocPD(fn, unsafe.Pointer(pd)))
+	return abiutil.Status("ibv_dealloc_pd", r, errno)
 }
 
 var symRegMR = dynlib.Sym{Name: "ibv_reg_mr"}
@@ -7429,11 +7575,11 @@ func RegMR(pd *PD, addr unsafe.Pointer, length uint64, access int32) (*MR, error
 	if err != nil {
 		return nil, err
 	}
-	r, errno := C.verbsexp_RegMR(fn, unsafe.Pointer(pd), addr, C.uint64_t(length), C.int32_t(access))
-	if r == nil {
-		return nil, abiutil.Errno("ibv_reg_mr", errnoOf(errno))
+	ret := C.verbsexp_RegMR(fn, unsafe.Pointer(pd), addr, C.uint64_t(length), C.int32_t(access))
+	if ret.r == nil {
+		return nil, abiutil.Errno("ibv_reg_mr", syscall.Errno(ret.e))
 	}
-	return (*MR)(r), nil
+	return (*MR)(ret.r), nil
 }
 
 var symDeregMR = dynlib.Sym{Name: "ibv_dereg_mr"}
@@ -7448,8 +7594,8 @@ func DeregMR(mr *MR) error {
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_DeregMR(fn, unsafe.Pointer(mr))
-	return abiutil.Status("ibv_dereg_mr", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_DeregMR(fn, unsafe.Pointer(mr)))
+	return abiutil.Status("ibv_dereg_mr", r, errno)
 }
 
 var symCreateCompChannel = dynlib.Sym{Name: "ibv_create_comp_channel"}
@@ -7464,11 +7610,11 @@ func CreateCompChannel(context *Context) (*CompChannel, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, errno := C.verbsexp_CreateCompChannel(fn, unsafe.Pointer(context))
-	if r == nil {
-		return nil, abiutil.Errno("ibv_create_comp_channel", errnoOf(errno))
+	ret := C.verbsexp_CreateCompChannel(fn, unsafe.Pointer(context))
+	if ret.r == nil {
+		return nil, abiutil.Errno("ibv_create_comp_channel", syscall.Errno(ret.e))
 	}
-	return (*CompChannel)(r), nil
+	return (*CompChannel)(ret.r), nil
 }
 
 var symDestroyCompChannel = dynlib.Sym{Name: "ibv_destroy_comp_channel"}
@@ -7483,8 +7629,8 @@ func DestroyCompChannel(channel *CompChannel) error {
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_DestroyCompChannel(fn, unsafe.Pointer(channel))
-	return abiutil.Status("ibv_destroy_comp_channel", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_DestroyCompChannel(fn, unsafe.Pointer(channel)))
+	return abiutil.Status("ibv_destroy_comp_channel", r, errno)
 }
 
 var symCreateCQ = dynlib.Sym{Name: "ibv_create_cq"}
@@ -7499,11 +7645,11 @@ func CreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel *Co
 	if err != nil {
 		return nil, err
 	}
-	r, errno := C.verbsexp_CreateCQ(fn, unsafe.Pointer(context), C.int32_t(cqe), cqContext, unsafe.Pointer(channel), C.int32_t(compVector))
-	if r == nil {
-		return nil, abiutil.Errno("ibv_create_cq", errnoOf(errno))
+	ret := C.verbsexp_CreateCQ(fn, unsafe.Pointer(context), C.int32_t(cqe), cqContext, unsafe.Pointer(channel), C.int32_t(compVector))
+	if ret.r == nil {
+		return nil, abiutil.Errno("ibv_create_cq", syscall.Errno(ret.e))
 	}
-	return (*CQ)(r), nil
+	return (*CQ)(ret.r), nil
 }
 
 var symResizeCQ = dynlib.Sym{Name: "ibv_resize_cq"}
@@ -7518,8 +7664,8 @@ func ResizeCQ(cq *CQ, cqe int32) error {
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_ResizeCQ(fn, unsafe.Pointer(cq), C.int32_t(cqe))
-	return abiutil.Status("ibv_resize_cq", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_ResizeCQ(fn, unsafe.Pointer(cq), C.int32_t(cqe)))
+	return abiutil.Status("ibv_resize_cq", r, errno)
 }
 
 var symDestroyCQ = dynlib.Sym{Name: "ibv_destroy_cq"}
@@ -7534,8 +7680,8 @@ func DestroyCQ(cq *CQ) error {
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_DestroyCQ(fn, unsafe.Pointer(cq))
-	return abiutil.Status("ibv_destroy_cq", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_DestroyCQ(fn, unsafe.Pointer(cq)))
+	return abiutil.Status("ibv_destroy_cq", r, errno)
 }
 
 var symGetCQEvent = dynlib.Sym{Name: "ibv_get_cq_event"}
@@ -7550,8 +7696,8 @@ func GetCQEvent(channel *CompChannel, cq **CQ, cqContext *unsafe.Pointer) error 
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_GetCQEvent(fn, unsafe.Pointer(channel), unsafe.Pointer(cq), unsafe.Pointer(cqContext))
-	return abiutil.Status("ibv_get_cq_event", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_GetCQEvent(fn, unsafe.Pointer(channel), unsafe.Pointer(cq), unsafe.Pointer(cqContext)))
+	return abiutil.Status("ibv_get_cq_event", r, errno)
 }
 
 var symAckCQEvents = dynlib.Sym{Name: "ibv_ack_cq_events"}
@@ -7579,9 +7725,9 @@ func PollCQ(cq *CQ, numEntries int32, wc *WC) (int32, error) {
 	if wc == nil {
 		return 0, abiutil.NilArg("ibv_poll_cq", "wc")
 	}
-	r, errno := C.verbsexp_PollCQ(unsafe.Pointer(cq), C.int32_t(numEntries), unsafe.Pointer(wc))
+	r, errno := unpack(C.verbsexp_PollCQ(unsafe.Pointer(cq), C.int32_t(numEntries), unsafe.Pointer(wc)))
 	if r < 0 {
-		return 0, abiutil.Status("ibv_poll_cq", int64(r), errnoOf(errno))
+		return 0, abiutil.Status("ibv_poll_cq", r, errno)
 	}
 	return int32(r), nil
 }
@@ -7592,8 +7738,8 @@ func ReqNotifyCQ(cq *CQ, solicitedOnly int32) error {
 	if cq == nil {
 		return abiutil.NilArg("ibv_req_notify_cq", "cq")
 	}
-	r, errno := C.verbsexp_ReqNotifyCQ(unsafe.Pointer(cq), C.int32_t(solicitedOnly))
-	return abiutil.Status("ibv_req_notify_cq", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_ReqNotifyCQ(unsafe.Pointer(cq), C.int32_t(solicitedOnly)))
+	return abiutil.Status("ibv_req_notify_cq", r, errno)
 }
 
 var symCreateQP = dynlib.Sym{Name: "ibv_create_qp"}
@@ -7611,11 +7757,11 @@ func CreateQP(pd *PD, qpInitAttr *QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, errno := C.verbsexp_CreateQP(fn, unsafe.Pointer(pd), unsafe.Pointer(qpInitAttr))
-	if r == nil {
-		return nil, abiutil.Errno("ibv_create_qp", errnoOf(errno))
+	ret := C.verbsexp_CreateQP(fn, unsafe.Pointer(pd), unsafe.Pointer(qpInitAttr))
+	if ret.r == nil {
+		return nil, abiutil.Errno("ibv_create_qp", syscall.Errno(ret.e))
 	}
-	return (*QP)(r), nil
+	return (*QP)(ret.r), nil
 }
 
 var symModifyQP = dynlib.Sym{Name: "ibv_modify_qp"}
@@ -7633,8 +7779,8 @@ func ModifyQP(qp *QP, attr *QPAttr, attrMask int32) error {
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_ModifyQP(fn, unsafe.Pointer(qp), unsafe.Pointer(attr), C.int32_t(attrMask))
-	return abiutil.Status("ibv_modify_qp", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_ModifyQP(fn, unsafe.Pointer(qp), unsafe.Pointer(attr), C.int32_t(attrMask)))
+	return abiutil.Status("ibv_modify_qp", r, errno)
 }
 
 var symQueryQP = dynlib.Sym{Name: "ibv_query_qp"}
@@ -7655,8 +7801,8 @@ func QueryQP(qp *QP, attr *QPAttr, attrMask int32, initAttr *QPInitAttr) error {
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_QueryQP(fn, unsafe.Pointer(qp), unsafe.Pointer(attr), C.int32_t(attrMask), unsafe.Pointer(initAttr))
-	return abiutil.Status("ibv_query_qp", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_QueryQP(fn, unsafe.Pointer(qp), unsafe.Pointer(attr), C.int32_t(attrMask), unsafe.Pointer(initAttr)))
+	return abiutil.Status("ibv_query_qp", r, errno)
 }
 
 var symDestroyQP = dynlib.Sym{Name: "ibv_destroy_qp"}
@@ -7671,12 +7817,13 @@ func DestroyQP(qp *QP) error {
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_DestroyQP(fn, unsafe.Pointer(qp))
-	return abiutil.Status("ibv_destroy_qp", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_DestroyQP(fn, unsafe.Pointer(qp)))
+	return abiutil.Status("ibv_destroy_qp", r, errno)
 }
 
 // PostSend calls ibv_post_send (infiniband/verbs.h:1041:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
+// badWR may be nil: the failing request is then not reported.
 func PostSend(qp *QP, wr *SendWR, badWR **SendWR) error {
 	if qp == nil {
 		return abiutil.NilArg("ibv_post_send", "qp")
@@ -7684,15 +7831,13 @@ func PostSend(qp *QP, wr *SendWR, badWR **SendWR) error {
 	if wr == nil {
 		return abiutil.NilArg("ibv_post_send", "wr")
 	}
-	if badWR == nil {
-		return abiutil.NilArg("ibv_post_send", "bad_wr")
-	}
-	r, errno := C.verbsexp_PostSend(unsafe.Pointer(qp), unsafe.Pointer(wr), unsafe.Pointer(badWR))
-	return abiutil.Status("ibv_post_send", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_PostSend(unsafe.Pointer(qp), unsafe.Pointer(wr), unsafe.Pointer(badWR)))
+	return abiutil.Status("ibv_post_send", r, errno)
 }
 
 // PostRecv calls ibv_post_recv (infiniband/verbs.h:1047:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
+// badWR may be nil: the failing request is then not reported.
 func PostRecv(qp *QP, wr *RecvWR, badWR **RecvWR) error {
 	if qp == nil {
 		return abiutil.NilArg("ibv_post_recv", "qp")
@@ -7700,11 +7845,8 @@ func PostRecv(qp *QP, wr *RecvWR, badWR **RecvWR) error {
 	if wr == nil {
 		return abiutil.NilArg("ibv_post_recv", "wr")
 	}
-	if badWR == nil {
-		return abiutil.NilArg("ibv_post_recv", "bad_wr")
-	}
-	r, errno := C.verbsexp_PostRecv(unsafe.Pointer(qp), unsafe.Pointer(wr), unsafe.Pointer(badWR))
-	return abiutil.Status("ibv_post_recv", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_PostRecv(unsafe.Pointer(qp), unsafe.Pointer(wr), unsafe.Pointer(badWR)))
+	return abiutil.Status("ibv_post_recv", r, errno)
 }
 
 var symCreateAH = dynlib.Sym{Name: "ibv_create_ah"}
@@ -7722,11 +7864,11 @@ func CreateAH(pd *PD, attr *AHAttr) (*AH, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, errno := C.verbsexp_CreateAH(fn, unsafe.Pointer(pd), unsafe.Pointer(attr))
-	if r == nil {
-		return nil, abiutil.Errno("ibv_create_ah", errnoOf(errno))
+	ret := C.verbsexp_CreateAH(fn, unsafe.Pointer(pd), unsafe.Pointer(attr))
+	if ret.r == nil {
+		return nil, abiutil.Errno("ibv_create_ah", syscall.Errno(ret.e))
 	}
-	return (*AH)(r), nil
+	return (*AH)(ret.r), nil
 }
 
 var symDestroyAH = dynlib.Sym{Name: "ibv_destroy_ah"}
@@ -7741,8 +7883,8 @@ func DestroyAH(ah *AH) error {
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_DestroyAH(fn, unsafe.Pointer(ah))
-	return abiutil.Status("ibv_destroy_ah", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_DestroyAH(fn, unsafe.Pointer(ah)))
+	return abiutil.Status("ibv_destroy_ah", r, errno)
 }
 
 var symForkInit = dynlib.Sym{Name: "ibv_fork_init"}
@@ -7754,56 +7896,56 @@ func ForkInit() error {
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_ForkInit(fn)
-	return abiutil.Status("ibv_fork_init", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_ForkInit(fn))
+	return abiutil.Status("ibv_fork_init", r, errno)
 }
 
 var symWCStatusStr = dynlib.Sym{Name: "ibv_wc_status_str"}
 
 // WCStatusStr calls ibv_wc_status_str (infiniband/verbs.h:1058:12), an exported libibverbs function, resolved at first call.
-// Its result does not signal failure; the error reports only arguments and symbol resolution.
-func WCStatusStr(status WCStatus) (*byte, error) {
+// The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
+func WCStatusStr(status WCStatus) (string, error) {
 	fn, err := libibverbs.Lookup(&symWCStatusStr)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	return (*byte)(C.verbsexp_WCStatusStr(fn, C.uint32_t(status))), nil
+	return C.GoString((*C.char)(C.verbsexp_WCStatusStr(fn, C.uint32_t(status)))), nil
 }
 
 var symNodeTypeStr = dynlib.Sym{Name: "ibv_node_type_str"}
 
 // NodeTypeStr calls ibv_node_type_str (infiniband/verbs.h:1059:12), an exported libibverbs function, resolved at first call.
-// Its result does not signal failure; the error reports only arguments and symbol resolution.
-func NodeTypeStr(nodeType NodeType) (*byte, error) {
+// The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
+func NodeTypeStr(nodeType NodeType) (string, error) {
 	fn, err := libibverbs.Lookup(&symNodeTypeStr)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	return (*byte)(C.verbsexp_NodeTypeStr(fn, C.int32_t(nodeType))), nil
+	return C.GoString((*C.char)(C.verbsexp_NodeTypeStr(fn, C.int32_t(nodeType)))), nil
 }
 
 var symPortStateStr = dynlib.Sym{Name: "ibv_port_state_str"}
 
 // PortStateStr calls ibv_port_state_str (infiniband/verbs.h:1060:12), an exported libibverbs function, resolved at first call.
-// Its result does not signal failure; the error reports only arguments and symbol resolution.
-func PortStateStr(portState PortState) (*byte, error) {
+// The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
+func PortStateStr(portState PortState) (string, error) {
 	fn, err := libibverbs.Lookup(&symPortStateStr)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	return (*byte)(C.verbsexp_PortStateStr(fn, C.uint32_t(portState))), nil
+	return C.GoString((*C.char)(C.verbsexp_PortStateStr(fn, C.uint32_t(portState)))), nil
 }
 
 var symEventTypeStr = dynlib.Sym{Name: "ibv_event_type_str"}
 
 // EventTypeStr calls ibv_event_type_str (infiniband/verbs.h:1061:12), an exported libibverbs function, resolved at first call.
-// Its result does not signal failure; the error reports only arguments and symbol resolution.
-func EventTypeStr(event EventType) (*byte, error) {
+// The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
+func EventTypeStr(event EventType) (string, error) {
 	fn, err := libibverbs.Lookup(&symEventTypeStr)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	return (*byte)(C.verbsexp_EventTypeStr(fn, C.uint32_t(event))), nil
+	return C.GoString((*C.char)(C.verbsexp_EventTypeStr(fn, C.uint32_t(event)))), nil
 }
 
 // VerbsGetExpCtx calls verbs_get_exp_ctx (infiniband/verbs_exp.h:1294:40), an inline function of the headers, compiled into this package.
@@ -7824,11 +7966,11 @@ func ExpGetDeviceList(numDevices *int32) (**Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, errno := C.verbsexp_ExpGetDeviceList(fn, unsafe.Pointer(numDevices))
-	if r == nil {
-		return nil, abiutil.Errno("ibv_exp_get_device_list", errnoOf(errno))
+	ret := C.verbsexp_ExpGetDeviceList(fn, unsafe.Pointer(numDevices))
+	if ret.r == nil {
+		return nil, abiutil.Errno("ibv_exp_get_device_list", syscall.Errno(ret.e))
 	}
-	return (**Device)(r), nil
+	return (**Device)(ret.r), nil
 }
 
 // ExpQueryDevice calls ibv_exp_query_device (infiniband/verbs_exp.h:1345:19), an inline function of the headers, compiled into this package.
@@ -7840,8 +7982,8 @@ func ExpQueryDevice(context *Context, attr *ExpDeviceAttr) error {
 	if attr == nil {
 		return abiutil.NilArg("ibv_exp_query_device", "attr")
 	}
-	r, errno := C.verbsexp_ExpQueryDevice(unsafe.Pointer(context), unsafe.Pointer(attr))
-	return abiutil.Status("ibv_exp_query_device", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_ExpQueryDevice(unsafe.Pointer(context), unsafe.Pointer(attr)))
+	return abiutil.Status("ibv_exp_query_device", r, errno)
 }
 
 // ExpCreateCQ calls ibv_exp_create_cq (infiniband/verbs_exp.h:1362:29), an inline function of the headers, compiled into this package.
@@ -7853,11 +7995,11 @@ func ExpCreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel 
 	if attr == nil {
 		return nil, abiutil.NilArg("ibv_exp_create_cq", "attr")
 	}
-	r, errno := C.verbsexp_ExpCreateCQ(unsafe.Pointer(context), C.int32_t(cqe), cqContext, unsafe.Pointer(channel), C.int32_t(compVector), unsafe.Pointer(attr))
-	if r == nil {
-		return nil, abiutil.Errno("ibv_exp_create_cq", errnoOf(errno))
+	ret := C.verbsexp_ExpCreateCQ(unsafe.Pointer(context), C.int32_t(cqe), cqContext, unsafe.Pointer(channel), C.int32_t(compVector), unsafe.Pointer(attr))
+	if ret.r == nil {
+		return nil, abiutil.Errno("ibv_exp_create_cq", syscall.Errno(ret.e))
 	}
-	return (*CQ)(r), nil
+	return (*CQ)(ret.r), nil
 }
 
 // ExpModifyCQ calls ibv_exp_modify_cq (infiniband/verbs_exp.h:1397:19), an inline function of the headers, compiled into this package.
@@ -7869,8 +8011,8 @@ func ExpModifyCQ(cq *CQ, cqAttr *ExpCQAttr, cqAttrMask int32) error {
 	if cqAttr == nil {
 		return abiutil.NilArg("ibv_exp_modify_cq", "cq_attr")
 	}
-	r, errno := C.verbsexp_ExpModifyCQ(unsafe.Pointer(cq), unsafe.Pointer(cqAttr), C.int32_t(cqAttrMask))
-	return abiutil.Status("ibv_exp_modify_cq", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_ExpModifyCQ(unsafe.Pointer(cq), unsafe.Pointer(cqAttr), C.int32_t(cqAttrMask)))
+	return abiutil.Status("ibv_exp_modify_cq", r, errno)
 }
 
 // ExpCreateQP calls ibv_exp_create_qp (infiniband/verbs_exp.h:1414:29), an inline function of the headers, compiled into this package.
@@ -7882,11 +8024,11 @@ func ExpCreateQP(context *Context, qpInitAttr *ExpQPInitAttr) (*QP, error) {
 	if qpInitAttr == nil {
 		return nil, abiutil.NilArg("ibv_exp_create_qp", "qp_init_attr")
 	}
-	r, errno := C.verbsexp_ExpCreateQP(unsafe.Pointer(context), unsafe.Pointer(qpInitAttr))
-	if r == nil {
-		return nil, abiutil.Errno("ibv_exp_create_qp", errnoOf(errno))
+	ret := C.verbsexp_ExpCreateQP(unsafe.Pointer(context), unsafe.Pointer(qpInitAttr))
+	if ret.r == nil {
+		return nil, abiutil.Errno("ibv_exp_create_qp", syscall.Errno(ret.e))
 	}
-	return (*QP)(r), nil
+	return (*QP)(ret.r), nil
 }
 
 // ExpModifyQP calls ibv_exp_modify_qp (infiniband/verbs_exp.h:1436:19), an inline function of the headers, compiled into this package.
@@ -7898,12 +8040,13 @@ func ExpModifyQP(qp *QP, attr *ExpQPAttr, expAttrMask uint64) error {
 	if attr == nil {
 		return abiutil.NilArg("ibv_exp_modify_qp", "attr")
 	}
-	r, errno := C.verbsexp_ExpModifyQP(unsafe.Pointer(qp), unsafe.Pointer(attr), C.uint64_t(expAttrMask))
-	return abiutil.Status("ibv_exp_modify_qp", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_ExpModifyQP(unsafe.Pointer(qp), unsafe.Pointer(attr), C.uint64_t(expAttrMask)))
+	return abiutil.Status("ibv_exp_modify_qp", r, errno)
 }
 
 // ExpPostSend calls ibv_exp_post_send (infiniband/verbs_exp.h:1454:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
+// badWR may be nil: the failing request is then not reported.
 func ExpPostSend(qp *QP, wr *ExpSendWR, badWR **ExpSendWR) error {
 	if qp == nil {
 		return abiutil.NilArg("ibv_exp_post_send", "qp")
@@ -7911,11 +8054,8 @@ func ExpPostSend(qp *QP, wr *ExpSendWR, badWR **ExpSendWR) error {
 	if wr == nil {
 		return abiutil.NilArg("ibv_exp_post_send", "wr")
 	}
-	if badWR == nil {
-		return abiutil.NilArg("ibv_exp_post_send", "bad_wr")
-	}
-	r, errno := C.verbsexp_ExpPostSend(unsafe.Pointer(qp), unsafe.Pointer(wr), unsafe.Pointer(badWR))
-	return abiutil.Status("ibv_exp_post_send", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_ExpPostSend(unsafe.Pointer(qp), unsafe.Pointer(wr), unsafe.Pointer(badWR)))
+	return abiutil.Status("ibv_exp_post_send", r, errno)
 }
 
 // ExpPollCQ calls ibv_exp_poll_cq (infiniband/verbs_exp.h:1466:19), an inline function of the headers, compiled into this package.
@@ -7927,15 +8067,16 @@ func ExpPollCQ(ibcq *CQ, numEntries int32, wc *ExpWC, wcSize uint32) (int32, err
 	if wc == nil {
 		return 0, abiutil.NilArg("ibv_exp_poll_cq", "wc")
 	}
-	r, errno := C.verbsexp_ExpPollCQ(unsafe.Pointer(ibcq), C.int32_t(numEntries), unsafe.Pointer(wc), C.uint32_t(wcSize))
+	r, errno := unpack(C.verbsexp_ExpPollCQ(unsafe.Pointer(ibcq), C.int32_t(numEntries), unsafe.Pointer(wc), C.uint32_t(wcSize)))
 	if r < 0 {
-		return 0, abiutil.Status("ibv_exp_poll_cq", int64(r), errnoOf(errno))
+		return 0, abiutil.Status("ibv_exp_poll_cq", r, errno)
 	}
 	return int32(r), nil
 }
 
 // ExpPostTask calls ibv_exp_post_task (infiniband/verbs_exp.h:1479:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
+// badTask may be nil: the failing request is then not reported.
 func ExpPostTask(context *Context, task *ExpTask, badTask **ExpTask) error {
 	if context == nil {
 		return abiutil.NilArg("ibv_exp_post_task", "context")
@@ -7943,9 +8084,21 @@ func ExpPostTask(context *Context, task *ExpTask, badTask **ExpTask) error {
 	if task == nil {
 		return abiutil.NilArg("ibv_exp_post_task", "task")
 	}
-	if badTask == nil {
-		return abiutil.NilArg("ibv_exp_post_task", "bad_task")
+	r, errno := unpack(C.verbsexp_ExpPostTask(unsafe.Pointer(context), unsafe.Pointer(task), unsafe.Pointer(badTask)))
+	return abiutil.Status("ibv_exp_post_task", r, errno)
+}
+
+// ExpPostTaskCMem is ExpPostTask for arguments in C memory: each pointer is passed as the
+// address of C memory (an arena a runtime allocated with malloc, say), which
+// cgo does not check; the address of Go memory breaks cgo's pointer rules here.
+// It runs the same trampoline, so the same code, as ExpPostTask.
+func ExpPostTaskCMem(context uintptr, task uintptr, badTask uintptr) error {
+	if context == 0 {
+		return abiutil.NilArg("ibv_exp_post_task", "context")
 	}
-	r, errno := C.verbsexp_ExpPostTask(unsafe.Pointer(context), unsafe.Pointer(task), unsafe.Pointer(badTask))
-	return abiutil.Status("ibv_exp_post_task", int64(r), errnoOf(errno))
+	if task == 0 {
+		return abiutil.NilArg("ibv_exp_post_task", "task")
+	}
+	r, errno := unpack(C.verbsexp_ExpPostTaskCMem(C.uintptr_t(context), C.uintptr_t(task), C.uintptr_t(badTask)))
+	return abiutil.Status("ibv_exp_post_task", r, errno)
 }

@@ -11,9 +11,12 @@
 // (or Poll, which releases what it polls) ends a lease; Close reports the
 // leases never released.
 //
-// Misuse is an error, never a crash: leasing a wr_id twice, leasing a
-// buffer that is already leased, freeing a leased or freed Buffer,
-// releasing an unknown wr_id, using a closed Table.
+// Misuse is an error, never a crash: leasing a wr_id twice, leasing
+// memory that is already leased, a range outside its buffer or longer
+// than an SGE holds (checked without overflow: a NIC would DMA wherever
+// an SGE points), freeing a leased or freed Buffer, releasing an unknown
+// wr_id, using a closed Table. The memory held is kept ordered by address,
+// so a Lease and its Release cost O(log n) in the leases outstanding.
 package lease
 
 /*
@@ -33,6 +36,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sort"
 	"strings"
@@ -118,30 +122,22 @@ func (b *Buffer) Free() error {
 type lease struct {
 	pinner runtime.Pinner // Go memory
 	goMem  bool
-	buf    *Buffer // C memory
-	start  uintptr
-	end    uintptr
+	buf    *Buffer   // C memory
+	held   rangeNode // [start, end) in the Table's ranges
 }
 
-// Table tracks leases by wr_id. Safe for concurrent use.
+// Table tracks leases by wr_id, and the memory they hold by address.
+// Lease, Pin and Release are O(log n) in the leases outstanding. Safe for
+// concurrent use.
 type Table struct {
 	mu     sync.Mutex
 	leases map[uint64]*lease
+	held   ranges
 	closed bool
 }
 
 // NewTable returns an empty Table.
 func NewTable() *Table { return &Table{leases: map[uint64]*lease{}} }
-
-// overlaps reports a lease holding any byte of [start, end).
-func (t *Table) overlaps(start, end uintptr) (uint64, bool) {
-	for id, l := range t.leases {
-		if start < l.end && l.start < end {
-			return id, true
-		}
-	}
-	return 0, false
-}
 
 func (t *Table) add(wrID uint64, l *lease) error {
 	if t.closed {
@@ -150,10 +146,12 @@ func (t *Table) add(wrID uint64, l *lease) error {
 	if _, ok := t.leases[wrID]; ok {
 		return fmt.Errorf("wr_id %d: %w", wrID, ErrLeased)
 	}
-	if id, ok := t.overlaps(l.start, l.end); ok {
+	if id, ok := t.held.overlap(l.held.start, l.held.end); ok {
 		return fmt.Errorf("wr_id %d: memory overlaps the lease of wr_id %d: %w", wrID, id, ErrBusy)
 	}
 	t.leases[wrID] = l
+	l.held.wrID = wrID
+	t.held.add(&l.held)
 	return nil
 }
 
@@ -163,10 +161,13 @@ func (t *Table) Pin(wrID uint64, buf []byte, lkey uint32) (verbs.SGE, error) {
 	if len(buf) == 0 {
 		return verbs.SGE{}, fmt.Errorf("lease.Pin: empty buffer: %w", syscall.EINVAL)
 	}
+	if len(buf) > MaxLength {
+		return verbs.SGE{}, fmt.Errorf("lease.Pin: %d bytes is more than an SGE holds (%d): %w", len(buf), MaxLength, syscall.EINVAL)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	start := uintptr(unsafe.Pointer(&buf[0]))
-	l := &lease{goMem: true, start: start, end: start + uintptr(len(buf))}
+	l := &lease{goMem: true, held: rangeNode{start: start, end: start + uintptr(len(buf))}}
 	if err := t.add(wrID, l); err != nil {
 		return verbs.SGE{}, err
 	}
@@ -174,10 +175,19 @@ func (t *Table) Pin(wrID uint64, buf []byte, lkey uint32) (verbs.SGE, error) {
 	return verbs.SGE{Addr: uint64(start), Length: uint32(len(buf)), Lkey: lkey}, nil
 }
 
+// MaxLength is the most bytes one lease covers: what an SGE's 32-bit
+// length holds.
+const MaxLength = math.MaxUint32
+
 // Lease leases [off, off+n) of a C Buffer to wrID and returns its SGE.
+// The range must be non-empty, inside the buffer and at most MaxLength
+// bytes; it is checked without overflow.
 func (t *Table) Lease(wrID uint64, b *Buffer, off, n int, lkey uint32) (verbs.SGE, error) {
-	if b == nil || off < 0 || n <= 0 || off+n > b.n {
-		return verbs.SGE{}, fmt.Errorf("lease.Lease: range [%d,%d) outside the buffer: %w", off, off+n, syscall.EINVAL)
+	if b == nil {
+		return verbs.SGE{}, fmt.Errorf("lease.Lease: nil buffer: %w", syscall.EINVAL)
+	}
+	if off < 0 || n <= 0 || n > MaxLength || off > b.n-n { // b.n-n cannot overflow: both are positive
+		return verbs.SGE{}, fmt.Errorf("lease.Lease: %d bytes at offset %d are not a range of the %d-byte buffer (at most %d): %w", n, off, b.n, MaxLength, syscall.EINVAL)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -187,7 +197,7 @@ func (t *Table) Lease(wrID uint64, b *Buffer, off, n int, lkey uint32) (verbs.SG
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	start := uintptr(b.p) + uintptr(off)
-	if err := t.add(wrID, &lease{buf: b, start: start, end: start + uintptr(n)}); err != nil {
+	if err := t.add(wrID, &lease{buf: b, held: rangeNode{start: start, end: start + uintptr(n)}}); err != nil {
 		return verbs.SGE{}, err
 	}
 	b.leases++
@@ -200,6 +210,7 @@ func (t *Table) Release(wrID uint64) error {
 	l, ok := t.leases[wrID]
 	if ok {
 		delete(t.leases, wrID)
+		t.held.remove(l.held.start)
 	}
 	t.mu.Unlock()
 	if !ok {
@@ -229,7 +240,8 @@ func (t *Table) Poll(cq *verbs.CQ, wc []verbs.ExpWC) (int, error) {
 	if len(wc) == 0 {
 		return 0, nil
 	}
-	n, err := verbs.ExpPollCQ(cq, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+	// ibv_exp_poll_cq takes an int count: poll at most that many.
+	n, err := verbs.ExpPollCQ(cq, int32(min(len(wc), math.MaxInt32)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
 	if err != nil {
 		return 0, err
 	}

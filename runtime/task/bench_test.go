@@ -5,8 +5,10 @@ package task_test
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/internal/sidebyside"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 	"github.com/verbsexp/verbsexp/runtime/task"
@@ -19,22 +21,27 @@ const ringSlots = 1 << 15
 
 // BenchmarkPostTaskList posts a list of <tasks> tasks of <wrs> RDMA writes
 // each to the software device, whose post path builds a 64-byte WQE per
-// work request. Three ways, in one run: "go" is this package (the list
-// built once in C memory, one ibv_exp_post_task per iteration); "c" is
-// the same list built and posted from C; "naive" copies Go structs into
-// freshly malloc'ed C records on every post. The ratios are printed.
+// work request. The ways: "go" is this package (the list built once in C
+// memory, one ibv_exp_post_task per iteration); "c" is the same list
+// built and posted from a C loop; "cgo-nop3" is an empty cgo call of the
+// post's shape (three uintptr_t arguments, an int64 result), so that
+// c + cgo-nop3 is the floor of any post from Go with one cgo call; "naive"
+// copies Go structs into freshly malloc'ed C records on every post. Each
+// runs as a sub-benchmark of its own, then go, c and cgo-nop3 interleaved
+// in "side-by-side", which reports the medians and the ratios to the
+// goals (1×1: go/floor ≤ 1.15; 16×4 and 64×4: go/c ≤ 1.05) and prints
+// them.
 func BenchmarkPostTaskList(b *testing.B) {
 	for _, size := range [][2]int{{1, 1}, {16, 4}, {64, 4}} {
 		nt, nw := size[0], size[1]
 		b.Run(fmt.Sprintf("%dx%d", nt, nw), func(b *testing.B) {
 			env := newBenchEnv(b)
 			defer env.close()
-			perOp := map[string]float64{}
+			per := ringSlots / (nt * nw) // posts before the ring must drain
+			drain := func() error { _, err := env.dev.Progress(); return err }
 			run := func(way string, post func(n int) error) {
 				b.Run(way, func(b *testing.B) {
 					b.ReportAllocs()
-					per := ringSlots / (nt * nw)
-					b.ResetTimer()
 					for done := 0; done < b.N; {
 						n := min(per, b.N-done)
 						if err := post(n); err != nil {
@@ -42,10 +49,11 @@ func BenchmarkPostTaskList(b *testing.B) {
 						}
 						done += n
 						b.StopTimer()
-						env.drain(b)
+						if err := drain(); err != nil {
+							b.Fatal(err)
+						}
 						b.StartTimer()
 					}
-					perOp[way] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 				})
 			}
 
@@ -62,19 +70,22 @@ func BenchmarkPostTaskList(b *testing.B) {
 					}
 				}
 			}
-			run("go", func(n int) error {
+			goPost := func(n int) error {
 				for i := 0; i < n; i++ {
 					if err := l.Post(); err != nil {
 						return err
 					}
 				}
 				return nil
-			})
-
+			}
 			cl := baseline.NewCList(env.dev.Context(), env.qp, nt, nw, env.w)
 			defer cl.Free()
-			run("c", cl.Post)
+			ctx := uintptr(unsafe.Pointer(env.dev.Context()))
+			nop3 := func(n int) error { baseline.Nop3(n, ctx, ctx, ctx); return nil }
 
+			run("go", goPost)
+			run("c", cl.Post)
+			run("cgo-nop3", nop3)
 			naive := make([]baseline.NaiveTask, nt)
 			for i := range naive {
 				naive[i] = baseline.NaiveTask{QP: env.qp, Writes: make([]baseline.Write, nw)}
@@ -90,9 +101,26 @@ func BenchmarkPostTaskList(b *testing.B) {
 				}
 				return nil
 			})
-			if perOp["go"] > 0 && perOp["c"] > 0 {
-				fmt.Printf("PostTaskList %dx%d: go %.0f ns, c %.0f ns, naive %.0f ns; go/c %.2f, naive/go %.2f\n",
-					nt, nw, perOp["go"], perOp["c"], perOp["naive"], perOp["go"]/perOp["c"], perOp["naive"]/perOp["go"])
+
+			var res sidebyside.Result
+			b.Run("side-by-side", func(b *testing.B) {
+				res = sidebyside.Bench(b, per,
+					sidebyside.Way{Name: "go", Run: goPost, After: drain},
+					sidebyside.Way{Name: "c", Run: cl.Post, After: drain},
+					sidebyside.Way{Name: "cgo-nop3", Run: nop3})
+				floor := res.Of("c") + res.Of("cgo-nop3")
+				b.ReportMetric(floor, "floor-ns/op")
+				b.ReportMetric(res.Of("go")/floor, "go/floor")
+				b.ReportMetric(res.Ratio("go", "c"), "go/c")
+			})
+			if res.Names != nil {
+				floor := res.Of("c") + res.Of("cgo-nop3")
+				goal := fmt.Sprintf("go/floor %.2f (goal ≤ 1.15), go/c %.2f", res.Of("go")/floor, res.Ratio("go", "c"))
+				if nt*nw > 1 {
+					goal = fmt.Sprintf("go/c %.2f (goal ≤ 1.05), go/floor %.2f", res.Ratio("go", "c"), res.Of("go")/floor)
+				}
+				fmt.Printf("PostTaskList %dx%d (interleaved medians): %s; floor (c + cgo-nop3) %.1f ns; %s\n",
+					nt, nw, res.Summary(), floor, goal)
 			}
 		})
 	}

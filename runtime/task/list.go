@@ -28,12 +28,17 @@ package task
 
 /*
 #include <stdlib.h>
+
+// cgo checks the pointer argument of this call (the rules every verb call
+// used to apply to ctx): once, at New, instead of at every post.
+static void task_check_ctx(void *ctx) {}
 */
 import "C"
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -42,10 +47,14 @@ import (
 	verbs "github.com/verbsexp/verbsexp/generated"
 )
 
-// Capacity sizes a List's arena.
+// Capacity sizes a List's arena. Each count is at most MaxCount.
 type Capacity struct {
 	Tasks, SendWRs, RecvWRs, SGEs int
 }
+
+// MaxCount is the largest count of any region of an arena: what C's int
+// holds (the verbs count work requests and SGEs in ints).
+const MaxCount = math.MaxInt32
 
 // Errors a List reports for misuse; they wrap syscall.EINVAL or ENOMEM so
 // callers may also test those.
@@ -72,7 +81,7 @@ func (e *CapacityError) Unwrap() error { return syscall.ENOMEM }
 // List is a task list in C memory. It is not safe for concurrent use;
 // separate Lists may be built and posted from separate goroutines.
 type List struct {
-	ctx   *verbs.Context
+	ctx   *verbs.Context // also keeps a Go-allocated ctx reachable (Go's heap does not move)
 	mem   unsafe.Pointer
 	tasks []verbs.ExpTask
 	sends []verbs.ExpSendWR
@@ -86,9 +95,16 @@ type List struct {
 	lastRecv *verbs.RecvWR
 	// firstWR[i] is the index of task i's first work request in its slab.
 	firstWR []int32
+
+	// What Post passes, as addresses: ctx (checked at New) and the first
+	// task and the bad_task slot (in the arena: C memory).
+	ctxAddr, tasksAddr, badAddr uintptr
 }
 
-// New allocates a List for ctx with the given capacity.
+// New allocates a List for ctx with the given capacity. Counts that are
+// negative or above MaxCount, or an arena larger than the address space,
+// are refused with EINVAL; an arena the C allocator cannot give, with
+// ENOMEM.
 func New(ctx *verbs.Context, c Capacity) (*List, error) {
 	if ctx == nil {
 		return nil, abiutil.NilArg("task.New", "ctx")
@@ -96,12 +112,13 @@ func New(ctx *verbs.Context, c Capacity) (*List, error) {
 	if c.Tasks <= 0 || c.SendWRs < 0 || c.RecvWRs < 0 || c.SGEs < 0 {
 		return nil, fmt.Errorf("task.New: capacity %+v: need at least one task and no negative counts: %w", c, syscall.EINVAL)
 	}
-	offTasks := uintptr(0)
-	offSends := align(offTasks+uintptr(c.Tasks)*unsafe.Sizeof(verbs.ExpTask{}), 16)
-	offRecvs := align(offSends+uintptr(c.SendWRs)*unsafe.Sizeof(verbs.ExpSendWR{}), 16)
-	offSGEs := align(offRecvs+uintptr(c.RecvWRs)*unsafe.Sizeof(verbs.RecvWR{}), 16)
-	offBad := align(offSGEs+uintptr(c.SGEs)*unsafe.Sizeof(verbs.SGE{}), 16)
-	size := offBad + unsafe.Sizeof(uintptr(0))
+	if n := max(c.Tasks, c.SendWRs, c.RecvWRs, c.SGEs); n > MaxCount {
+		return nil, fmt.Errorf("task.New: capacity %+v: a count of %d is above %d, what the verbs' int counts hold: %w", c, n, MaxCount, syscall.EINVAL)
+	}
+	offs, size, ok := arenaLayout(c)
+	if !ok {
+		return nil, fmt.Errorf("task.New: capacity %+v: the arena would not fit in the address space: %w", c, syscall.EINVAL)
+	}
 	mem := C.calloc(1, C.size_t(size))
 	if mem == nil {
 		return nil, fmt.Errorf("task.New: cannot allocate %d bytes of C memory: %w", size, syscall.ENOMEM)
@@ -109,15 +126,48 @@ func New(ctx *verbs.Context, c Capacity) (*List, error) {
 	l := &List{
 		ctx:     ctx,
 		mem:     mem,
-		tasks:   unsafe.Slice((*verbs.ExpTask)(unsafe.Add(mem, offTasks)), c.Tasks),
-		sends:   unsafe.Slice((*verbs.ExpSendWR)(unsafe.Add(mem, offSends)), c.SendWRs),
-		recvs:   unsafe.Slice((*verbs.RecvWR)(unsafe.Add(mem, offRecvs)), c.RecvWRs),
-		sges:    unsafe.Slice((*verbs.SGE)(unsafe.Add(mem, offSGEs)), c.SGEs),
-		bad:     (**verbs.ExpTask)(unsafe.Add(mem, offBad)),
+		tasks:   unsafe.Slice((*verbs.ExpTask)(unsafe.Add(mem, offs[0])), c.Tasks),
+		sends:   unsafe.Slice((*verbs.ExpSendWR)(unsafe.Add(mem, offs[1])), c.SendWRs),
+		recvs:   unsafe.Slice((*verbs.RecvWR)(unsafe.Add(mem, offs[2])), c.RecvWRs),
+		sges:    unsafe.Slice((*verbs.SGE)(unsafe.Add(mem, offs[3])), c.SGEs),
+		bad:     (**verbs.ExpTask)(unsafe.Add(mem, offs[4])),
 		firstWR: make([]int32, c.Tasks),
 	}
+	// ctx crosses into C at every post as a uintptr, which cgo does not
+	// check: check it here, once, as cgo checks a verb's pointer argument.
+	C.task_check_ctx(unsafe.Pointer(ctx))
+	l.ctxAddr = uintptr(unsafe.Pointer(ctx))
+	l.tasksAddr = uintptr(unsafe.Pointer(&l.tasks[0]))
+	l.badAddr = uintptr(unsafe.Pointer(l.bad))
 	live.Add(1)
 	return l, nil
+}
+
+// arenaLayout returns the offsets of the tasks, send WRs, receive WRs,
+// SGEs and the bad_task slot in an arena for c, and its size; ok is false
+// when the size overflows.
+func arenaLayout(c Capacity) (offs [5]uintptr, size uintptr, ok bool) {
+	regions := [4]struct{ n, size uintptr }{
+		{uintptr(c.Tasks), unsafe.Sizeof(verbs.ExpTask{})},
+		{uintptr(c.SendWRs), unsafe.Sizeof(verbs.ExpSendWR{})},
+		{uintptr(c.RecvWRs), unsafe.Sizeof(verbs.RecvWR{})},
+		{uintptr(c.SGEs), unsafe.Sizeof(verbs.SGE{})},
+	}
+	var end uintptr
+	for i, r := range regions {
+		if r.n != 0 && r.size > (math.MaxUint-end)/r.n {
+			return offs, 0, false
+		}
+		offs[i] = end
+		if end, ok = alignUp(end+r.n*r.size, 16); !ok {
+			return offs, 0, false
+		}
+	}
+	offs[4] = end
+	if end > math.MaxUint-unsafe.Sizeof(uintptr(0)) {
+		return offs, 0, false
+	}
+	return offs, end + unsafe.Sizeof(uintptr(0)), true
 }
 
 // live counts arenas allocated and not yet freed, for leak checks.
@@ -127,7 +177,14 @@ var live atomic.Int64
 // long-running programs check it for leaked C memory.
 func LiveArenas() int64 { return live.Load() }
 
-func align(n, a uintptr) uintptr { return (n + a - 1) &^ (a - 1) }
+// alignUp rounds n up to a multiple of a (a power of two); ok is false
+// when that overflows.
+func alignUp(n, a uintptr) (uintptr, bool) {
+	if n > math.MaxUint-(a-1) {
+		return 0, false
+	}
+	return (n + a - 1) &^ (a - 1), true
+}
 
 // Free releases the arena. The List cannot be used afterwards; a second
 // Free is an error.
@@ -138,7 +195,10 @@ func (l *List) Free() error {
 	C.free(l.mem)
 	live.Add(-1)
 	l.mem = nil
+	l.nTasks, l.nSends, l.nRecvs, l.nSGEs = 0, 0, 0, 0 // Post sees an empty List, then ErrFreed
+	l.lastSend, l.lastRecv = nil, nil
 	l.tasks, l.sends, l.recvs, l.sges, l.bad = nil, nil, nil, nil, nil
+	l.ctxAddr, l.tasksAddr, l.badAddr = 0, 0, 0
 	return nil
 }
 
@@ -206,6 +266,9 @@ func (l *List) sendWR(wrID uint64, op verbs.ExpWROpcode, flags verbs.ExpSendFlag
 	if l.nSGEs+len(sges) > len(l.sges) {
 		return nil, &CapacityError{"scatter/gather entries", len(l.sges)}
 	}
+	if err := checkSGEs(sges); err != nil {
+		return nil, err
+	}
 	wr := &l.sends[l.nSends]
 	l.nSends++
 	*wr = verbs.ExpSendWR{}
@@ -220,6 +283,30 @@ func (l *List) sendWR(wrID uint64, op verbs.ExpWROpcode, flags verbs.ExpSendFlag
 	}
 	l.lastSend = wr
 	return wr, nil
+}
+
+// checkSGEs refuses an SGE whose range wraps around the address space:
+// a device would read or write from address 0 on.
+func checkSGEs(sges []verbs.SGE) error {
+	for i, g := range sges {
+		if g.Addr > math.MaxUint64-uint64(g.Length) {
+			return fmt.Errorf("task list: SGE %d [%#x, +%d) runs past the end of the address space: %w", i, g.Addr, g.Length, syscall.EINVAL)
+		}
+	}
+	return nil
+}
+
+// checkRemote refuses an RDMA range [remote, remote + the SGEs' total
+// length) that wraps around the address space.
+func checkRemote(remote uint64, sges []verbs.SGE) error {
+	end := remote
+	for _, g := range sges {
+		if end > math.MaxUint64-uint64(g.Length) {
+			return fmt.Errorf("task list: remote range from %#x runs past the end of the address space: %w", remote, syscall.EINVAL)
+		}
+		end += uint64(g.Length)
+	}
+	return nil
 }
 
 // copySGEs copies sges into the arena (room was checked) and returns the
@@ -255,6 +342,9 @@ func (l *List) Send(wrID uint64, flags verbs.ExpSendFlags, sges ...verbs.SGE) (*
 
 // Write appends an RDMA WRITE of the gathered sges to remote/rkey.
 func (l *List) Write(wrID uint64, flags verbs.ExpSendFlags, remote uint64, rkey uint32, sges ...verbs.SGE) (*verbs.ExpSendWR, error) {
+	if err := checkRemote(remote, sges); err != nil {
+		return nil, err
+	}
 	wr, err := l.sendWR(wrID, verbs.ExpWRRDMAWrite, flags, sges)
 	if err == nil {
 		r := wr.WR.RDMA()
@@ -265,6 +355,9 @@ func (l *List) Write(wrID uint64, flags verbs.ExpSendFlags, remote uint64, rkey 
 
 // Read appends an RDMA READ from remote/rkey into the sges.
 func (l *List) Read(wrID uint64, flags verbs.ExpSendFlags, remote uint64, rkey uint32, sges ...verbs.SGE) (*verbs.ExpSendWR, error) {
+	if err := checkRemote(remote, sges); err != nil {
+		return nil, err
+	}
 	wr, err := l.sendWR(wrID, verbs.ExpWRRDMARead, flags, sges)
 	if err == nil {
 		r := wr.WR.RDMA()
@@ -340,6 +433,9 @@ func (l *List) Recv(wrID uint64, sges ...verbs.SGE) (*verbs.RecvWR, error) {
 	if l.nSGEs+len(sges) > len(l.sges) {
 		return nil, &CapacityError{"scatter/gather entries", len(l.sges)}
 	}
+	if err := checkSGEs(sges); err != nil {
+		return nil, err
+	}
 	wr := &l.recvs[l.nRecvs]
 	l.nRecvs++
 	*wr = verbs.RecvWR{WRID: wrID}
@@ -379,19 +475,23 @@ func (e *PostError) Unwrap() error { return e.Errno }
 // Post posts the whole list with exactly one ibv_exp_post_task call. The
 // List is unchanged and may be posted again.
 func (l *List) Post() error {
-	if l.mem == nil {
-		return ErrFreed
-	}
-	if l.nTasks == 0 {
+	if l.nTasks == 0 { // also after Free
+		if l.mem == nil {
+			return ErrFreed
+		}
 		return fmt.Errorf("task list Post: %w (%w)", ErrEmpty, syscall.EINVAL)
 	}
 	*l.bad = nil
 	l.tasks[l.nTasks-1].Next = nil
-	err := verbs.ExpPostTask(l.ctx, &l.tasks[0], l.bad)
-	if err == nil {
-		return nil
+	// The three addresses cross as uintptr, unchecked by cgo: the first
+	// task and the bad_task slot are in the arena, C memory by
+	// construction (calloc in New), and ctx was checked at New.
+	// Go pointers stored into the arena are still caught where they are
+	// written (cgocheck2), not here.
+	if err := verbs.ExpPostTaskCMem(l.ctxAddr, l.tasksAddr, l.badAddr); err != nil {
+		return l.postError(err)
 	}
-	return l.postError(err)
+	return nil
 }
 
 // postError maps bad_task back to the index the caller built. It runs
@@ -406,12 +506,11 @@ func (l *List) postError(err error) error {
 	if bad == nil {
 		return pe
 	}
-	base := uintptr(unsafe.Pointer(&l.tasks[0]))
-	off := uintptr(unsafe.Pointer(bad)) - base
-	size := unsafe.Sizeof(verbs.ExpTask{})
-	if off%size != 0 || off/size >= uintptr(l.nTasks) {
+	addr, size := uintptr(unsafe.Pointer(bad)), unsafe.Sizeof(verbs.ExpTask{})
+	if addr < l.tasksAddr || (addr-l.tasksAddr)%size != 0 || (addr-l.tasksAddr)/size >= uintptr(l.nTasks) {
 		return pe // not one of ours; report the errno alone
 	}
+	off := addr - l.tasksAddr
 	i := int(off / size)
 	pe.Task, pe.Kind, pe.FirstWR = i, l.tasks[i].TaskType, int(l.firstWR[i])
 	end := l.nSends

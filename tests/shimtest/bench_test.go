@@ -3,17 +3,54 @@
 package shimtest
 
 import (
+	"fmt"
 	"testing"
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/internal/sidebyside"
 )
 
+// block is the number of calls each way makes per interleaved round.
+const block = 4096
+
+// ways runs each way as a sub-benchmark of its own (for benchstat and
+// -benchmem), then all of them interleaved in "side-by-side", which
+// reports each one's median and the ratios asked for; the summary line is
+// printed once per run.
+func ways(b *testing.B, title string, ratios [][2]string, ws ...sidebyside.Way) {
+	for _, w := range ws {
+		b.Run(w.Name, func(b *testing.B) {
+			b.ReportAllocs()
+			if err := w.Run(b.N); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+	var last sidebyside.Result
+	b.Run("side-by-side", func(b *testing.B) {
+		last = sidebyside.Bench(b, block, ws...)
+		for _, r := range ratios {
+			b.ReportMetric(last.Ratio(r[0], r[1]), r[0]+"/"+r[1])
+		}
+	})
+	if last.Names != nil {
+		s := ""
+		for _, r := range ratios {
+			s += fmt.Sprintf("; %s/%s %.2f", r[0], r[1], last.Ratio(r[0], r[1]))
+		}
+		fmt.Printf("%s (interleaved medians): %s%s\n", title, last.Summary(), s)
+	}
+}
+
 // BenchmarkShimExpPostTask posts one task through the inline dispatch path
-// into the test provider: "go" calls the generated wrapper once per
-// iteration (one cgo transition each), "c" makes the same b.N calls from a
-// C loop, and "cgo-nop" is one cgo call of an empty C function: go ≈ c +
-// cgo-nop when the wrapper adds nothing but the transition.
+// into the test provider: "go" is the generated wrapper (errno packed
+// with the result in one C value), "previous" the form it replaced (cgo's
+// two-result call), "cmem" the address form for C memory
+// (ExpPostTaskCMem: no cgo pointer checks), "c" the same calls from a C
+// loop and "cgo-nop3" an empty cgo call of the post's shape. go/previous
+// is the gain; cmem ≈ c + cgo-nop3 when the wrapper adds nothing but the
+// transition.
 func BenchmarkShimExpPostTask(b *testing.B) {
 	ctx := Open(true)
 	defer Close(ctx)
@@ -22,29 +59,49 @@ func BenchmarkShimExpPostTask(b *testing.B) {
 	defer Free(unsafe.Pointer(task))
 	defer Free(unsafe.Pointer(bad))
 	SetPostTaskResult(0)
-	b.Run("go", func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			if err := verbs.ExpPostTask(ctx, task, bad); err != nil {
-				b.Fatal(err)
+	c, t, p := uintptr(unsafe.Pointer(ctx)), uintptr(unsafe.Pointer(task)), uintptr(unsafe.Pointer(bad))
+	ways(b, "ShimExpPostTask", [][2]string{{"go", "previous"}, {"cmem", "previous"}},
+		sidebyside.Way{Name: "go", Run: func(n int) error {
+			for i := 0; i < n; i++ {
+				if err := verbs.ExpPostTask(ctx, task, bad); err != nil {
+					return err
+				}
 			}
-		}
-	})
-	b.Run("cgo-nop", func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			Nop()
-		}
-	})
-	b.Run("c", func(b *testing.B) {
-		b.ReportAllocs()
-		if PostTaskLoop(ctx, task, bad, b.N) != 0 {
-			b.Fatal("post_task failed")
-		}
-	})
+			return nil
+		}},
+		sidebyside.Way{Name: "previous", Run: func(n int) error {
+			for i := 0; i < n; i++ {
+				if err := PreviousExpPostTask(ctx, task, bad); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		sidebyside.Way{Name: "cmem", Run: func(n int) error {
+			for i := 0; i < n; i++ {
+				if err := verbs.ExpPostTaskCMem(c, t, p); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		sidebyside.Way{Name: "c", Run: func(n int) error {
+			if PostTaskLoop(ctx, task, bad, n) != 0 {
+				return fmt.Errorf("post_task failed")
+			}
+			return nil
+		}},
+		sidebyside.Way{Name: "cgo-nop3", Run: func(n int) error {
+			for i := 0; i < n; i++ {
+				Nop3(c, t, p)
+			}
+			return nil
+		}},
+	)
 }
 
-// BenchmarkShimExpPollCQ is the count convention on the same path.
+// BenchmarkShimExpPollCQ is the count convention on the same path: the
+// generated wrapper against the form it replaced.
 func BenchmarkShimExpPollCQ(b *testing.B) {
 	ctx := Open(true)
 	defer Close(ctx)
@@ -53,11 +110,24 @@ func BenchmarkShimExpPollCQ(b *testing.B) {
 	defer Free(unsafe.Pointer(cq))
 	defer Free(unsafe.Pointer(wc))
 	cq.Context = ctx
-	SetPollResult(0)
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		if _, err := verbs.ExpPollCQ(cq, 16, &wc[0], uint32(unsafe.Sizeof(wc[0]))); err != nil {
-			b.Fatal(err)
-		}
-	}
+	SetPollResult(0, 0)
+	size := uint32(unsafe.Sizeof(wc[0]))
+	ways(b, "ShimExpPollCQ", [][2]string{{"go", "previous"}},
+		sidebyside.Way{Name: "go", Run: func(n int) error {
+			for i := 0; i < n; i++ {
+				if _, err := verbs.ExpPollCQ(cq, 16, &wc[0], size); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		sidebyside.Way{Name: "previous", Run: func(n int) error {
+			for i := 0; i < n; i++ {
+				if _, err := PreviousExpPollCQ(cq, 16, &wc[0], size); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	)
 }

@@ -22,11 +22,12 @@ struct provider {
 static void *seen_ctx, *seen_task, *seen_bad;
 static long calls;
 static int post_task_result;
-static int poll_result;
+static int poll_result, poll_errno;
 
+// Like a real provider, it writes *bad on failure without checking it.
 static int op_post_task(struct ibv_context *ctx, struct ibv_exp_task *task, struct ibv_exp_task **bad) {
 	seen_ctx = ctx; seen_task = task; seen_bad = bad; calls++;
-	if (post_task_result != 0 && bad != NULL)
+	if (post_task_result != 0)
 		*bad = task->next != NULL ? task->next : task; // the failing task
 	return post_task_result;
 }
@@ -45,6 +46,10 @@ static struct ibv_cq *op_create_cq(struct ibv_context *ctx, int cqe, struct ibv_
 
 static int op_poll_cq(struct ibv_cq *cq, int n, struct ibv_exp_wc *wc, uint32_t wc_size) {
 	calls++;
+	if (poll_result < 0) {
+		errno = poll_errno;
+		return -1;
+	}
 	return poll_result < n ? poll_result : n;
 }
 
@@ -69,14 +74,16 @@ static void provider_close(struct ibv_context *ctx) {
 
 // Accessors: cgo cannot reach static variables directly.
 static void set_post_task_result(int r) { post_task_result = r; }
-static void set_poll_result(int n) { poll_result = n; }
+static void set_poll_result(int n, int e) { poll_result = n; poll_errno = e; }
 static void *get_seen_ctx(void) { return seen_ctx; }
 static void *get_seen_task(void) { return seen_task; }
 static void *get_seen_bad(void) { return seen_bad; }
 static long get_calls(void) { return calls; }
 
-// An empty function: the price of one cgo transition.
+// Empty functions: the price of one cgo transition, and of one with the
+// post's shape (three uintptr_t arguments, an int64 result).
 static void nop(void) {}
+static int64_t nop3(uintptr_t a, uintptr_t b, uintptr_t c) { return 0; }
 
 // The C baseline of the benchmark: n calls of the inline verb from C.
 static int post_task_loop(struct ibv_context *ctx, struct ibv_exp_task *task,
@@ -90,6 +97,7 @@ static int post_task_loop(struct ibv_context *ctx, struct ibv_exp_task *task,
 import "C"
 
 import (
+	"syscall"
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
@@ -120,8 +128,9 @@ func Free(p unsafe.Pointer) { C.free(p) }
 // SetPostTaskResult makes the post_task operation return r (an errno).
 func SetPostTaskResult(r int) { C.set_post_task_result(C.int(r)) }
 
-// SetPollResult makes poll_cq report n completions.
-func SetPollResult(n int) { C.set_poll_result(C.int(n)) }
+// SetPollResult makes poll_cq report n completions, or fail with errno
+// e when n is negative (returning -1, as libibverbs' convention has it).
+func SetPollResult(n int, e syscall.Errno) { C.set_poll_result(C.int(n), C.int(e)) }
 
 // Seen returns the arguments the last post_task operation received.
 func Seen() (ctx, task, bad unsafe.Pointer) {
@@ -133,6 +142,11 @@ func Calls() int64 { return int64(C.get_calls()) }
 
 // Nop makes one cgo call that does nothing.
 func Nop() { C.nop() }
+
+// Nop3 makes one cgo call of the post's shape that does nothing.
+func Nop3(a, b, c uintptr) int64 {
+	return int64(C.nop3(C.uintptr_t(a), C.uintptr_t(b), C.uintptr_t(c)))
+}
 
 // PostTaskLoop calls ibv_exp_post_task n times from C.
 func PostTaskLoop(ctx *verbs.Context, task *verbs.ExpTask, bad **verbs.ExpTask, n int) int {

@@ -4,6 +4,9 @@ package shimtest
 
 import (
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,7 +124,7 @@ func TestPollCountConvention(t *testing.T) {
 	cq.Context = ctx
 	wc := Calloc[[4]verbs.ExpWC]()
 	defer Free(unsafe.Pointer(wc))
-	SetPollResult(3)
+	SetPollResult(3, 0)
 	n, err := verbs.ExpPollCQ(cq, 4, &wc[0], uint32(unsafe.Sizeof(wc[0])))
 	if err != nil || n != 3 {
 		t.Fatalf("ExpPollCQ = %d, %v; want 3, nil", n, err)
@@ -155,17 +158,137 @@ func TestExportedFunctionWithoutLibrary(t *testing.T) {
 	}
 }
 
-// TestNilOutParameter: the failing-request out-parameter is required
-// (providers write it on failure), so nil is EINVAL before C is reached.
+// TestNilOutParameter: the failing-request out-parameter may be nil, as C
+// allows on a post that succeeds. The trampoline then hands the provider
+// a slot of its own, so a failure (the provider writes *bad_task without
+// checking, as real ones do) never writes through NULL.
 func TestNilOutParameter(t *testing.T) {
 	ctx := Open(true)
 	defer Close(ctx)
 	task, _, _ := taskList(t)
+	SetPostTaskResult(0)
+	if err := verbs.ExpPostTask(ctx, task, nil); err != nil {
+		t.Fatalf("ExpPostTask(ctx, task, nil) = %v, want success", err)
+	}
+	if _, _, b := Seen(); b == nil {
+		t.Fatal("the provider received a NULL bad_task; want the trampoline's slot")
+	}
+	SetPostTaskResult(int(syscall.EINVAL))
+	defer SetPostTaskResult(0)
+	if err := verbs.ExpPostTask(ctx, task, nil); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("failing ExpPostTask(ctx, task, nil) = %v, want the provider's EINVAL", err)
+	}
+	if err := verbs.ExpPostTaskCMem(uintptr(unsafe.Pointer(ctx)), uintptr(unsafe.Pointer(task)), 0); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("failing ExpPostTaskCMem(…, 0) = %v, want the provider's EINVAL", err)
+	}
+}
+
+// TestPostTaskCMem: the address form reaches the provider with the same
+// addresses, through the same trampoline, with the same conventions.
+func TestPostTaskCMem(t *testing.T) {
+	ctx := Open(true)
+	defer Close(ctx)
+	task, second, bad := taskList(t)
+	c, tk, b := uintptr(unsafe.Pointer(ctx)), uintptr(unsafe.Pointer(task)), uintptr(unsafe.Pointer(bad))
+	SetPostTaskResult(0)
+	if err := verbs.ExpPostTaskCMem(c, tk, b); err != nil {
+		t.Fatalf("ExpPostTaskCMem: %v", err)
+	}
+	if sc, st, sb := Seen(); uintptr(sc) != c || uintptr(st) != tk || uintptr(sb) != b {
+		t.Fatalf("provider saw %p %p %p; Go passed %#x %#x %#x", sc, st, sb, c, tk, b)
+	}
+	SetPostTaskResult(int(syscall.EAGAIN))
+	defer SetPostTaskResult(0)
+	if err := verbs.ExpPostTaskCMem(c, tk, b); !errors.Is(err, syscall.EAGAIN) || *bad != second {
+		t.Fatalf("ExpPostTaskCMem = %v, bad_task %p; want EAGAIN and %p", err, *bad, second)
+	}
 	before := Calls()
-	if err := verbs.ExpPostTask(ctx, task, nil); !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "bad_task") {
-		t.Fatalf("ExpPostTask(ctx, task, nil) = %v, want EINVAL naming bad_task", err)
+	if err := verbs.ExpPostTaskCMem(0, tk, b); !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "context") {
+		t.Fatalf("ExpPostTaskCMem(0, …) = %v, want EINVAL naming context", err)
+	}
+	if err := verbs.ExpPostTaskCMem(c, 0, b); !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "task") {
+		t.Fatalf("ExpPostTaskCMem(…, 0, …) = %v, want EINVAL naming task", err)
 	}
 	if Calls() != before {
-		t.Fatal("the provider was called with a nil bad_task")
+		t.Fatal("the provider was called with a zero address")
 	}
+}
+
+// TestCountErrno: a count of -1 carries errno back (packed with the result).
+func TestCountErrno(t *testing.T) {
+	ctx := Open(true)
+	defer Close(ctx)
+	cq := Calloc[verbs.CQ]()
+	defer Free(unsafe.Pointer(cq))
+	cq.Context = ctx
+	wc := Calloc[[4]verbs.ExpWC]()
+	defer Free(unsafe.Pointer(wc))
+	SetPollResult(-1, syscall.EIO)
+	defer SetPollResult(0, 0)
+	n, err := verbs.ExpPollCQ(cq, 4, &wc[0], uint32(unsafe.Sizeof(wc[0])))
+	var ce *abiutil.CallError
+	if n != 0 || !errors.As(err, &ce) || ce.Errno != syscall.EIO || ce.Func != "ibv_exp_poll_cq" {
+		t.Fatalf("ExpPollCQ failing with EIO = %d, %v; want 0 and a CallError of ibv_exp_poll_cq with EIO", n, err)
+	}
+}
+
+// TestStringResults: functions returning const char * return a Go string
+// (a copy). They are exported, so they need libibverbs; with it absent
+// the error names the function and the library.
+func TestStringResults(t *testing.T) {
+	s, err := verbs.WCStatusStr(verbs.WCSuccess)
+	var se *dynlib.SymbolError
+	switch {
+	case errors.As(err, &se):
+		t.Logf("libibverbs is absent here: %v", err)
+		if s != "" || se.Func != "ibv_wc_status_str" {
+			t.Fatalf("WCStatusStr without the library = %q, %v", s, err)
+		}
+	case err != nil:
+		t.Fatalf("WCStatusStr: %v", err)
+	default:
+		if s != "success" {
+			t.Fatalf("WCStatusStr(WCSuccess) = %q, want \"success\" (libibverbs' own text)", s)
+		}
+		if s, err := verbs.WCStatusStr(verbs.WCStatus(9999)); err != nil || s == "" {
+			t.Fatalf("WCStatusStr(9999) = %q, %v; want libibverbs' text for an unknown status", s, err)
+		}
+	}
+}
+
+// TestNoTwoResultCgoCalls: no wrapper in generated/shims.go uses cgo's
+// two-result form (r, err := C.f()); errno always crosses inside the
+// trampoline's one result.
+func TestNoTwoResultCgoCalls(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "../../generated/shims.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	ast.Inspect(f, func(n ast.Node) bool {
+		if call, ok := n.(*ast.CallExpr); ok && isC(call.Fun) {
+			calls++
+		}
+		as, ok := n.(*ast.AssignStmt)
+		if !ok || len(as.Lhs) < 2 || len(as.Rhs) != 1 {
+			return true
+		}
+		if call, ok := as.Rhs[0].(*ast.CallExpr); ok && isC(call.Fun) {
+			t.Errorf("%s: two-result cgo call", fset.Position(as.Pos()))
+		}
+		return true
+	})
+	if calls < 50 {
+		t.Fatalf("found %d calls into C in generated/shims.go; the scan is broken", calls)
+	}
+}
+
+func isC(e ast.Expr) bool {
+	sel, ok := e.(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	id, ok := sel.X.(*ast.Ident)
+	return ok && id.Name == "C" && strings.HasPrefix(sel.Sel.Name, "verbsexp_")
 }

@@ -31,14 +31,17 @@ func (in Input) shims() *jen.File {
 		}
 	})
 	f.Line()
-	f.Comment("errnoOf extracts the errno of a two-result cgo call.")
-	f.Func().Id("errnoOf").Params(jen.Id("err").Error()).Qual("syscall", "Errno").Block(
-		jen.List(jen.Id("e"), jen.Id("_")).Op(":=").Id("err").Assert(jen.Qual("syscall", "Errno")),
-		jen.Return(jen.Id("e")),
+	f.Comment("unpack splits a packed trampoline result: the C int in the low 32 bits, errno in the high 32.")
+	f.Func().Id("unpack").Params(jen.Id("v").Qual("C", "int64_t")).Parens(jen.List(jen.Int64(), jen.Qual("syscall", "Errno"))).Block(
+		jen.Return(jen.Int64().Call(jen.Int32().Call(jen.Id("v"))), jen.Qual("syscall", "Errno").Call(jen.Uint32().Call(jen.Id("v").Op(">>").Lit(32)))),
 	)
 	for _, w := range in.Shims.Wrappers {
 		f.Line()
-		in.wrapper(f, w)
+		in.wrapper(f, w, false)
+		if w.CMem != "" {
+			f.Line()
+			in.wrapper(f, w, true)
+		}
 	}
 	return f
 }
@@ -67,22 +70,66 @@ func (in Input) preamble() string {
 		}
 	}
 	b.WriteString("#else\n#error \"verbsexp: no layouts were generated for this architecture\"\n#endif\n\n")
+	b.WriteString("// Trampolines return errno with the result in one value, read once by Go:\n")
+	b.WriteString("// verbsexp_packed puts an int result in the low 32 bits and, when it is -1,\n")
+	b.WriteString("// errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.\n")
+	b.WriteString("static inline int64_t verbsexp_packed(int32_t r) { return (int64_t)(uint32_t)r | (r == -1 ? (int64_t)errno << 32 : 0); }\n")
+	seen := map[string]bool{}
+	for _, w := range in.Shims.Wrappers {
+		if w.Crossing == shim.WithErrno && !seen[w.CResult] {
+			seen[w.CResult] = true
+			fmt.Fprintf(&b, "struct %s { %s r; int32_t e; };\n", retStruct(w.CResult), w.CResult)
+		}
+	}
+	b.WriteString("\n")
 	for _, w := range in.Shims.Wrappers {
 		b.WriteString(trampoline(w))
+		if w.CMem != "" {
+			b.WriteString(cmemTrampoline(w))
+		}
 	}
 	return b.String()
 }
 
+// retStruct names the struct that carries a result of C type res with
+// errno: verbsexp_ret_ptr, verbsexp_ret_int64_t.
+func retStruct(res string) string {
+	if res == "void *" {
+		return "verbsexp_ret_ptr"
+	}
+	return "verbsexp_ret_" + res
+}
+
+// trampolineResult is the C type a trampoline returns.
+func trampolineResult(w *shim.Wrapper) string {
+	switch {
+	case w.CResult == "":
+		return "void"
+	case w.Crossing == shim.Packed:
+		return "int64_t"
+	case w.Crossing == shim.WithErrno:
+		return "struct " + retStruct(w.CResult)
+	}
+	return w.CResult
+}
+
 // trampoline is the C function a wrapper calls: the inline verb itself, or
-// the exported one through the address resolved at run time.
+// the exported one through the address resolved at run time. errno is
+// cleared before the call where the convention reads it (as cgo's
+// two-result form did), and a nil failure out-parameter is pointed at a
+// local slot.
 func trampoline(w *shim.Wrapper) string {
-	var params, args []string
+	var params, args, pre []string
 	if !w.Func.Inline {
 		params = append(params, "void *fn")
 	}
 	for i, p := range w.Params {
 		params = append(params, fmt.Sprintf("%s p%d", p.CType, i))
 		args = append(args, fmt.Sprintf("p%d", i))
+		if p.Slot {
+			pre = append(pre, fmt.Sprintf("void *slot%d; // %s: where a nil from Go points", i, p.C),
+				fmt.Sprintf("if (p%d == NULL)\n\t\tp%[1]d = &slot%[1]d;", i))
+		}
 	}
 	if len(params) == 0 {
 		params = []string{"void"}
@@ -92,35 +139,97 @@ func trampoline(w *shim.Wrapper) string {
 		callee = fmt.Sprintf("((__typeof__(&%s))fn)", w.Func.C)
 	}
 	call := fmt.Sprintf("%s(%s)", callee, strings.Join(args, ", "))
-	res := w.CResult
-	body := "return " + call + ";"
-	if res == "void *" {
-		body = "return (void *)" + call + ";" // drops const of const char * results
+	if w.CResult == "void *" {
+		call = "(void *)" + call // drops const of const char * results
 	}
-	if res == "" {
-		res = "void"
-		body = call + ";"
+	var body []string
+	switch w.Crossing {
+	case shim.Packed:
+		body = []string{"errno = 0;", "return verbsexp_packed(" + call + ");"}
+	case shim.WithErrno:
+		fail := "r == -1"
+		if w.Conv == shim.Pointer {
+			fail = "r == NULL"
+		}
+		body = []string{"errno = 0;", fmt.Sprintf("%s r = %s;", w.CResult, call),
+			fmt.Sprintf("return (struct %s){r, %s ? errno : 0};", retStruct(w.CResult), fail)}
+	default:
+		if w.CResult == "" {
+			body = []string{call + ";"}
+		} else {
+			body = []string{"return " + call + ";"}
+		}
 	}
-	return fmt.Sprintf("static %s %s(%s) { %s }\n", res, w.Trampoline, strings.Join(params, ", "), body)
+	head := fmt.Sprintf("static inline %s %s(%s)", trampolineResult(w), w.Trampoline, strings.Join(params, ", "))
+	if len(pre) == 0 && len(body) == 1 {
+		return fmt.Sprintf("%s { %s }\n", head, body[0])
+	}
+	return fmt.Sprintf("%s {\n\t%s\n}\n", head, strings.Join(append(pre, body...), "\n\t"))
 }
 
-func (in Input) wrapper(f *jen.File, w *shim.Wrapper) {
+// cmemTrampoline is the address form's C function: pointers arrive as
+// uintptr_t (C memory, so cgo has nothing to check) and go to the
+// ordinary trampoline, which runs the same code.
+func cmemTrampoline(w *shim.Wrapper) string {
+	var params, args []string
+	if !w.Func.Inline {
+		params, args = append(params, "void *fn"), append(args, "fn")
+	}
+	for i, p := range w.Params {
+		if p.CType == "void *" {
+			params = append(params, fmt.Sprintf("uintptr_t p%d", i))
+			args = append(args, fmt.Sprintf("(void *)p%d", i))
+		} else {
+			params = append(params, fmt.Sprintf("%s p%d", p.CType, i))
+			args = append(args, fmt.Sprintf("p%d", i))
+		}
+	}
+	if len(params) == 0 {
+		params = []string{"void"}
+	}
+	ret := "return "
+	if w.CResult == "" {
+		ret = ""
+	}
+	return fmt.Sprintf("static %s %sCMem(%s) { %s%s(%s); }\n", trampolineResult(w), w.Trampoline, strings.Join(params, ", "), ret, w.Trampoline, strings.Join(args, ", "))
+}
+
+// wrapper renders the Go function of w, or with cmem its address form.
+func (in Input) wrapper(f *jen.File, w *shim.Wrapper, cmem bool) {
 	fn := w.Func
 	kind := "an exported libibverbs function, resolved at first call"
 	if fn.Inline {
 		kind = "an inline function of the headers, compiled into this package"
 	}
 	sym := "sym" + fn.GoName
-	if !fn.Inline {
-		f.Var().Id(sym).Op("=").Qual(DynlibPath, "Sym").Values(jen.Dict{jen.Id("Name"): jen.Lit(fn.C)})
-		f.Line()
+	name, tramp := fn.GoName, w.Trampoline
+	if cmem {
+		name, tramp = w.CMem, w.Trampoline+"CMem"
+		f.Commentf("%s is %s for arguments in C memory: each pointer is passed as the", name, fn.GoName)
+		f.Comment("address of C memory (an arena a runtime allocated with malloc, say), which")
+		f.Comment("cgo does not check; the address of Go memory breaks cgo's pointer rules here.")
+		f.Comment("It runs the same trampoline, so the same code, as " + fn.GoName + ".")
+	} else {
+		if !fn.Inline {
+			f.Var().Id(sym).Op("=").Qual(DynlibPath, "Sym").Values(jen.Dict{jen.Id("Name"): jen.Lit(fn.C)})
+			f.Line()
+		}
+		f.Commentf("%s calls %s (%s), %s.", fn.GoName, fn.C, fn.Pos, kind)
+		f.Comment(conventionDoc(w))
+		for _, p := range w.Params {
+			if p.Slot {
+				f.Commentf("%s may be nil: the failing request is then not reported.", p.Go)
+			}
+		}
 	}
-	f.Commentf("%s calls %s (%s), %s.", fn.GoName, fn.C, fn.Pos, kind)
-	f.Comment(conventionDoc(w))
 
 	var params []jen.Code
 	for _, p := range w.Params {
-		params = append(params, jen.Id(p.Go).Add(typeExpr(p.Type)))
+		t := typeExpr(p.Type)
+		if cmem && isPointer(p) {
+			t = jen.Uintptr()
+		}
+		params = append(params, jen.Id(p.Go).Add(t))
 	}
 	var results []jen.Code
 	if w.Result != nil {
@@ -137,7 +246,11 @@ func (in Input) wrapper(f *jen.File, w *shim.Wrapper) {
 	var body []jen.Code
 	for _, p := range w.Params {
 		if p.Required {
-			body = append(body, jen.If(jen.Id(p.Go).Op("==").Nil()).Block(
+			none := jen.Nil()
+			if cmem {
+				none = jen.Lit(0)
+			}
+			body = append(body, jen.If(jen.Id(p.Go).Op("==").Add(none)).Block(
 				fail(jen.Qual(AbiutilPath, "NilArg").Call(jen.Lit(fn.C), jen.Lit(p.C)))))
 		}
 	}
@@ -150,45 +263,67 @@ func (in Input) wrapper(f *jen.File, w *shim.Wrapper) {
 		args = append(args, jen.Id("fn"))
 	}
 	for _, p := range w.Params {
-		args = append(args, cArg(p))
+		if cmem && isPointer(p) {
+			args = append(args, jen.Qual("C", "uintptr_t").Call(jen.Id(p.Go)))
+		} else {
+			args = append(args, cArg(p))
+		}
 	}
-	call := jen.Qual("C", w.Trampoline).Call(args...)
-	name := jen.Lit(fn.C)
+	call := jen.Qual("C", tramp).Call(args...)
+	cname := jen.Lit(fn.C)
+	r, errno, v := jen.Id("r"), jen.Id("errno"), jen.Id("ret")
+	switch w.Crossing {
+	case shim.Packed:
+		body = append(body, jen.List(r, errno).Op(":=").Id("unpack").Call(call))
+	case shim.WithErrno:
+		body = append(body, v.Clone().Op(":=").Add(call))
+		r, errno = v.Clone().Dot("r"), jen.Qual("syscall", "Errno").Call(v.Clone().Dot("e"))
+		if w.Conv != shim.Pointer {
+			r = jen.Int64().Call(r)
+		}
+	}
 	switch w.Conv {
 	case shim.Void:
 		body = append(body, call, jen.Return(jen.Nil()))
 	case shim.Status:
-		body = append(body,
-			jen.List(jen.Id("r"), jen.Id("errno")).Op(":=").Add(call),
-			jen.Return(jen.Qual(AbiutilPath, "Status").Call(name, jen.Int64().Call(jen.Id("r")), jen.Id("errnoOf").Call(jen.Id("errno")))))
+		body = append(body, jen.Return(jen.Qual(AbiutilPath, "Status").Call(cname, r, errno)))
 	case shim.Count:
 		body = append(body,
-			jen.List(jen.Id("r"), jen.Id("errno")).Op(":=").Add(call),
-			jen.If(jen.Id("r").Op("<").Lit(0)).Block(
-				jen.Return(jen.Lit(0), jen.Qual(AbiutilPath, "Status").Call(name, jen.Int64().Call(jen.Id("r")), jen.Id("errnoOf").Call(jen.Id("errno"))))),
-			jen.Return(goResult(w.Result, jen.Id("r")), jen.Nil()))
+			jen.If(r.Clone().Op("<").Lit(0)).Block(
+				jen.Return(jen.Lit(0), jen.Qual(AbiutilPath, "Status").Call(cname, r, errno))),
+			jen.Return(goResult(w, r), jen.Nil()))
 	case shim.Pointer:
 		body = append(body,
-			jen.List(jen.Id("r"), jen.Id("errno")).Op(":=").Add(call),
-			jen.If(jen.Id("r").Op("==").Nil()).Block(
-				jen.Return(jen.Nil(), jen.Qual(AbiutilPath, "Errno").Call(name, jen.Id("errnoOf").Call(jen.Id("errno"))))),
-			jen.Return(goResult(w.Result, jen.Id("r")), jen.Nil()))
+			jen.If(r.Clone().Op("==").Nil()).Block(
+				jen.Return(zero(w.Result), jen.Qual(AbiutilPath, "Errno").Call(cname, errno))),
+			jen.Return(goResult(w, r), jen.Nil()))
 	case shim.Value:
-		body = append(body, jen.Return(goResult(w.Result, call), jen.Nil()))
+		body = append(body, jen.Return(goResult(w, call), jen.Nil()))
 	}
-	f.Func().Id(fn.GoName).Params(params...).Parens(jen.List(results...)).Block(body...)
+	f.Func().Id(name).Params(params...).Parens(jen.List(results...)).Block(body...)
 }
 
+func isPointer(p shim.Param) bool { return p.CType == "void *" }
+
 func conventionDoc(w *shim.Wrapper) string {
+	var s string
 	switch w.Conv {
 	case shim.Status:
 		return "It returns nil on success, else a *abiutil.CallError wrapping the errno."
 	case shim.Count:
 		return "It returns the count C returns, or a *abiutil.CallError wrapping the errno when C fails."
 	case shim.Pointer:
-		return "A NULL result becomes a *abiutil.CallError wrapping errno."
+		s = "A NULL result becomes a *abiutil.CallError wrapping errno."
+		if w.String {
+			s = "The C string comes back as a Go copy; a NULL result is \"\" with a *abiutil.CallError wrapping errno."
+		}
+		return s
 	case shim.Value:
-		return "Its result does not signal failure; the error reports only arguments and symbol resolution."
+		s = "Its result does not signal failure; the error reports only arguments and symbol resolution."
+		if w.String {
+			s = "The C string comes back as a Go copy (NULL as \"\"); the error reports only arguments and symbol resolution."
+		}
+		return s
 	}
 	return "The error reports only arguments and symbol resolution."
 }
@@ -206,11 +341,14 @@ func cArg(p shim.Param) jen.Code {
 }
 
 // goResult converts a trampoline result to the wrapper's Go type.
-func goResult(t *layout.GoType, v jen.Code) jen.Code {
-	switch t.Kind {
-	case layout.UnsafePointer:
+func goResult(w *shim.Wrapper, v jen.Code) jen.Code {
+	t := w.Result
+	switch {
+	case w.String:
+		return jen.Qual("C", "GoString").Call(jen.Parens(jen.Op("*").Qual("C", "char")).Call(v))
+	case t.Kind == layout.UnsafePointer:
 		return v
-	case layout.Ptr:
+	case t.Kind == layout.Ptr:
 		return jen.Parens(typeExpr(t)).Call(v)
 	}
 	return typeExpr(t).Call(v)
@@ -221,8 +359,11 @@ func zero(t *layout.GoType) jen.Code {
 	case layout.Ptr, layout.UnsafePointer:
 		return jen.Nil()
 	}
-	if t.Name == "bool" {
+	switch t.Name {
+	case "bool":
 		return jen.False()
+	case "string":
+		return jen.Lit("")
 	}
 	return jen.Lit(0)
 }

@@ -103,6 +103,7 @@ type Type struct {
 	Size   int64
 	Align  int
 	Signed bool    // Int
+	Const  bool    // qualified const (a wrapper reads const char * results as strings)
 	Elem   *Type   // Pointer, Array
 	Len    int64   // Array
 	Record *Record // Nested: its definition

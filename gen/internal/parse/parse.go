@@ -376,7 +376,7 @@ func (x *extractor) fillRecord(r *Record, t cc.Type) {
 
 // typ reduces a cc type. parent gives nested records a position.
 func (x *extractor) typ(t cc.Type, parent *Record) *Type {
-	r := &Type{Size: t.Size(), Align: t.Align()}
+	r := &Type{Size: t.Size(), Align: t.Align(), Const: t.Attributes().IsConst()}
 	if td := t.Typedef(); td != nil {
 		r.Name = td.Name()
 	}

@@ -65,15 +65,18 @@ var skipPrefixes = []string{"verbsexp_"}
 // Nullable lists pointer parameters that C accepts as NULL. Every other
 // pointer to a record is required: the wrapper returns EINVAL for nil
 // instead of letting C dereference it. Other pointers (void *, char *,
-// pointers to pointers or integers) are optional unless listed in Required.
+// pointers to pointers or integers) pass through as given.
 var Nullable = map[string][]string{
 	"ibv_create_cq":     {"channel"},
 	"ibv_exp_create_cq": {"channel"},
 }
 
-// Required lists other pointer parameters that C dereferences: the
-// out-parameters providers write the failing request to.
-var Required = map[string][]string{
+// FailureOut lists the out-parameters a provider writes only when the call
+// fails: the failing request of a post. C allows NULL there when the post
+// succeeds, but a failure would write through it; so a nil from Go gets a
+// slot of the trampoline's own (a C local, no allocation), and a caller who
+// does not need to know which request failed passes nil.
+var FailureOut = map[string][]string{
 	"ibv_post_send":     {"bad_wr"},
 	"ibv_post_recv":     {"bad_wr"},
 	"ibv_post_srq_recv": {"bad_recv_wr"},
@@ -81,16 +84,49 @@ var Required = map[string][]string{
 	"ibv_exp_post_task": {"bad_task"},
 }
 
+// CMemory lists the functions that also get an address form, GoName+"CMem":
+// every pointer parameter is a uintptr that must hold the address of C
+// memory, which cgo then does not check. It is for runtimes that keep
+// their requests in C arenas and post them on a hot path (runtime/task);
+// the checks it skips confirm only what the arena guarantees by
+// construction. Go pointers a user passes go through the ordinary form.
+var CMemory = map[string]bool{
+	"ibv_exp_post_task": true,
+}
+
+// Crossing is how a trampoline's result comes back to Go: cgo's two-result
+// form (r, err := C.f()) is never used, so errno crosses with the result
+// in the one value the trampoline returns.
+type Crossing string
+
+const (
+	// Plain: the C result as it is, or nothing (Value, Void).
+	Plain Crossing = "plain"
+	// Packed: an int of at most 32 bits in the low half of an int64 and,
+	// when it is -1, errno in the high half (Status, Count).
+	Packed Crossing = "packed"
+	// WithErrno: a struct of the result (a pointer, or a 64-bit int) and
+	// errno (Pointer; Status and Count of 64-bit results).
+	WithErrno Crossing = "with-errno"
+)
+
 // Wrapper is one planned Go function.
 type Wrapper struct {
 	Func   *model.Func
 	Conv   Convention
 	Params []Param
 	Result *layout.GoType // nil for Status and Void
-	// CResult is the C type the trampoline returns ("" for void).
-	CResult string
+	// String: the C result is a const char *, returned as a Go string (a
+	// copy; NULL is ""). Result is then the Go type string.
+	String bool
+	// CResult is the C type of the C function's result ("" for void);
+	// Crossing how the trampoline returns it.
+	CResult  string
+	Crossing Crossing
 	// Trampoline is the C function the Go wrapper calls.
 	Trampoline string
+	// CMem is the Go name of the address form ("" for none; see CMemory).
+	CMem string
 }
 
 // Param is one wrapper parameter.
@@ -100,6 +136,7 @@ type Param struct {
 	Type     *layout.GoType
 	CType    string // trampoline parameter type
 	Required bool   // nil is refused with EINVAL
+	Slot     bool   // nil gets a slot of the trampoline's own (FailureOut)
 }
 
 // Plan is the wrappers of a package and what was skipped.
@@ -139,7 +176,7 @@ func plan(f *model.Func, pl *layout.Planner) (*Wrapper, string) {
 	}
 	w := &Wrapper{Func: f, Trampoline: "verbsexp_" + f.GoName} // Go names are unique
 	nullable := set(Nullable[f.C])
-	required := set(Required[f.C])
+	failureOut := set(FailureOut[f.C])
 	used := map[string]bool{}
 	for i, prm := range f.Sig.Params {
 		if prm.Type.Kind == parse.Pointer && prm.Type.Elem.Kind == parse.Function {
@@ -156,7 +193,8 @@ func plan(f *model.Func, pl *layout.Planner) (*Wrapper, string) {
 		p := Param{C: cname, Go: goParam(cname, used), Type: g, CType: cType(prm.Type)}
 		if prm.Type.Kind == parse.Pointer {
 			isRecord := g.Kind == layout.Ptr && g.Elem.Kind == layout.Named
-			p.Required = (isRecord && !nullable[cname]) || required[cname]
+			p.Required = isRecord && !nullable[cname]
+			p.Slot = failureOut[cname]
 		}
 		w.Params = append(w.Params, p)
 	}
@@ -186,9 +224,38 @@ func plan(f *model.Func, pl *layout.Planner) (*Wrapper, string) {
 		if conv != Status {
 			w.Result = g
 		}
+		if isConstChars(res) && (conv == Pointer || conv == Value) {
+			w.String, w.Result = true, &layout.GoType{Kind: layout.Basic, Name: "string"}
+		}
 	}
 	w.Conv = conv
+	w.Crossing = crossing(conv, res)
+	if CMemory[f.C] {
+		w.CMem = f.GoName + "CMem"
+	}
 	return w, ""
+}
+
+// isConstChars reports a const char * (a name or a message the library
+// owns), which the wrapper copies into a Go string.
+func isConstChars(t *parse.Type) bool {
+	return t.Kind == parse.Pointer && t.Elem.Kind == parse.Int && t.Elem.Name == "char" && t.Elem.Const
+}
+
+// crossing is how the result of a function of convention conv and C
+// result res crosses back: errno travels with the result whenever the
+// convention reads it.
+func crossing(conv Convention, res *parse.Type) Crossing {
+	switch conv {
+	case Status, Count:
+		if res.Size <= 4 {
+			return Packed
+		}
+		return WithErrno
+	case Pointer:
+		return WithErrno
+	}
+	return Plain
 }
 
 func set(xs []string) map[string]bool {
@@ -243,7 +310,7 @@ func cType(t *parse.Type) string {
 }
 
 // reserved are identifiers the wrapper bodies use.
-var reserved = map[string]bool{"r": true, "errno": true, "fn": true, "err": true, "unsafe": true, "abiutil": true, "dynlib": true, "C": true}
+var reserved = map[string]bool{"r": true, "ret": true, "errno": true, "fn": true, "err": true, "unsafe": true, "abiutil": true, "dynlib": true, "C": true}
 
 // goParam turns a C parameter name into a unique lowerCamel Go name.
 func goParam(c string, used map[string]bool) string {

@@ -15,3 +15,7 @@ int dev_printf(struct dev *d, const char *fmt, ...);   /* variadic: skipped */
 int dev_on_event(struct dev *d, void (*cb)(int));      /* function pointer: skipped */
 int dev_sum(struct pair p);                            /* record by value: skipped */
 int dev_flag(struct dev *d, _Bool on, double w);       /* bool and float parameters */
+const char *dev_name(struct dev *d);                   /* const char *: string, NULL + errno */
+long dev_count(struct dev *d);                         /* 64-bit status */
+static inline const char *dev_label(struct dev *d) { return d->fd > 0 ? "open" : (errno = ENODEV, (const char *)0); }
+static inline int dev_fail(struct dev *d, int e) { errno = e; return -1; }   /* -1 + errno */

@@ -65,21 +65,59 @@ _Static_assert((MODE_B) == 1ULL, "MODE_B is not 1 on ppc64le" VERBSEXP_REGENERAT
 #error "verbsexp: no layouts were generated for this architecture"
 #endif
 
-static int32_t verbsexp_DevStatus(void *fn, void * p0, uint32_t p1) { return ((__typeof__(&dev_status))fn)(p0, p1); }
-static void * verbsexp_DevOpen(void *fn, void * p0, void * p1) { return (void *)((__typeof__(&dev_open))fn)(p0, p1); }
-static void verbsexp_DevClose(void *fn, void * p0) { ((__typeof__(&dev_close))fn)(p0); }
-static uint64_t verbsexp_DevGUID(void *fn, void * p0) { return ((__typeof__(&dev_guid))fn)(p0); }
-static int32_t verbsexp_DevPoke(void * p0, uint16_t p1) { return dev_poke(p0, p1); }
-static int32_t verbsexp_DevFlag(void *fn, void * p0, _Bool p1, double p2) { return ((__typeof__(&dev_flag))fn)(p0, p1, p2); }
+// Trampolines return errno with the result in one value, read once by Go:
+// verbsexp_packed puts an int result in the low 32 bits and, when it is -1,
+// errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.
+static inline int64_t verbsexp_packed(int32_t r) { return (int64_t)(uint32_t)r | (r == -1 ? (int64_t)errno << 32 : 0); }
+struct verbsexp_ret_ptr { void * r; int32_t e; };
+struct verbsexp_ret_int64_t { int64_t r; int32_t e; };
+
+static inline int64_t verbsexp_DevStatus(void *fn, void * p0, uint32_t p1) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&dev_status))fn)(p0, p1));
+}
+static inline struct verbsexp_ret_ptr verbsexp_DevOpen(void *fn, void * p0, void * p1) {
+	errno = 0;
+	void * r = (void *)((__typeof__(&dev_open))fn)(p0, p1);
+	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+}
+static inline void verbsexp_DevClose(void *fn, void * p0) { ((__typeof__(&dev_close))fn)(p0); }
+static inline uint64_t verbsexp_DevGUID(void *fn, void * p0) { return ((__typeof__(&dev_guid))fn)(p0); }
+static inline int64_t verbsexp_DevPoke(void * p0, uint16_t p1) {
+	errno = 0;
+	return verbsexp_packed(dev_poke(p0, p1));
+}
+static inline int64_t verbsexp_DevFlag(void *fn, void * p0, _Bool p1, double p2) {
+	errno = 0;
+	return verbsexp_packed(((__typeof__(&dev_flag))fn)(p0, p1, p2));
+}
+static inline struct verbsexp_ret_ptr verbsexp_DevName(void *fn, void * p0) {
+	errno = 0;
+	void * r = (void *)((__typeof__(&dev_name))fn)(p0);
+	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+}
+static inline struct verbsexp_ret_int64_t verbsexp_DevCount(void *fn, void * p0) {
+	errno = 0;
+	int64_t r = ((__typeof__(&dev_count))fn)(p0);
+	return (struct verbsexp_ret_int64_t){r, r == -1 ? errno : 0};
+}
+static inline struct verbsexp_ret_ptr verbsexp_DevLabel(void * p0) {
+	errno = 0;
+	void * r = (void *)dev_label(p0);
+	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+}
+static inline int64_t verbsexp_DevFail(void * p0, int32_t p1) {
+	errno = 0;
+	return verbsexp_packed(dev_fail(p0, p1));
+}
 */
 import "C"
 
 var libibverbs = dynlib.New("libibverbs.so.1", "libibverbs.so")
 
-// errnoOf extracts the errno of a two-result cgo call.
-func errnoOf(err error) syscall.Errno {
-	e, _ := err.(syscall.Errno)
-	return e
+// unpack splits a packed trampoline result: the C int in the low 32 bits, errno in the high 32.
+func unpack(v C.int64_t) (int64, syscall.Errno) {
+	return int64(int32(v)), syscall.Errno(uint32(v >> 32))
 }
 
 var symDevStatus = dynlib.Sym{Name: "dev_status"}
@@ -94,8 +132,8 @@ func DevStatus(d *Dev, m Mode) error {
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_DevStatus(fn, unsafe.Pointer(d), C.uint32_t(m))
-	return abiutil.Status("dev_status", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_DevStatus(fn, unsafe.Pointer(d), C.uint32_t(m)))
+	return abiutil.Status("dev_status", r, errno)
 }
 
 var symDevOpen = dynlib.Sym{Name: "dev_open"}
@@ -107,11 +145,11 @@ func DevOpen(name *byte, user unsafe.Pointer) (*Dev, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, errno := C.verbsexp_DevOpen(fn, unsafe.Pointer(name), user)
-	if r == nil {
-		return nil, abiutil.Errno("dev_open", errnoOf(errno))
+	ret := C.verbsexp_DevOpen(fn, unsafe.Pointer(name), user)
+	if ret.r == nil {
+		return nil, abiutil.Errno("dev_open", syscall.Errno(ret.e))
 	}
-	return (*Dev)(r), nil
+	return (*Dev)(ret.r), nil
 }
 
 var symDevClose = dynlib.Sym{Name: "dev_close"}
@@ -151,8 +189,8 @@ func DevPoke(d *Dev, v uint16) error {
 	if d == nil {
 		return abiutil.NilArg("dev_poke", "d")
 	}
-	r, errno := C.verbsexp_DevPoke(unsafe.Pointer(d), C.uint16_t(v))
-	return abiutil.Status("dev_poke", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_DevPoke(unsafe.Pointer(d), C.uint16_t(v)))
+	return abiutil.Status("dev_poke", r, errno)
 }
 
 var symDevFlag = dynlib.Sym{Name: "dev_flag"}
@@ -167,6 +205,64 @@ func DevFlag(d *Dev, on bool, w float64) error {
 	if err != nil {
 		return err
 	}
-	r, errno := C.verbsexp_DevFlag(fn, unsafe.Pointer(d), C._Bool(on), C.double(w))
-	return abiutil.Status("dev_flag", int64(r), errnoOf(errno))
+	r, errno := unpack(C.verbsexp_DevFlag(fn, unsafe.Pointer(d), C._Bool(on), C.double(w)))
+	return abiutil.Status("dev_flag", r, errno)
+}
+
+var symDevName = dynlib.Sym{Name: "dev_name"}
+
+// DevName calls dev_name (funcs.h:18:12), an exported libibverbs function, resolved at first call.
+// The C string comes back as a Go copy; a NULL result is "" with a *abiutil.CallError wrapping errno.
+func DevName(d *Dev) (string, error) {
+	if d == nil {
+		return "", abiutil.NilArg("dev_name", "d")
+	}
+	fn, err := libibverbs.Lookup(&symDevName)
+	if err != nil {
+		return "", err
+	}
+	ret := C.verbsexp_DevName(fn, unsafe.Pointer(d))
+	if ret.r == nil {
+		return "", abiutil.Errno("dev_name", syscall.Errno(ret.e))
+	}
+	return C.GoString((*C.char)(ret.r)), nil
+}
+
+var symDevCount = dynlib.Sym{Name: "dev_count"}
+
+// DevCount calls dev_count (funcs.h:19:6), an exported libibverbs function, resolved at first call.
+// It returns nil on success, else a *abiutil.CallError wrapping the errno.
+func DevCount(d *Dev) error {
+	if d == nil {
+		return abiutil.NilArg("dev_count", "d")
+	}
+	fn, err := libibverbs.Lookup(&symDevCount)
+	if err != nil {
+		return err
+	}
+	ret := C.verbsexp_DevCount(fn, unsafe.Pointer(d))
+	return abiutil.Status("dev_count", int64(ret.r), syscall.Errno(ret.e))
+}
+
+// DevLabel calls dev_label (funcs.h:20:26), an inline function of the headers, compiled into this package.
+// The C string comes back as a Go copy; a NULL result is "" with a *abiutil.CallError wrapping errno.
+func DevLabel(d *Dev) (string, error) {
+	if d == nil {
+		return "", abiutil.NilArg("dev_label", "d")
+	}
+	ret := C.verbsexp_DevLabel(unsafe.Pointer(d))
+	if ret.r == nil {
+		return "", abiutil.Errno("dev_label", syscall.Errno(ret.e))
+	}
+	return C.GoString((*C.char)(ret.r)), nil
+}
+
+// DevFail calls dev_fail (funcs.h:21:19), an inline function of the headers, compiled into this package.
+// It returns nil on success, else a *abiutil.CallError wrapping the errno.
+func DevFail(d *Dev, e int32) error {
+	if d == nil {
+		return abiutil.NilArg("dev_fail", "d")
+	}
+	r, errno := unpack(C.verbsexp_DevFail(unsafe.Pointer(d), C.int32_t(e)))
+	return abiutil.Status("dev_fail", r, errno)
 }

@@ -86,3 +86,29 @@ __attribute__((weak)) int32_t dev_flag(void * p0, _Bool p1, double p2) {
 	}
 	return ((int32_t (*)(void *, _Bool, double))f)(p0, p1, p2);
 }
+
+__attribute__((weak)) void * dev_name(void * p0) {
+	static void *fn;
+	void *f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
+	if (f == NULL) {
+		f = verbsexp_resolve("dev_name");
+		if (f == NULL) {
+			errno = ENOSYS; return NULL;
+		}
+		__atomic_store_n(&fn, f, __ATOMIC_RELEASE);
+	}
+	return ((void * (*)(void *))f)(p0);
+}
+
+__attribute__((weak)) int64_t dev_count(void * p0) {
+	static void *fn;
+	void *f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
+	if (f == NULL) {
+		f = verbsexp_resolve("dev_count");
+		if (f == NULL) {
+			errno = ENOSYS; return ENOSYS;
+		}
+		__atomic_store_n(&fn, f, __ATOMIC_RELEASE);
+	}
+	return ((int64_t (*)(void *))f)(p0);
+}

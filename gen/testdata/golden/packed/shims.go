@@ -93,13 +93,17 @@ _Static_assert(sizeof(((struct aligned16 *)0)->x) == 4, "struct aligned16.x: siz
 #error "verbsexp: no layouts were generated for this architecture"
 #endif
 
+// Trampolines return errno with the result in one value, read once by Go:
+// verbsexp_packed puts an int result in the low 32 bits and, when it is -1,
+// errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.
+static inline int64_t verbsexp_packed(int32_t r) { return (int64_t)(uint32_t)r | (r == -1 ? (int64_t)errno << 32 : 0); }
+
 */
 import "C"
 
 var libibverbs = dynlib.New("libibverbs.so.1", "libibverbs.so")
 
-// errnoOf extracts the errno of a two-result cgo call.
-func errnoOf(err error) syscall.Errno {
-	e, _ := err.(syscall.Errno)
-	return e
+// unpack splits a packed trampoline result: the C int in the low 32 bits, errno in the high 32.
+func unpack(v C.int64_t) (int64, syscall.Errno) {
+	return int64(int32(v)), syscall.Errno(uint32(v >> 32))
 }

@@ -1,9 +1,10 @@
 //go:build linux && cgo
 
-// Package baseline holds the two ways BenchmarkPostTaskList measures the
-// runtime against: the same task list built and posted from C, and the
-// naive cgo way that copies Go structs into freshly malloc'ed C records
-// on every post.
+// Package baseline holds what BenchmarkPostTaskList measures the runtime
+// against: the same task list built and posted from C, an empty cgo call
+// of the post's shape (with the C post, the floor of one cgo call per
+// post), and the naive cgo way that copies Go structs into freshly
+// malloc'ed C records on every post.
 package baseline
 
 /*
@@ -61,6 +62,10 @@ static int c_list_post(struct c_list *l, long n) {
 	return 0;
 }
 
+// nop3 has the shape of the runtime's post call: three uintptr_t
+// arguments, an int64 result.
+static int64_t nop3(uintptr_t a, uintptr_t b, uintptr_t c) { return 0; }
+
 static void c_list_free(struct c_list *l) {
 	free(l->tasks);
 	free(l->wrs);
@@ -103,6 +108,13 @@ func (c *CList) Post(n int) error {
 
 // Free releases the list.
 func (c *CList) Free() { C.c_list_free(c.l) }
+
+// Nop3 makes n empty cgo calls of the post's shape.
+func Nop3(n int, a, b, c uintptr) {
+	for i := 0; i < n; i++ {
+		C.nop3(C.uintptr_t(a), C.uintptr_t(b), C.uintptr_t(c))
+	}
+}
 
 // NaiveTask is the Go-side description the naive way starts from.
 type NaiveTask struct {
