@@ -81,8 +81,10 @@ bench:
 
 examples:
 	$(GO) run ./examples/pingpong -rounds 1000 -size 64
+	$(GO) run ./examples/pingpong -rounds 20000 -max-wr 40000
 	@for op in sum max and or xor; do $(GO) run ./examples/allreduce -ranks 16 -op $$op -type uint || exit 1; done
 	$(GO) run ./examples/allreduce -ranks 16 -op sum -type float
+	$(GO) run ./examples/allreduce -ranks 12 -op max -type int
 
 # Fuzzing (go test -fuzz): one target per go test invocation, each for
 # FUZZTIME. Crashers land in the package's testdata/fuzz/<Fuzz…>/ and

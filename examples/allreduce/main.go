@@ -1,19 +1,25 @@
 //go:build linux && cgo
 
-// Command allreduce reduces one 64-bit value per rank across N ranks by
-// recursive doubling, with nothing but cross-channel tasks: every rank's
-// whole schedule is built once and posted once, and the device runs it to
-// the end without the CPU.
+// Command allreduce reduces one 64-bit value per rank across N ranks
+// (2 and up, any count) by recursive doubling, with nothing but
+// cross-channel tasks: every rank's schedule is built once and posted
+// once per allreduce, and the device runs it to the end without the CPU.
 //
-// In step j, rank r exchanges its partial result with rank r^(1<<j) over
-// a queue pair of its own for that step. The partial result after j steps
-// is never stored: the send of step j is a CALC send whose operands are
-// the rank's own value and the j values received so far (the operations
-// are associative and commutative), and it waits (CQE_WAIT) for the
+// With p the largest power of two not above N, each of the N-p extra
+// ranks first sends its value to rank r-p. Then in step j the p ranks
+// exchange partial results with rank r^(1<<j) over a queue pair of their
+// own for that step. A partial result is never stored: the send of step
+// j is a CALC send whose operands are the rank's own value, its extra
+// rank's value if it has one, and the j partials received so far (the
+// operations are associative and commutative), and it waits (CQE_WAIT,
+// WAIT_EN_LAST so that each wait counts from the previous one) for the
 // receive of step j-1. A last CALC send over a queue pair connected to
-// itself delivers the total into the rank's result buffer.
+// itself delivers the total into the rank's result slot, and once it has
+// landed (another wait) a send passes it on to the extra rank. Values are big-endian 16-byte calc operands (value,
+// then an id that MAXLOC reports); max runs as UINT MAXLOC, the one the
+// hardware has, on an order-preserving encoding of int and float values.
 //
-//	go run ./examples/allreduce -ranks 16 -op sum -type float
+//	go run ./examples/allreduce -ranks 12 -op sum -type float -iters 100
 package main
 
 import (
@@ -25,6 +31,7 @@ import (
 	"math"
 	"math/bits"
 	"os"
+	"time"
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
@@ -34,17 +41,18 @@ import (
 )
 
 func main() {
-	ranks := flag.Int("ranks", 8, "number of ranks, a power of two")
+	ranks := flag.Int("ranks", 8, "number of ranks, 2 or more")
 	op := flag.String("op", "sum", "sum, max (MAXLOC), and, or, xor")
 	typ := flag.String("type", "int", "int, uint or float")
+	iters := flag.Int("iters", 100, "allreduces to run (the schedule is posted again for each)")
 	flag.Parse()
 	o, ok := ops[*op]
 	t, ok2 := types[*typ]
 	if !ok || !ok2 {
-		fmt.Fprintln(os.Stderr, "allreduce: unknown -op or -type")
+		fmt.Fprintln(os.Stderr, "allreduce: unknown -op or -type (see -h)")
 		os.Exit(2)
 	}
-	if err := run(*ranks, o, t, os.Stdout); err != nil {
+	if err := run(*ranks, o, t, *iters, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "allreduce:", err)
 		os.Exit(1)
 	}
@@ -59,8 +67,19 @@ var types = map[string]verbs.ExpCalcDataType{
 	"int": verbs.ExpCalcDataTypeInt, "uint": verbs.ExpCalcDataTypeUint, "float": verbs.ExpCalcDataTypeFloat,
 }
 
-// input is rank r's value: distinct, mixed signs for int, exactly
-// representable sums for float, varied bit patterns for the bitwise ops.
+// nameOf is the flag value naming v.
+func nameOf[T comparable](m map[string]T, v T) string {
+	for k, x := range m {
+		if x == v {
+			return k
+		}
+	}
+	return fmt.Sprint(v)
+}
+
+// input is rank r's value: distinct, mixed signs for int, sums exactly
+// representable for float (so any order of additions gives the same
+// bits), varied bit patterns for the bitwise operations.
 func input(r int, typ verbs.ExpCalcDataType) uint64 {
 	switch typ {
 	case verbs.ExpCalcDataTypeInt:
@@ -71,82 +90,241 @@ func input(r int, typ verbs.ExpCalcDataType) uint64 {
 	return 0x9e3779b97f4a7c15*uint64(r+1) ^ uint64(r)<<(r%64)
 }
 
+// orderKey maps a value to a uint64 with the same order, for UINT
+// MAXLOC: int by flipping the sign bit, float by flipping the sign bit
+// of positives and every bit of negatives. fromKey undoes it.
+func orderKey(v uint64, typ verbs.ExpCalcDataType) uint64 {
+	switch typ {
+	case verbs.ExpCalcDataTypeInt:
+		return v ^ 1<<63
+	case verbs.ExpCalcDataTypeFloat:
+		if v>>63 == 1 {
+			return ^v
+		}
+		return v | 1<<63
+	}
+	return v
+}
+
+func fromKey(k uint64, typ verbs.ExpCalcDataType) uint64 {
+	switch typ {
+	case verbs.ExpCalcDataTypeInt:
+		return k ^ 1<<63
+	case verbs.ExpCalcDataTypeFloat:
+		if k>>63 == 1 {
+			return k &^ (1 << 63)
+		}
+		return ^k
+	}
+	return k
+}
+
+// A rank's buffer: 16-byte slots (calc operands).
+const slot = 16
+
+const (
+	slotSelf   = 0 // the rank's value
+	slotExtra  = 1 // its extra rank's value
+	slotResult = 2 // where the total lands
+	slotStep   = 3 // first of the partials received in the steps
+)
+
 // rank is one participant's queue pairs, buffers and schedule.
 type rank struct {
+	id       int
 	step     []*verbs.QP // step j's QP, connected to rank r^(1<<j)
 	stepCQ   []*verbs.CQ // its receive CQ
 	self     *verbs.QP   // connected to itself: delivers the result
 	selfCQ   *verbs.CQ
-	scq      *verbs.CQ
-	buf      *lease.Buffer // x0 | B_0 … B_{k-1} | result, elem bytes each
+	pair     *verbs.QP // to the extra rank r+p, or (for an extra rank) to r-p
+	pairCQ   *verbs.CQ
+	scq      *verbs.CQ // send completions (only errors: the sends are unsignaled)
+	buf      *lease.Buffer
 	mr       *verbs.MR
 	list     *task.List
-	elemSize int
+	extraVal bool // a core rank that has an extra rank
 }
 
-func (rk *rank) sge(slot int) verbs.SGE {
-	return verbs.SGE{Addr: rk.buf.Addr() + uint64(slot*rk.elemSize), Length: uint32(rk.elemSize), Lkey: rk.mr.Lkey}
+func (rk *rank) sge(s int) verbs.SGE {
+	return verbs.SGE{Addr: rk.buf.Addr() + uint64(s*slot), Length: slot, Lkey: rk.mr.Lkey}
 }
 
-func run(n int, op verbs.ExpCalcOp, typ verbs.ExpCalcDataType, out io.Writer) (err error) {
-	if n < 2 || n&(n-1) != 0 {
-		return fmt.Errorf("ranks must be a power of two ≥ 2, not %d", n)
-	}
-	k := bits.TrailingZeros(uint(n))
-	elem := 8
-	if op == verbs.ExpCalcOpMaxloc {
-		elem = 16 // {value, index}
+func (rk *rank) slot(s int) []byte { return rk.buf.Bytes()[s*slot : (s+1)*slot] }
+
+// world is the device and every rank.
+type world struct {
+	dev   *softdev.Device
+	pd    *verbs.PD
+	ranks []*rank
+	p, k  int // the power of two and its log
+}
+
+func run(n int, op verbs.ExpCalcOp, typ verbs.ExpCalcDataType, iters int, out io.Writer) (err error) {
+	if n < 2 || iters < 1 {
+		return fmt.Errorf("need -ranks ≥ 2 and -iters ≥ 1, not %d and %d", n, iters)
 	}
 	dev, err := softdev.Open()
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, dev.Close()) }()
-	pd, err := dev.AllocPD()
-	if err != nil {
+	w := &world{dev: dev}
+	w.k = bits.Len(uint(n)) - 1
+	w.p = 1 << w.k
+	if w.pd, err = dev.AllocPD(); err != nil {
 		return err
 	}
-	defer dev.DeallocPD(pd)
+	defer dev.DeallocPD(w.pd)
+	defer w.close()
+	if err := w.build(n, op, typ); err != nil {
+		return err
+	}
 
-	caps := softdev.Caps{SendWR: 4, RecvWR: 2, SendSGE: k + 1, RecvSGE: 1}
-	rs := make([]*rank, n)
-	for r := range rs {
-		rk := &rank{elemSize: elem}
-		rs[r] = rk
-		defer rk.close(dev)
-		if rk.scq, err = dev.CreateCQ(2*k+2, softdev.CrossChannelCQ()); err != nil {
-			return err
+	want := reference(n, op, typ)
+	var busy time.Duration
+	executed := 0
+	wc := softdev.CallocSlice[verbs.ExpWC](4)
+	defer softdev.Free(unsafe.Pointer(&wc[0]))
+	for it := 0; it < iters; it++ {
+		for _, rk := range w.ranks {
+			clear(rk.slot(slotResult))
 		}
-		for j := 0; j <= k; j++ {
-			cq, err := dev.CreateCQ(2, softdev.CrossChannelCQ())
+		start := time.Now()
+		for _, rk := range w.ranks {
+			if err := rk.list.Post(); err != nil {
+				return fmt.Errorf("rank %d: %w", rk.id, err)
+			}
+		}
+		ran, err := dev.Progress()
+		busy += time.Since(start)
+		executed += ran
+		if err != nil {
+			return fmt.Errorf("allreduce %d did not finish: %w", it, w.name(err))
+		}
+		for _, rk := range w.ranks {
+			cq := rk.selfCQ
+			if rk.id >= w.p {
+				cq = rk.pairCQ // an extra rank's result comes over its pair QP
+			}
+			got, err := verbs.ExpPollCQ(cq, 4, &wc[0], uint32(unsafe.Sizeof(wc[0])))
 			if err != nil {
 				return err
 			}
-			qp, err := dev.CreateQP(pd, rk.scq, cq, softdev.CrossChannel(), softdev.QPCaps(caps))
-			if err != nil {
-				return err
+			if got != 1 || wc[0].Status != verbs.WCSuccess {
+				return fmt.Errorf("rank %d: %d result completions (status %v)", rk.id, got, wc[0].Status)
 			}
-			if j < k {
-				rk.step, rk.stepCQ = append(rk.step, qp), append(rk.stepCQ, cq)
-			} else {
-				rk.self, rk.selfCQ = qp, cq
+			res := decode(rk.slot(slotResult), op, typ)
+			if string(res) != string(want) {
+				return fmt.Errorf("allreduce %d, rank %d: result %x, want %x", it, rk.id, res, want)
 			}
 		}
-		if rk.buf, err = lease.Alloc((k + 2) * elem); err != nil {
+		if err := w.drainPairs(wc); err != nil {
 			return err
-		}
-		if rk.mr, err = dev.RegMR(pd, rk.buf.Pointer(), rk.buf.Len(), verbs.AccessLocalWrite); err != nil {
-			return err
-		}
-		binary.NativeEndian.PutUint64(rk.buf.Bytes(), input(r, typ))
-		if elem == 16 {
-			binary.NativeEndian.PutUint64(rk.buf.Bytes()[8:], uint64(r))
 		}
 	}
-	for r, rk := range rs {
+	fmt.Fprintf(out, "%d ranks, %s over %s: every rank holds %s; %d allreduces, each one post per rank and %d work requests run by the device, %.2f µs per allreduce\n",
+		n, nameOf(ops, op), nameOf(types, typ), describe(want, op, typ), iters, executed/iters, float64(busy.Nanoseconds())/1e3/float64(iters))
+	return nil
+}
+
+// name rewrites a deadlock report's QP numbers as ranks and roles.
+func (w *world) name(err error) error {
+	var de *softdev.DeadlockError
+	if !errors.As(err, &de) {
+		return err
+	}
+	who := map[uint32]string{}
+	for _, rk := range w.ranks {
+		for j, qp := range rk.step {
+			who[qp.QPNum] = fmt.Sprintf("rank %d step %d", rk.id, j)
+		}
+		if rk.self != nil {
+			who[rk.self.QPNum] = fmt.Sprintf("rank %d result", rk.id)
+		}
+		if rk.pair != nil {
+			who[rk.pair.QPNum] = fmt.Sprintf("rank %d pair", rk.id)
+		}
+	}
+	msg := ""
+	for _, b := range de.Waits {
+		msg += fmt.Sprintf("; %s (QP %#x) waits for base %d + count %d CQEs, has %d", who[b.QPNum], b.QPNum, b.Base, b.Count, b.Produced)
+	}
+	for _, b := range de.Sends {
+		msg += fmt.Sprintf("; %s (QP %#x) finds no receive at %s", who[b.QPNum], b.QPNum, who[b.DestQPNum])
+	}
+	return fmt.Errorf("%w%s", err, msg)
+}
+
+// drainPairs polls the pair QPs' CQs of the core ranks, which get the
+// extra values' receive completions.
+func (w *world) drainPairs(wc []verbs.ExpWC) error {
+	for _, rk := range w.ranks[:w.p] {
+		if rk.pairCQ == nil {
+			continue
+		}
+		if _, err := verbs.ExpPollCQ(rk.pairCQ, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0]))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// build creates every rank's QPs, buffers and task list.
+func (w *world) build(n int, op verbs.ExpCalcOp, typ verbs.ExpCalcDataType) error {
+	dev, p, k := w.dev, w.p, w.k
+	caps := softdev.QPCaps(softdev.Caps{SendWR: 4, RecvWR: 2, SendSGE: k + 2, RecvSGE: 1})
+	newQP := func(rk *rank) (*verbs.QP, *verbs.CQ, error) {
+		cq, err := dev.CreateCQ(2, softdev.CrossChannelCQ())
+		if err != nil {
+			return nil, nil, err
+		}
+		qp, err := dev.CreateQP(w.pd, rk.scq, cq, softdev.CrossChannel(), caps)
+		if err != nil {
+			dev.DestroyCQ(cq)
+		}
+		return qp, cq, err
+	}
+	for r := 0; r < n; r++ {
+		rk := &rank{id: r, extraVal: r < n-p}
+		w.ranks = append(w.ranks, rk)
+		var err error
+		if rk.scq, err = dev.CreateCQ(8, softdev.CrossChannelCQ()); err != nil {
+			return err
+		}
+		if r < p {
+			for j := 0; j < k; j++ {
+				qp, cq, err := newQP(rk)
+				if err != nil {
+					return err
+				}
+				rk.step, rk.stepCQ = append(rk.step, qp), append(rk.stepCQ, cq)
+			}
+			if rk.self, rk.selfCQ, err = newQP(rk); err != nil {
+				return err
+			}
+		}
+		if r >= p || rk.extraVal {
+			if rk.pair, rk.pairCQ, err = newQP(rk); err != nil {
+				return err
+			}
+		}
+		if rk.buf, err = lease.Alloc((slotStep + k) * slot); err != nil {
+			return err
+		}
+		if rk.mr, err = dev.RegMR(w.pd, rk.buf.Pointer(), rk.buf.Len(), verbs.AccessLocalWrite); err != nil {
+			return err
+		}
+		v := input(r, typ)
+		if op == verbs.ExpCalcOpMaxloc {
+			v = orderKey(v, typ)
+		}
+		binary.BigEndian.PutUint64(rk.slot(slotSelf), v)
+		binary.BigEndian.PutUint64(rk.slot(slotSelf)[8:], uint64(r)) // MAXLOC reports it
+	}
+	for r, rk := range w.ranks[:p] {
 		for j := 0; j < k; j++ {
-			if p := r ^ 1<<j; r < p {
-				if err := softdev.Connect(rk.step[j], rs[p].step[j]); err != nil {
+			if q := r ^ 1<<j; r < q {
+				if err := softdev.Connect(rk.step[j], w.ranks[q].step[j]); err != nil {
 					return err
 				}
 			}
@@ -154,74 +332,139 @@ func run(n int, op verbs.ExpCalcOp, typ verbs.ExpCalcDataType, out io.Writer) (e
 		if err := softdev.Connect(rk.self, rk.self); err != nil {
 			return err
 		}
+		if rk.extraVal {
+			if err := softdev.Connect(rk.pair, w.ranks[r+p].pair); err != nil {
+				return err
+			}
+		}
 	}
+	typCalc := typ
+	if op == verbs.ExpCalcOpMaxloc {
+		typCalc = verbs.ExpCalcDataTypeUint // the hardware's MAXLOC
+	}
+	for _, rk := range w.ranks {
+		var err error
+		if rk.list, err = task.New(dev.Context(), task.Capacity{Tasks: 2*k + 5, SendWRs: 2*k + 4, RecvWRs: k + 2, SGEs: (k + 3) * (k + 3)}); err != nil {
+			return err
+		}
+		if rk.id >= p {
+			err = rk.extraSchedule()
+		} else {
+			err = rk.coreSchedule(k, op, typCalc)
+		}
+		if err != nil {
+			return fmt.Errorf("rank %d schedule: %w", rk.id, err)
+		}
+	}
+	return nil
+}
 
-	// Each rank's schedule: receives first, then the chain of CALC sends.
-	ctx := dev.Context()
-	for _, rk := range rs {
-		if rk.list, err = task.New(ctx, task.Capacity{Tasks: 2*k + 2, SendWRs: 2*k + 2, RecvWRs: k + 1, SGEs: (k+1)*(k+2)/2 + k + 2}); err != nil {
-			return err
-		}
-		l := rk.list
-		for j := 0; j < k; j++ {
-			l.RecvTask(rk.step[j])
-			if _, err := l.Recv(uint64(j), rk.sge(1+j)); err != nil {
-				return err
-			}
-		}
-		l.RecvTask(rk.self)
-		if _, err := l.Recv(uint64(k), rk.sge(k+1)); err != nil {
-			return err
-		}
-		for j := 0; j <= k; j++ {
-			qp := rk.self
-			if j < k {
-				qp = rk.step[j]
-			}
-			l.SendTask(qp)
-			if j > 0 {
-				if _, err := l.Wait(rk.stepCQ[j-1], 1, true, 0); err != nil {
-					return err
-				}
-			}
-			operands := make([]verbs.SGE, j+1) // x0 and B_0 … B_{j-1}
-			for i := range operands {
-				operands[i] = rk.sge(i)
-			}
-			if _, err := l.Calc(uint64(100+j), 0, op, typ, operands...); err != nil {
-				return err
-			}
-		}
-	}
-	for _, rk := range rs {
-		if err := rk.list.Post(); err != nil {
-			return err
-		}
-	}
-	executed, err := dev.Progress()
-	if err != nil {
+// extraSchedule: receive the result, send the value to rank r-p.
+func (rk *rank) extraSchedule() error {
+	l := rk.list
+	l.RecvTask(rk.pair)
+	if _, err := l.Recv(1, rk.sge(slotResult)); err != nil {
 		return err
 	}
+	l.SendTask(rk.pair)
+	_, err := l.Send(2, 0, rk.sge(slotSelf))
+	return err
+}
 
-	want := reference(n, op, typ)
-	wc := softdev.CallocSlice[verbs.ExpWC](4)
-	defer softdev.Free(unsafe.Pointer(&wc[0]))
-	for r, rk := range rs {
-		got, err := verbs.ExpPollCQ(rk.selfCQ, 4, &wc[0], uint32(unsafe.Sizeof(wc[0])))
-		if err != nil {
+// coreSchedule: the receives first (partials, the extra value, the
+// result), then the chain of CALC sends, each waiting for the receive
+// before it.
+func (rk *rank) coreSchedule(k int, op verbs.ExpCalcOp, typ verbs.ExpCalcDataType) error {
+	l := rk.list
+	for j := 0; j < k; j++ {
+		l.RecvTask(rk.step[j])
+		if _, err := l.Recv(uint64(j), rk.sge(slotStep+j)); err != nil {
 			return err
 		}
-		if got != 1 || wc[0].Status != verbs.WCSuccess {
-			return fmt.Errorf("rank %d: %d result completions (status %v)", r, got, wc[0].Status)
-		}
-		res := rk.buf.Bytes()[(k+1)*elem : (k+2)*elem]
-		if string(res) != string(want) {
-			return fmt.Errorf("rank %d: result %x, want %x", r, res, want)
+	}
+	if rk.extraVal {
+		l.RecvTask(rk.pair)
+		if _, err := l.Recv(uint64(k), rk.sge(slotExtra)); err != nil {
+			return err
 		}
 	}
-	fmt.Fprintf(out, "%d ranks, %v over %v: every rank holds %s; %d work requests run by the device after one post per rank\n",
-		n, op, typ, describe(want, op, typ), executed)
+	l.RecvTask(rk.self)
+	if _, err := l.Recv(uint64(k+1), rk.sge(slotResult)); err != nil {
+		return err
+	}
+	operands := []verbs.SGE{rk.sge(slotSelf)}
+	if rk.extraVal {
+		operands = append(operands, rk.sge(slotExtra))
+	}
+	last := verbs.ExpSendWaitEnLast // each wait counts from the one before on its CQ
+	for j := 0; j <= k; j++ {
+		qp := rk.self
+		if j < k {
+			qp = rk.step[j]
+		}
+		l.SendTask(qp)
+		switch {
+		case j > 0:
+			if _, err := l.Wait(uint64(200+j), last, rk.stepCQ[j-1], 1); err != nil {
+				return err
+			}
+		case rk.extraVal:
+			if _, err := l.Wait(200, last, rk.pairCQ, 1); err != nil {
+				return err
+			}
+		}
+		if _, err := l.Calc(uint64(100+j), 0, op, typ, operands...); err != nil {
+			return err
+		}
+		if j < k {
+			operands = append(operands, rk.sge(slotStep+j))
+		}
+	}
+	if rk.extraVal { // once the total has landed here, send it to the extra rank
+		l.SendTask(rk.pair)
+		if _, err := l.Wait(300, last, rk.selfCQ, 1); err != nil {
+			return err
+		}
+		if _, err := l.Send(301, 0, rk.sge(slotResult)); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+func (w *world) close() {
+	for _, rk := range w.ranks {
+		if rk.list != nil {
+			rk.list.Free()
+		}
+		for _, qp := range append(append([]*verbs.QP{}, rk.step...), rk.self, rk.pair) {
+			if qp != nil {
+				w.dev.DestroyQP(qp)
+			}
+		}
+		for _, cq := range append(append([]*verbs.CQ{}, rk.stepCQ...), rk.selfCQ, rk.pairCQ, rk.scq) {
+			if cq != nil {
+				w.dev.DestroyCQ(cq)
+			}
+		}
+		if rk.mr != nil {
+			w.dev.DeregMR(rk.mr)
+		}
+		if rk.buf != nil {
+			rk.buf.Free()
+		}
+	}
+}
+
+// decode turns a result slot back into the reference's form: the value
+// in host order, and for MAXLOC the rank it came from.
+func decode(b []byte, op verbs.ExpCalcOp, typ verbs.ExpCalcDataType) []byte {
+	v := binary.BigEndian.Uint64(b)
+	if op != verbs.ExpCalcOpMaxloc {
+		return binary.NativeEndian.AppendUint64(nil, v)
+	}
+	out := binary.NativeEndian.AppendUint64(nil, fromKey(v, typ))
+	return binary.NativeEndian.AppendUint64(out, binary.BigEndian.Uint64(b[8:]))
 }
 
 // reference computes the expected result in Go.
@@ -282,26 +525,4 @@ func describe(b []byte, op verbs.ExpCalcOp, typ verbs.ExpCalcDataType) string {
 		s = fmt.Sprintf("%#016x", v)
 	}
 	return s
-}
-
-func (rk *rank) close(dev *softdev.Device) {
-	if rk.list != nil {
-		rk.list.Free()
-	}
-	for _, qp := range append(rk.step, rk.self) {
-		if qp != nil {
-			dev.DestroyQP(qp)
-		}
-	}
-	for _, cq := range append(rk.stepCQ, rk.selfCQ, rk.scq) {
-		if cq != nil {
-			dev.DestroyCQ(cq)
-		}
-	}
-	if rk.mr != nil {
-		dev.DeregMR(rk.mr)
-	}
-	if rk.buf != nil {
-		rk.buf.Free()
-	}
 }

@@ -3,10 +3,18 @@
 // Command pingpong bounces messages between two queue pairs with a
 // cross-channel schedule that is posted once: after the posts, the device
 // runs every round trip without the CPU. Each side's task list is a
-// receive task (one receive per round) and a send task in which every send
-// but the first waits (CQE_WAIT) for the previous receive to complete. The
-// pong side sends back the very buffer the ping landed in, so the data
-// goes round without being touched.
+// receive task (one receive per round) and a send task: ping sends round
+// i, then waits (CQE_WAIT) for the pong of round i; pong waits for ping i,
+// then sends back the very buffer it landed in, so the data goes round
+// without being touched. Every wait is for one CQE beyond the one before
+// on the same CQ: each carries WAIT_EN_LAST, which moves the CQ's wait
+// base past it.
+//
+// The whole schedule is in the queues at once: a send queue holds two
+// WQEs per round and a receive queue one, so -rounds is bounded by the
+// device's max_qp_wr (and max_cqe); pingpong says which limit a -rounds
+// value hits. The software device's limits can be raised with -max-wr and
+// -max-cqe.
 //
 // It runs on the software device (runtime/softdev), so it needs no
 // hardware:
@@ -21,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
@@ -32,11 +41,51 @@ import (
 func main() {
 	rounds := flag.Int("rounds", 1000, "round trips")
 	size := flag.Int("size", 64, "message size in bytes")
+	maxWR := flag.Int("max-wr", softdev.DefaultLimits.MaxQPWR, "the software device's max_qp_wr (WQEs per queue)")
+	maxCQE := flag.Int("max-cqe", softdev.DefaultLimits.MaxCQE, "the software device's max_cqe (entries per CQ)")
 	flag.Parse()
-	if err := run(*rounds, *size, os.Stdout); err != nil {
+	if err := run(*rounds, *size, softdev.Limits{MaxQPWR: *maxWR, MaxCQE: *maxCQE}, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "pingpong:", err)
 		os.Exit(1)
 	}
+}
+
+// LimitError says which queue or CQ a -rounds value does not fit.
+type LimitError struct {
+	Rounds int
+	What   string // "send queue", "receive queue", "receive CQ"
+	Need   int    // entries needed
+	Limit  string // the device attribute: max_qp_wr or max_cqe
+	Max    int    // its value
+	Flag   string // the flag that raises it on the software device
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("-rounds %d needs %d entries in each %s, more than the device's %s of %d: lower -rounds, or raise the software device's limit with %s=%d",
+		e.Rounds, e.Need, e.What, e.Limit, e.Max, e.Flag, e.Need)
+}
+
+// checkLimits asks the device (ibv_exp_query_device, as with an HCA)
+// whether the schedule fits.
+func checkLimits(ctx *verbs.Context, rounds int) error {
+	attr := softdev.Calloc[verbs.ExpDeviceAttr]()
+	defer softdev.Free(unsafe.Pointer(attr))
+	if err := verbs.ExpQueryDevice(ctx, attr); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		what, limit, flag string
+		need, max         int
+	}{
+		{"send queue", "max_qp_wr", "-max-wr", 2 * rounds, int(attr.MaxQPWR)},
+		{"receive queue", "max_qp_wr", "-max-wr", rounds, int(attr.MaxQPWR)},
+		{"receive CQ", "max_cqe", "-max-cqe", rounds, int(attr.MaxCQE)},
+	} {
+		if c.need > c.max {
+			return &LimitError{Rounds: rounds, What: c.what, Need: c.need, Limit: c.limit, Max: c.max, Flag: c.flag}
+		}
+	}
+	return nil
 }
 
 // side is one end: its QP, CQs, buffers and schedule.
@@ -48,15 +97,18 @@ type side struct {
 	list      *task.List
 }
 
-func run(rounds, size int, out io.Writer) (err error) {
+func run(rounds, size int, limits softdev.Limits, out io.Writer) (err error) {
 	if rounds <= 0 || size <= 0 {
 		return errors.New("rounds and size must be positive")
 	}
-	dev, err := softdev.Open()
+	dev, err := softdev.Open(softdev.MaxQPWR(limits.MaxQPWR), softdev.MaxCQE(limits.MaxCQE))
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, dev.Close()) }()
+	if err := checkLimits(dev.Context(), rounds); err != nil {
+		return err
+	}
 	pd, err := dev.AllocPD()
 	if err != nil {
 		return err
@@ -100,18 +152,19 @@ func run(rounds, size int, out io.Writer) (err error) {
 		if _, err := ping.list.Send(uint64(i), 0, ping.sge(ping.send, i, size, 0)); err != nil {
 			return err
 		}
-		if _, err := ping.list.Wait(ping.rcq, 1, true, 0); err != nil {
+		if _, err := ping.list.Wait(uint64(rounds+i), verbs.ExpSendWaitEnLast, ping.rcq, 1); err != nil {
 			return err
 		}
 		// pong: wait for ping i, send back the buffer it arrived in.
-		if _, err := pong.list.Wait(pong.rcq, 1, true, 0); err != nil {
+		if _, err := pong.list.Wait(uint64(rounds+i), verbs.ExpSendWaitEnLast, pong.rcq, 1); err != nil {
 			return err
 		}
 		if _, err := pong.list.Send(uint64(i), 0, pong.sge(pong.rcv, i, size, 1)); err != nil {
 			return err
 		}
 	}
-	// The whole exchange: two posts.
+	// The whole exchange: two posts, then the device runs it.
+	start := time.Now()
 	if err := pong.list.Post(); err != nil {
 		return err
 	}
@@ -119,8 +172,9 @@ func run(rounds, size int, out io.Writer) (err error) {
 		return err
 	}
 	executed, err := dev.Progress()
+	elapsed := time.Since(start)
 	if err != nil {
-		return err
+		return fmt.Errorf("the schedule did not finish (QP %#x is ping, %#x pong): %w", ping.qp.QPNum, pong.qp.QPNum, err)
 	}
 	for _, s := range []*side{&ping, &pong} {
 		got, err := drain(s.rcq, rounds)
@@ -134,16 +188,19 @@ func run(rounds, size int, out io.Writer) (err error) {
 	if !bytes.Equal(ping.rcv.Bytes(), ping.send.Bytes()) {
 		return errors.New("the pongs differ from the pings")
 	}
-	fmt.Fprintf(out, "%d round trips of %d bytes: one post per side, %d work requests run by the device, data verified\n", rounds, size, executed)
+	fmt.Fprintf(out, "%d round trips of %d bytes: one post per side, %d work requests run by the device in %v, %.3f µs per round trip, data verified\n",
+		rounds, size, executed, elapsed.Round(time.Microsecond), float64(elapsed.Nanoseconds())/1e3/float64(rounds))
 	return nil
 }
 
 func (s *side) open(dev *softdev.Device, pd *verbs.PD, rounds, size int) error {
 	var err error
-	if s.scq, err = dev.CreateCQ(2*rounds+1, softdev.CrossChannelCQ()); err != nil {
+	// Sends and waits are unsignaled: the send CQ only ever sees errors.
+	if s.scq, err = dev.CreateCQ(16, softdev.CrossChannelCQ()); err != nil {
 		return err
 	}
-	if s.rcq, err = dev.CreateCQ(rounds+1, softdev.CrossChannelCQ()); err != nil {
+	// Every receive's CQE stays until the end: the CQ holds them all.
+	if s.rcq, err = dev.CreateCQ(rounds, softdev.CrossChannelCQ()); err != nil {
 		return err
 	}
 	caps := softdev.Caps{SendWR: 2 * rounds, RecvWR: rounds, SendSGE: 1, RecvSGE: 1}

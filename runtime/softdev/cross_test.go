@@ -21,6 +21,18 @@ func (f *fixture) write(id uint64, from, to int) *verbs.ExpSendWR {
 	return w
 }
 
+// progressBlocked runs the device and returns the deadlock report
+// (failing if there is none).
+func (f *fixture) progressBlocked() *DeadlockError {
+	f.t.Helper()
+	_, err := f.d.Progress()
+	var de *DeadlockError
+	if !errors.As(err, &de) {
+		f.t.Fatalf("Progress = %v, want a deadlock report", err)
+	}
+	return de
+}
+
 // TestWaitEnableChain: a managed send queue runs nothing until enabled;
 // a manager QP enables it once a CQ has produced enough completions, and
 // the wait blocks the rest of the manager's queue meanwhile.
@@ -32,37 +44,36 @@ func TestWaitEnableChain(t *testing.T) {
 
 	// Three writes on the managed queue: nothing runs yet.
 	f.postSend(managed.a, f.write(1, 0, 100), f.write(2, 0, 108), f.write(3, 0, 116))
-	if n := f.progress(); n != 0 {
-		t.Fatalf("managed queue ran %d WQEs before any enable", n)
+	if de := f.progressBlocked(); len(de.Gated) != 1 || de.Gated[0].QPNum != managed.a.QPNum || de.Gated[0].Released != 0 {
+		t.Fatalf("before any enable: %v", de)
 	}
 	// Manager: wait for 2 completions of the trigger CQ, enable two
-	// WQEs; wait for 1 more (3 in total), enable everything posted.
+	// WQEs; wait for 1 more (base 2 + 1), enable everything posted.
 	f.postSend(m,
 		f.wait(10, trigger.cqa, 2, verbs.ExpSendSignaled|verbs.ExpSendWaitEnLast),
-		f.enable(11, verbs.ExpWRSendEnable, managed.a, 2, verbs.ExpSendSignaled),
+		f.enable(11, verbs.ExpWRSendEnable, managed.a, 2, verbs.ExpSendSignaled|verbs.ExpSendWaitEnLast),
 		f.wait(12, trigger.cqa, 1, verbs.ExpSendWaitEnLast),
-		f.enable(13, verbs.ExpWRSendEnable, managed.a, 0, verbs.ExpSendSignaled))
+		f.enable(13, verbs.ExpWRSendEnable, managed.a, 0, verbs.ExpSendSignaled|verbs.ExpSendWaitEnLast))
 
-	_, err := f.d.Progress()
-	var de *DeadlockError
-	if !errors.As(err, &de) || len(de.Waits) != 1 || de.Waits[0].QPNum != m.QPNum ||
-		de.Waits[0].CQ != trigger.cqa || de.Waits[0].Needed != 2 || de.Waits[0].Produced != 0 {
-		t.Fatalf("before the trigger: %v", err)
+	de := f.progressBlocked()
+	if len(de.Waits) != 1 || de.Waits[0].QPNum != m.QPNum || de.Waits[0].CQ != trigger.cqa ||
+		de.Waits[0].Needed != 2 || de.Waits[0].Produced != 0 || de.Waits[0].Base != 0 || de.Waits[0].Count != 2 {
+		t.Fatalf("before the trigger: %v", de)
 	}
 
 	// One trigger completion: still blocked (needs 2).
 	f.postSend(trigger.a, f.write(100, 0, 200))
-	if _, err := f.d.Progress(); !errors.As(err, &de) || de.Waits[0].Produced != 1 {
-		t.Fatalf("after one trigger completion: %v", err)
+	if de := f.progressBlocked(); de.Waits[0].Produced != 1 {
+		t.Fatalf("after one trigger completion: %v", de)
 	}
 	if _, s, _, _ := f.d.QPStats(managed.a); s.Done != 0 || s.Enabled != 0 {
 		t.Fatalf("managed queue %+v", s)
 	}
 	// Second: the first wait is satisfied, two WQEs enabled and run;
-	// the manager then blocks on the cumulative index 3.
+	// the manager then blocks on base 2 + 1.
 	f.postSend(trigger.a, f.write(101, 0, 200))
-	if _, err := f.d.Progress(); !errors.As(err, &de) || de.Waits[0].Needed != 3 || de.Waits[0].Produced != 2 {
-		t.Fatalf("after two trigger completions: %v", err)
+	if de := f.progressBlocked(); len(de.Waits) != 1 || de.Waits[0].Needed != 3 || de.Waits[0].Base != 2 || de.Waits[0].Produced != 2 {
+		t.Fatalf("after two trigger completions: %v", de)
 	}
 	if _, s, _, _ := f.d.QPStats(managed.a); s.Done != 2 || s.Enabled != 2 {
 		t.Fatalf("managed queue after the first enable %+v", s)
@@ -82,21 +93,25 @@ func TestWaitEnableChain(t *testing.T) {
 }
 
 // TestEnableCountZero: count 0 enables what was posted before the
-// ENABLE, not what is posted after it.
+// ENABLE, not what is posted after it; an enable of a queue that is not
+// managed is refused.
 func TestEnableCountZero(t *testing.T) {
 	f := newFixture(t)
 	managed := f.pair([]QPOption{ManagedSend()}, nil)
 	m, _ := f.mgr()
 	f.postSend(managed.a, f.write(1, 0, 100), f.write(2, 0, 100))
-	f.postSend(m, f.enable(10, verbs.ExpWRSendEnable, managed.a, 0, 0))
+	f.postSend(m, f.enable(10, verbs.ExpWRSendEnable, managed.a, 0, verbs.ExpSendWaitEnLast))
 	f.postSend(managed.a, f.write(3, 0, 100))
-	f.progress()
+	f.progressBlocked()
 	if _, s, _, _ := f.d.QPStats(managed.a); s.Done != 2 || s.Enabled != 2 || s.Posted != 3 {
 		t.Fatalf("managed queue %+v, want 2 of 3 run", s)
 	}
-	// An enable of an unmanaged queue is accepted and does nothing.
-	f.postSend(m, f.enable(11, verbs.ExpWRSendEnable, managed.b, 5, 0))
-	f.postSend(m, f.enable(12, verbs.ExpWRSendEnable, managed.a, 1, 0))
+	bad := alloc[*verbs.ExpSendWR](f)
+	w := f.enable(11, verbs.ExpWRSendEnable, managed.b, 5, 0)
+	if err := verbs.ExpPostSend(m, w, bad); !isErrno(err, syscall.EINVAL) || *bad != w {
+		t.Fatalf("enable of an unmanaged queue: %v", err)
+	}
+	f.postSend(m, f.enable(12, verbs.ExpWRSendEnable, managed.a, 1, verbs.ExpSendWaitEnLast))
 	f.progress()
 	if _, s, _, _ := f.d.QPStats(managed.a); s.Done != 3 {
 		t.Fatalf("managed queue %+v", s)
@@ -117,7 +132,7 @@ func TestRecvEnable(t *testing.T) {
 	if !errors.As(err, &de) || len(de.Sends) != 1 || de.Sends[0].QPNum != p.a.QPNum || de.Sends[0].DestQPNum != p.b.QPNum {
 		t.Fatalf("send before RECV_ENABLE: %v", err)
 	}
-	if !strings.Contains(err.Error(), "no receive WQE") {
+	if !strings.Contains(err.Error(), "no released receive WQE") || !strings.Contains(err.Error(), "1 posted, released up to 0") {
 		t.Errorf("message %q", err)
 	}
 	f.postSend(m, f.enable(3, verbs.ExpWRRecvEnable, p.b, 1, verbs.ExpSendWaitEnLast))
@@ -144,8 +159,8 @@ func TestDeadlock(t *testing.T) {
 		t.Fatalf("Progress = %d, %v", n, err)
 	}
 	want := []BlockedWait{
-		{QPNum: m1.QPNum, WRID: 1, CQ: c2, CQHandle: c2.Handle, Needed: 1, Produced: 0},
-		{QPNum: m2.QPNum, WRID: 3, CQ: c1, CQHandle: c1.Handle, Needed: 1, Produced: 0},
+		{QPNum: m1.QPNum, WRID: 1, CQ: c2, CQHandle: c2.Handle, Needed: 1, Produced: 0, Base: 0, Count: 1},
+		{QPNum: m2.QPNum, WRID: 3, CQ: c1, CQHandle: c1.Handle, Needed: 1, Produced: 0, Base: 0, Count: 1},
 	}
 	if !reflect.DeepEqual(de.Waits, want) {
 		t.Fatalf("waits %+v, want %+v", de.Waits, want)
@@ -291,6 +306,7 @@ func TestReferences(t *testing.T) {
 	m, _ := f.mgr()
 	target := f.pair([]QPOption{ManagedSend()}, nil)
 	cq := f.cq(8)
+	f.postSend(target.a, f.write(1, 0, 64))
 	f.postSend(m, f.wait(1, cq, 1, 0), f.enable(2, verbs.ExpWRSendEnable, target.a, 1, 0))
 	if err := f.d.DestroyCQ(cq); !isErrno(err, syscall.EBUSY) {
 		t.Fatalf("DestroyCQ with a pending wait: %v", err)
@@ -304,7 +320,7 @@ func TestReferences(t *testing.T) {
 	if err := verbs.ExpPostSend(m, w, bad); !isErrno(err, syscall.EINVAL) || *bad != w {
 		t.Fatalf("wait on another device's CQ: %v", err)
 	}
-	e := f.enable(4, verbs.ExpWRRecvEnable, other.pair(nil, nil).b, 1, 0)
+	e := f.enable(4, verbs.ExpWRRecvEnable, other.pair(nil, []QPOption{ManagedRecv()}).b, 0, 0)
 	if err := verbs.ExpPostSend(m, e, bad); !isErrno(err, syscall.EINVAL) || *bad != e {
 		t.Fatalf("enable of another device's QP: %v", err)
 	}
@@ -318,7 +334,10 @@ func TestReferences(t *testing.T) {
 	if err := verbs.ExpModifyQP(m, attr, uint64(verbs.ExpQPState)); err != nil {
 		t.Fatal(err)
 	}
-	f.progress()
+	// The write it would have enabled stays gated: that is all that is left.
+	if de := f.progressBlocked(); len(de.Gated) != 1 || len(de.Waits)+len(de.Sends) != 0 {
+		t.Fatalf("after flushing the manager: %v", de)
+	}
 }
 
 // TestStateMachine: the transitions Connect relies on, and the ones the

@@ -48,16 +48,19 @@ func schedule(t *testing.T) ([]wcSum, []byte) {
 	// wait until the shared CQ has seen that round's completions.
 	for r := range rounds {
 		for i := ranks - 1; i >= 0; i-- {
-			f.postSend(m, f.enable(next(), verbs.ExpWRSendEnable, a[i], 1, verbs.ExpSendSignaled))
+			f.postSend(m, f.enable(next(), verbs.ExpWRSendEnable, a[i], 1, verbs.ExpSendSignaled|verbs.ExpSendWaitEnLast))
 		}
-		// The CQ's wait index advances by this round's sends, receives
-		// and enables, plus the previous round's wait.
+		// Each wait moves the CQ's wait base by its count: this round's
+		// sends, receives and enables, plus the previous round's wait.
 		f.postSend(m, f.wait(next(), cq, 2*ranks+ranks+boolInt(r > 0), verbs.ExpSendSignaled|verbs.ExpSendWaitEnLast))
 		// Unrelated traffic interleaves with the schedule.
 		w := f.write(next(), r*8, 2048+r*8)
 		f.postSend(plain.a, w)
 		if r == 1 {
-			f.progress()
+			// Half-way: the rounds not yet enabled are reported gated.
+			if de := f.progressBlocked(); len(de.Gated) != ranks {
+				t.Fatalf("half-way: %v", de)
+			}
 		}
 	}
 	var out []wcSum

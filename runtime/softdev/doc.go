@@ -1,6 +1,11 @@
 // Package softdev is a software verbs device with Mellanox cross-channel
 // ("CORE-Direct") semantics. It lives in the calling process, so tests and
-// CI can run task lists without an HCA or libibverbs.
+// CI can run task lists without an HCA or libibverbs. It follows the
+// hardware: the rules below are those the vendor's CORE-Direct test-suite
+// (libibverbs 1.2.1mlnx1) and its providers (libmlx4, libmlx5) show, and
+// where the manual pages say otherwise, they win. A schedule that runs
+// here runs the same way on an HCA, and one that deadlocks here would
+// hang there.
 //
 // # How it plugs in
 //
@@ -10,44 +15,96 @@
 // Device.Context. Both dispatch tables (ibv_context.ops and the exp
 // record) point into this package's C code. The generated wrappers in
 // package verbs therefore run the headers' real inline code and reach the
-// device through the same lookups as with hardware:
+// device through the same lookups as with hardware: verbs.ExpPostTask
+// reaches lib_exp_post_task, verbs.ExpPostSend drv_exp_post_send,
+// verbs.PostSend and verbs.PostRecv ops.post_send and ops.post_recv,
+// verbs.PollCQ ops.poll_cq, verbs.ExpPollCQ drv_exp_ibv_poll_cq, and
+// verbs.ExpCreateCQ, ExpModifyCQ, ExpCreateQP, ExpModifyQP and
+// ExpQueryDevice their exp entries.
 //
-//	verbs.ExpPostTask  -> lib_exp_post_task     verbs.ExpCreateCQ -> exp_create_cq
-//	verbs.ExpPostSend  -> drv_exp_post_send     verbs.ExpModifyCQ -> lib_exp_modify_cq
-//	verbs.PostSend     -> ops.post_send         verbs.ExpCreateQP -> lib_exp_create_qp
-//	verbs.PostRecv     -> ops.post_recv         verbs.ExpModifyQP -> lib_exp_modify_qp
-//	verbs.PollCQ       -> ops.poll_cq           verbs.ExpQueryDevice -> lib_exp_query_device
-//	verbs.ExpPollCQ    -> drv_exp_ibv_poll_cq
-//
-// The exported verbs (ibv_alloc_pd, ibv_reg_mr, ibv_destroy_*, …) live in
-// libibverbs, which this device does not need; Device offers them as
-// methods that call the context's ops as libibverbs would. CreateCQ and
-// CreateQP go through verbs.ExpCreateCQ and verbs.ExpCreateQP themselves.
+// The exported verbs (ibv_alloc_pd, ibv_reg_mr, ibv_destroy_*,
+// ibv_get_async_event, …) live in libibverbs, which this device does not
+// need; Device offers them as methods that call the context's ops as
+// libibverbs would. CreateCQ and CreateQP go through verbs.ExpCreateCQ and
+// verbs.ExpCreateQP themselves.
 //
 // # Objects
 //
+// A schedule's objects and the verbs on them, as Example runs it:
+//
 //	d, _ := softdev.Open()
 //	pd, _ := d.AllocPD()
-//	mr, _ := d.RegMR(pd, buf, n, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
-//	cq, _ := d.CreateCQ(256, softdev.CrossChannelCQ())
+//	buf := softdev.CallocSlice[byte](4096) // C memory, registered below
+//	mr, _ := d.RegMR(pd, unsafe.Pointer(&buf[0]), len(buf), verbs.AccessLocalWrite)
+//	cq, _ := d.CreateCQ(16) // 32 slots: 16 rounded up to a power of two above it
 //	mgr, _ := d.CreateQP(pd, cq, cq, softdev.CrossChannel())
 //	a, _ := d.CreateQP(pd, cq, cq, softdev.ManagedSend())
 //	b, _ := d.CreateQP(pd, cq, cq)
-//	softdev.Connect(a, b)    // RESET -> INIT -> RTR -> RTS, each with the other's qp_num
+//	softdev.Connect(a, b)     // RESET -> INIT -> RTR -> RTS, each with the other's qp_num
 //	softdev.Connect(mgr, mgr) // a QP may be connected to itself
-//	… verbs.ExpPostTask(d.Context(), task, &bad) …
-//	n, _ := verbs.ExpPollCQ(cq, len(wc), &wc[0], uint32(unsafe.Sizeof(wc[0])))
-//	… destroy everything …
-//	err := d.Close() // *LeakError if something was left
 //
-// Only RC QPs exist, connected in loopback to a QP of the same device. QP
-// numbers start at 0x100 and MR keys are derived from a slot and a
-// generation, with lkey != rkey, so a stale or mistyped key is caught.
-// Destroying a PD, CQ or QP still in use (by MRs or QPs, or by a pending
-// CQE_WAIT or ENABLE naming it) fails with EBUSY. Registered memory must
-// stay valid and unmoved until DeregMR: C memory (Calloc, CallocSlice),
-// or Go memory pinned by the caller. WRs, tasks and SGE lists handed to
-// the verbs should be C memory too (Go's cgo pointer rules).
+//	sge := softdev.CallocSlice[verbs.SGE](2)
+//	sge[0] = verbs.SGE{Addr: uint64(uintptr(unsafe.Pointer(&buf[0]))), Length: 8, Lkey: mr.Lkey}
+//	sge[1] = verbs.SGE{Addr: sge[0].Addr + 64, Length: 8, Lkey: mr.Lkey}
+//	recv := softdev.Calloc[verbs.RecvWR]()
+//	*recv = verbs.RecvWR{WRID: 1, SGList: &sge[1], NumSGE: 1}
+//	wrs := softdev.CallocSlice[verbs.ExpSendWR](2)
+//	wrs[0] = verbs.ExpSendWR{WRID: 2, SGList: &sge[0], NumSGE: 1, ExpOpcode: verbs.ExpWRSend,
+//		ExpSendFlags: uint64(verbs.ExpSendSignaled)}
+//	wrs[1] = verbs.ExpSendWR{WRID: 3, ExpOpcode: verbs.ExpWRSendEnable,
+//		ExpSendFlags: uint64(verbs.ExpSendSignaled | verbs.ExpSendWaitEnLast)}
+//	wrs[1].Task.WQEEnable().QP, wrs[1].Task.WQEEnable().WQECount = a, 1
+//	badRecv, badSend := softdev.Calloc[*verbs.RecvWR](), softdev.Calloc[*verbs.ExpSendWR]()
+//	fmt.Println(verbs.PostRecv(b, recv, badRecv))         // the peer's receive
+//	fmt.Println(verbs.ExpPostSend(a, &wrs[0], badSend))   // held: a is managed
+//	fmt.Println(verbs.ExpPostSend(mgr, &wrs[1], badSend)) // releases it
+//	wc := softdev.CallocSlice[verbs.ExpWC](4)
+//	n, _ := verbs.ExpPollCQ(cq, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0]))) // runs the device
+//	for _, c := range wc[:n] {
+//		fmt.Println(c.WRID, c.Status, c.ExpOpcode)
+//	}
+//
+//	for _, p := range []unsafe.Pointer{unsafe.Pointer(&sge[0]), unsafe.Pointer(recv), unsafe.Pointer(&wrs[0]),
+//		unsafe.Pointer(badRecv), unsafe.Pointer(badSend), unsafe.Pointer(&wc[0])} {
+//		softdev.Free(p)
+//	}
+//	d.DestroyQP(mgr)
+//	d.DestroyQP(a)
+//	d.DestroyQP(b)
+//	d.DestroyCQ(cq)
+//	d.DeregMR(mr)
+//	softdev.Free(unsafe.Pointer(&buf[0]))
+//	d.DeallocPD(pd)
+//	fmt.Println(d.Close()) // a *LeakError if something was left
+//
+// (runtime/task's ExampleList builds one with a task list.) Only RC
+// QPs exist, connected in loopback to a QP of the same device. QP numbers
+// start at 0x100 and MR keys are derived from a slot and a generation,
+// with lkey != rkey, so a stale or mistyped key is caught. Destroying a
+// PD, CQ or QP still in use (by MRs or QPs, or by a pending CQE_WAIT or
+// ENABLE naming it) fails with EBUSY. A PD, MR, CQ or QP that is not a
+// live object of this device (nil, destroyed, another device's) is
+// refused with EINVAL by every method and every verb that reaches the
+// provider: destroyed CQs and QPs keep their records (not their rings)
+// until Close, so a stale handle reads valid memory and fails cleanly.
+//
+// Sizes are checked against the C fields before anything is truncated:
+// CreateCQ refuses a cqe outside 1..MaxInt32 and Caps fields outside
+// uint32, with EINVAL. The device's max_qp_wr and max_cqe (DefaultLimits;
+// Open's MaxQPWR and MaxCQE options change them, up to 1<<24) bound the
+// queues and CQs, also with EINVAL, as an HCA's provider does; Limits and
+// ibv_exp_query_device report them.
+//
+// RegMR checks, as an HCA pinning the pages would, that the whole range is
+// mapped memory the device may read (and write, for an MR with any write
+// access): it reads /proc/self/maps once and needs contiguous mappings
+// with those permissions from the first byte to the last, which is exact
+// and costs a few microseconds; without /proc it falls back to msync(2)
+// (mapping only). Otherwise registration fails with EFAULT, naming the
+// first byte that is not. The memory must then stay valid and unmoved
+// until DeregMR: C memory (Calloc, CallocSlice, package lease), or Go
+// memory pinned by the caller. WRs, tasks and SGE lists handed to the
+// verbs should be C memory too (Go's cgo pointer rules).
 //
 // # Post path
 //
@@ -59,26 +116,85 @@
 // can be reused as soon as the call returns; data buffers are read or
 // written when the WQE executes. Errors found at post time return the
 // errno with *bad_wr set to the failing WR, the WRs before it staying
-// posted:
+// posted; a refused WR changes nothing (no base moves):
 //
 //   - ENOMEM: the ring is full (max_send_wr / max_recv_wr WQEs posted and
 //     not yet retired).
-//   - EINVAL: the QP is not in RTS (send) or is in RESET (receive); more
-//     SGEs than max_sge; an opcode the device does not simulate (atomics,
-//     memory windows, UMR, TSO); an unknown send flag; CQE_WAIT,
-//     SEND_ENABLE or RECV_ENABLE on a QP created without CROSS_CHANNEL, or
-//     naming a CQ or QP of another device, or with a negative count;
-//     IBV_EXP_SEND_WAIT_EN_LAST on another opcode; a calc WR that is
-//     malformed (see Calc); an inline payload over max_inline_data;
-//     comp_mask bits.
+//   - EINVAL: a send to a QP not in RTS (or ERR); more SGEs than max_sge;
+//     an opcode the device does not simulate (atomics, memory windows,
+//     UMR, TSO); an unknown send flag; an inline payload over
+//     max_inline_data; comp_mask bits; IBV_EXP_SEND_WAIT_EN_LAST on an
+//     opcode other than CQE_WAIT and the enables; a negative count; a CQ
+//     or QP that is not a live one of this device; and the cross-channel
+//     refusals of rules 1, 2 and 4 and the calc ones below.
+//
+// Receives may be posted in any state, RESET included (mlx4 and mlx5 do
+// not check; the vendor's tests post them before INIT); moving a QP to
+// RESET discards every WQE it holds.
 //
 // ibv_exp_post_task walks the task list in order and posts each task's
 // WR list to its QP's send (IBV_EXP_TASK_SEND) or receive
 // (IBV_EXP_TASK_RECV) queue, all under one hold of the device lock. The
 // first failure stops the walk: the errno is returned and *bad_task names
 // the task; WRs posted before it (in earlier tasks and earlier in the
-// same list) stay posted. The verbs API cannot say which WR of that task
-// failed; Device.TaskFailure reports it.
+// same list) stay posted and run. The verbs API cannot say which WR of
+// that task failed; Device.TaskFailure reports it.
+//
+// # The cross-channel rules
+//
+// A manager is a QP created with IBV_EXP_QP_CREATE_CROSS_CHANNEL
+// (CrossChannel); its send queue may hold CQE_WAIT, SEND_ENABLE and
+// RECV_ENABLE work requests, which coordinate other queues. A managed
+// queue is a send queue created with MANAGED_SEND (ManagedSend) or a
+// receive queue created with MANAGED_RECV (ManagedRecv).
+//
+//  1. The posting QP must be cross-channel: CQE_WAIT, SEND_ENABLE,
+//     RECV_ENABLE, and any WR with IBV_EXP_SEND_WITH_CALC, posted to a QP
+//     created without CROSS_CHANNEL fail with EINVAL.
+//  2. The target must be managed: SEND_ENABLE names a QP created with
+//     MANAGED_SEND, RECV_ENABLE one with MANAGED_RECV; otherwise EINVAL at
+//     once, from any QP, the target itself included.
+//  3. A managed send queue accepts WRs and runs none of them until a
+//     SEND_ENABLE executed elsewhere releases them; an enable posted into
+//     a managed queue (even one of that queue) is held with the rest. A
+//     managed receive queue's WQEs, those posted before the QP was
+//     connected included, take no data until a RECV_ENABLE releases them;
+//     a send arriving meanwhile waits, an RNR retry that never gives up.
+//  4. Enable counts are relative to the queue's enable base, 0 when the
+//     queue is created (or reset). An enable with wqe_count N > 0 releases
+//     the queue up to base + N; N = 0 releases every WQE posted to the
+//     queue when the enable is posted (a snapshot: later ones wait). The
+//     queue remembers the largest release beyond the base since the base
+//     last moved, and only an enable carrying IBV_EXP_SEND_WAIT_EN_LAST
+//     moves the base, to there; enables without it share one base. So
+//     with 10 sends posted, three SEND_ENABLE(2) each with WAIT_EN_LAST
+//     release 6; the same three with WAIT_EN_LAST on the last only
+//     release two. An enable that would release WQEs not yet posted
+//     fails (EINVAL).
+//     All of this is computed when the enable is posted, as the mlx4 and
+//     mlx5 providers compute the index they write into the WQE.
+//  5. Wait counts are relative too. Each CQ has a wait base, 0 when it is
+//     created. CQE_WAIT with cq_count N holds the manager's send queue
+//     until the CQ has produced base + N CQEs since its creation, polled
+//     or not, from any QP (the QP feeding the CQ need not be
+//     cross-channel). The CQ remembers the largest count since its base
+//     last moved, and a wait with WAIT_EN_LAST moves the base by it;
+//     chained waits without it share one base. Waits of 9, 10 and 11 on
+//     one CQ, the last with WAIT_EN_LAST, all signaled: after 10 CQEs the
+//     first two complete and the third never does.
+//  6. Bases live on the target CQ or queue: every manager posting to it
+//     shares them.
+//  7. A manager runs its WRs strictly in order: an unmet wait blocks
+//     everything behind it; it never fails and never completes.
+//  8. An enable or a wait produces a CQE on the manager's send CQ only if
+//     it is signaled (or the QP signals all): IBV_WC_SUCCESS, opcode
+//     IBV_WC_SEND, its own wr_id and the manager's qp_num, in post order;
+//     each wait of a chain completes on its own when met. A wait on the
+//     manager's own CQ can be met by the manager's earlier CQEs.
+//  9. CROSS_CHANNEL alone changes nothing for SEND and RDMA: a QP
+//     completes exactly the WQEs it may run, in order, with their wr_ids.
+//  10. ibv_exp_post_task posts tasks in list order and stops at the first
+//     failure, as described above.
 //
 // # Execution
 //
@@ -91,18 +207,18 @@
 // so the outcome depends only on the order of the calls on the device:
 // the same calls give the same completions in the same order.
 //
-// A send WQE is ready when it is posted and, on a managed send queue,
-// enabled. A ready WQE executes as follows; success completes only if it
-// was signaled (IBV_EXP_SEND_SIGNALED, or sq_sig_all), errors always
-// complete and move the QP to the error state:
+// A send WQE may run when it is posted and, on a managed send queue,
+// released. It executes as follows; success completes only if it was
+// signaled (IBV_EXP_SEND_SIGNALED, or sq_sig_all), errors always complete
+// and move the QP to the error state:
 //
-//   - SEND, SEND_WITH_IMM: needs the peer's next receive WQE to be ready
-//     (posted, and enabled if the peer's receive queue is managed); until
-//     then the send waits, blocking its queue, as an RNR retry that never
-//     gives up. The payload (the SGEs, the inline data or the calc result)
-//     is scattered into the receive WQE's SGEs. The receive completes
-//     first (IBV_WC_RECV, byte_len, src_qp, imm and IBV_WC_WITH_IMM for
-//     SEND_WITH_IMM), then the send (IBV_WC_SEND, byte_len).
+//   - SEND, SEND_WITH_IMM: needs the peer's next receive WQE to be usable
+//     (posted, and released if the peer's receive queue is managed); until
+//     then the send waits, blocking its queue. The payload (the SGEs, the
+//     inline data or the calc result) is scattered into the receive WQE's
+//     SGEs. The receive completes first (IBV_WC_RECV, byte_len, src_qp,
+//     imm and IBV_WC_WITH_IMM for SEND_WITH_IMM), then the send
+//     (IBV_WC_SEND, byte_len).
 //   - RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ: the remote range must lie
 //     in an MR of the peer's PD whose rkey matches and which grants
 //     IBV_ACCESS_REMOTE_WRITE / REMOTE_READ, and the peer QP must grant the
@@ -110,84 +226,105 @@
 //     receive WQE (IBV_WC_RECV_RDMA_WITH_IMM) and waits for one as SEND
 //     does. Completions IBV_WC_RDMA_WRITE / IBV_WC_RDMA_READ with byte_len.
 //   - NOP: completes (IBV_WC_SEND).
-//   - CQE_WAIT: see below; completes as IBV_WC_SEND when satisfied.
-//   - SEND_ENABLE, RECV_ENABLE: raise the target queue's enable index
-//     (see below) and complete as IBV_WC_SEND. Enabling a queue that is
-//     not managed is accepted and does nothing.
+//   - CQE_WAIT: runs once its CQ has produced the CQEs rule 5 computed.
+//   - SEND_ENABLE, RECV_ENABLE: raise the target queue's release point to
+//     what rule 4 computed (an enable from before the target's last RESET
+//     releases nothing).
 //
 // Every local SGE is checked when its WQE executes: the lkey must name a
 // live MR of the QP's PD containing the range, and data arriving in it
-// (receive, RDMA read) needs IBV_ACCESS_LOCAL_WRITE. Errors:
+// (receive, RDMA read) needs IBV_ACCESS_LOCAL_WRITE. A bad sender SGE
+// completes the sender with IBV_WC_LOC_PROT_ERR; a bad receive SGE the
+// receiver with IBV_WC_LOC_PROT_ERR and the sender with
+// IBV_WC_REM_OP_ERR; a payload longer than the receive the receiver with
+// IBV_WC_LOC_LEN_ERR and the sender with IBV_WC_REM_INV_REQ_ERR; a bad
+// remote range, rkey or access the sender with IBV_WC_REM_ACCESS_ERR
+// (the responder is unaffected); a peer missing or not in RTR/RTS the
+// sender with IBV_WC_RETRY_EXC_ERR.
 //
-//	sender SGE bad                 sender IBV_WC_LOC_PROT_ERR
-//	receive SGE bad                receiver IBV_WC_LOC_PROT_ERR, sender IBV_WC_REM_OP_ERR
-//	payload longer than receive    receiver IBV_WC_LOC_LEN_ERR, sender IBV_WC_REM_INV_REQ_ERR
-//	remote range, rkey or access   sender IBV_WC_REM_ACCESS_ERR (the responder is unaffected)
-//	peer missing or not RTR/RTS    sender IBV_WC_RETRY_EXC_ERR
-//
-// A QP in the error state (after such an error, or moved there with
-// ExpModifyQP) flushes its WQEs one per round, send queue first, enabled
-// or not, each completing with IBV_WC_WR_FLUSH_ERR. Moving a QP to RESET
-// discards its WQEs. Completions carry wr_id, status, opcode, byte_len,
-// qp_num, src_qp (receives), imm_data; ibv_exp_wc also gets qp and
-// exp_wc_flags (IBV_EXP_WC_QP, plus IBV_EXP_WC_WITH_IMM).
-//
-// # Cross-channel counts
-//
-// Counts are producer indexes, fixed when the WAIT or ENABLE is posted,
-// and cumulative:
-//
-//   - Each CQ counts the completions it has produced since creation
-//     (including ones dropped on a full ring), and keeps a wait index,
-//     initially 0. Posting a CQE_WAIT with cq_count n advances that CQ's
-//     wait index by n; the WAIT is satisfied once the CQ has produced at
-//     least that many completions in total. So WAIT(cq, 2) then WAIT(cq, 1)
-//     wait for the 2nd and then the 3rd completion, whichever QPs post
-//     them. A WAIT blocks the rest of its send queue until satisfied.
-//   - Each managed queue keeps an enable index, initially 0: WQEs below it
-//     may run. Posting an ENABLE with wqe_count n > 0 advances the
-//     target's pending enable index by n (WQEs may be enabled before they
-//     are posted: they run when posted); wqe_count 0 enables everything
-//     posted to that queue so far. The index takes effect when the ENABLE
-//     executes.
-//   - IBV_EXP_SEND_WAIT_EN_LAST is accepted on CQE_WAIT, SEND_ENABLE and
-//     RECV_ENABLE and changes nothing here (the device has no batching to
-//     end).
+// A QP in the error state (after such an error, an overrun, or moved
+// there with ExpModifyQP) flushes its WQEs one per round, send queue
+// first, released or not, each completing with IBV_WC_WR_FLUSH_ERR.
+// Completions carry wr_id, status, opcode, byte_len, qp_num, src_qp
+// (receives), imm_data; ibv_exp_wc also gets qp and exp_wc_flags
+// (IBV_EXP_WC_QP, plus IBV_EXP_WC_WITH_IMM).
 //
 // # Calc
 //
-// A SEND with IBV_EXP_SEND_WITH_CALC reduces its operands and sends the
-// result as the payload. op.calc.calc_op is ADD, MAXLOC, BAND, BXOR or
-// BOR; data_type INT (int64), UINT (uint64) or FLOAT (float64); data_size
-// must be IBV_EXP_CALC_DATA_SIZE_64_BIT. Each SGE is one operand, in host
-// byte order: an 8-byte value (SGE length 8), or for MAXLOC a 16-byte
-// pair {value, uint64 index} (SGE length 16). At least one operand; other
-// lengths are EINVAL at post time. Operands are combined left to right in
-// SGE order. ADD wraps for INT and UINT and is IEEE addition for FLOAT;
-// the bitwise operations work on the 64 bits whatever the type. MAXLOC
-// gives the largest value with its index, the smallest index among equal
-// values; a NaN never replaces the current maximum. The result is 8 bytes
-// (16 for MAXLOC); the receive WQE must have room for it.
+// With IBV_EXP_SEND_WITH_CALC a SEND or an RDMA_WRITE_WITH_IMM (from a
+// cross-channel QP, rule 1) reduces its operands and delivers the result
+// instead of its SGEs: as the payload of the SEND, or written at
+// remote_addr under the rkey by the WRITE, whose immediate consumes a
+// receive. Each operand is one SGE of exactly 16 bytes: a big-endian
+// 64-bit value, then a big-endian 8-byte id that only MAXLOC reads; at
+// least one. data_size must be IBV_EXP_CALC_DATA_SIZE_64_BIT. As on mlx4
+// and mlx5, ADD, BAND, BXOR and BOR work on INT (int64), UINT (uint64)
+// and FLOAT (float64), and MAXLOC on UINT only; anything else, calc on
+// another opcode, or with IBV_SEND_INLINE, is EINVAL at post time.
+// Operands combine in SGE order; ADD wraps for INT and UINT and is IEEE
+// addition for FLOAT; the bitwise operations work on the 64 bits. The
+// result is written big-endian at offset 0 of the target: 8 bytes, or 16
+// for MAXLOC (the largest value, then its id, the smallest id among
+// equal values); bytes 16 and on are never touched, so the target may
+// hold the next round's other operands. ibv_exp_query_device with
+// IBV_EXP_DEVICE_ATTR_CALC_CAP reports data_types INT|UINT|FLOAT,
+// data_sizes 64-bit and, for each type, ops ADD|BAND|BXOR|BOR, each a
+// mask of 1 << value (MAXLOC, accepted on UINT, is not reported, as the
+// providers do not report it).
 //
 // # Completion queues
 //
-// A CQ holds the cqe entries it was created with. When a completion finds
-// it full, the completion still counts (produced, and for CQE_WAIT) but is
-// dropped. On a CQ created with CrossChannelCQ
-// (IBV_EXP_CQ_CREATE_CROSS_CHANNEL) or given IgnoreOverrun
-// (IBV_EXP_CQ_IGNORE_OVERRUN through ibv_exp_modify_cq) that is all; on
-// any other CQ it is an overrun, after which every poll fails with
-// EOVERFLOW. Device.CQStats shows the counters. Completion channels are
-// not supported.
+// A CQ asked for cqe entries gets a ring of the smallest power of two of
+// slots above cqe, and its CQE field says that size minus one, as mlx4 and
+// mlx5 do (15 gives 16 slots, 16 gives 32). A poll takes the next slot
+// only if it was written in the poller's pass over the ring (the
+// ownership bit of an HCA's CQ). When a CQE finds the ring full:
+//
+//   - A CQ that does not ignore overruns refuses it: the CQ goes into
+//     error and raises IBV_EVENT_CQ_ERR (once), the CQE is lost, and the
+//     QP whose completion it was goes to the error state with
+//     IBV_EVENT_QP_FATAL. What the ring holds stays pollable; later CQEs
+//     for the CQ are lost too, each failing its QP the same way.
+//   - A CQ that ignores overruns (IgnoreOverrun, which sets
+//     IBV_EXP_CQ_IGNORE_OVERRUN with ibv_exp_modify_cq, or CrossChannelCQ:
+//     a CQ created with IBV_EXP_CQ_CREATE_CROSS_CHANNEL, as the mlx5
+//     driver treats it) raises no event and its QPs keep working: the CQE
+//     is written over the oldest unpolled one, and once the ring has
+//     wrapped, polls find nothing until the writer comes round again,
+//     exactly as on hardware. Size CQs you poll for what they must hold;
+//     a CQ only waits look at may be small.
+//
+// CQE_WAIT counts the CQEs written, polled or not. CQStats shows the
+// counters. Completion channels are not supported.
+//
+// # Asynchronous events
+//
+// The context's async_fd (Context().AsyncFD, Device.AsyncFD) is a real
+// file descriptor (an eventfd) that is readable exactly while an event is
+// pending, as an HCA's: an application poll(2)s it (or makes it
+// non-blocking with fcntl) and reads the events with Device.GetAsyncEvent
+// and acknowledges each with Device.AckAsyncEvent, where it would call
+// ibv_get_async_event and ibv_ack_async_event (the generated wrappers of
+// those reach libibverbs, not this device). An event has its EventType
+// and its element: verbs.EventCQErr with Element.CQ(), verbs.EventQPFatal
+// with Element.QP(). GetAsyncEvent blocks while none is pending unless
+// the fd is non-blocking (then EAGAIN); Close ends a blocked call with
+// ErrClosed. Events are raised while the device runs (posts never run
+// it), and the ones still queued for a CQ or QP go when it is destroyed.
 //
 // # Deadlocks
 //
-// After running, Progress looks for send queues in RTS whose head WQE is
-// ready but cannot run: a CQE_WAIT its CQ has not satisfied, or a send
-// whose peer has no ready receive WQE. Nothing else can progress at that
-// point, so unless the caller posts more, the schedule can never finish:
-// Progress returns a *DeadlockError listing each such wait (QP number,
-// wr_id, CQ, completions needed and produced) and send (QP number, wr_id,
-// peer). It never hangs. The error describes the state after that call;
-// posting more work may unblock the queues. Polls never report it.
+// After running, Progress looks at every QP in RTS whose send queue still
+// holds work: its head is a CQE_WAIT its CQ has not satisfied, a send
+// whose peer has no usable receive WQE, or a WQE of a managed queue that
+// no enable has released. Nothing can progress at that point, so unless
+// the caller posts more, that work never runs: Progress returns a
+// *DeadlockError listing each such queue with the QP number and wr_id,
+// and what it needs: for a wait the CQ, the base and the count it was
+// posted with and the CQEs produced; for a send the peer and its receive
+// queue (posted, released, base); for a held WQE its position, the
+// queue's release point and base, and, when it is itself a wait or an
+// enable, its own base and count. It never hangs. The error describes
+// the state after that call; posting more work may unblock the queues.
+// Polls never report it.
 package softdev

@@ -18,24 +18,53 @@
 /* Completions                                                          */
 /* ------------------------------------------------------------------ */
 
-/* Every completion counts towards the CQ's produced index (which is what
- * CQE_WAIT compares against), even when the ring has no room for it. A
- * full ring drops the new entry; unless the CQ ignores overruns (cross
- * channel, or IBV_EXP_CQ_IGNORE_OVERRUN) that also puts it in error. */
-static void cq_push(struct sd_cq *c, const struct sd_cqe *e)
+/*
+ * A CQ is a ring of size slots written at the producer index (prod) and
+ * read at the consumer index (cons), as an HCA's is:
+ *
+ *  - A CQ that does not ignore overruns refuses a CQE once size of them
+ *    are unpolled: the CQ goes into error (IBV_EVENT_CQ_ERR, once), the
+ *    CQE is lost, and the QP that produced it goes to the error state
+ *    (IBV_EVENT_QP_FATAL). Later CQEs for a CQ in error are lost too,
+ *    each sending its QP to the error state. What the ring holds stays
+ *    pollable.
+ *  - A CQ that ignores overruns (IBV_EXP_CQ_IGNORE_OVERRUN, or created
+ *    cross-channel) writes every CQE, over unpolled ones if it must. A
+ *    poll takes a slot only if it was written in the consumer's pass over
+ *    the ring (the ownership bit), so after a wrap the unpolled entries
+ *    look stale and polls find nothing until the writer comes round.
+ *
+ * prod counts the CQEs written: that is what CQE_WAIT compares against,
+ * polled or not.
+ */
+static void cq_push(struct sd_device *d, struct sd_cq *c, struct sd_qp *q, const struct sd_cqe *e)
 {
-	c->produced++;
-	if (c->head - c->tail >= c->cap) {
-		c->dropped++;
-		if (!(c->flags & (SD_CQ_CROSS_CHANNEL | SD_CQ_IGNORE_OVERRUN)))
+	int ignore = (c->flags & (SD_CQ_CROSS_CHANNEL | SD_CQ_IGNORE_OVERRUN)) != 0;
+	if (c->overrun || (!ignore && c->prod - c->cons >= c->size)) {
+		c->lost++;
+		if (!c->overrun) {
 			c->overrun = 1;
+			sd_raise(d, IBV_EVENT_CQ_ERR, &c->ibv);
+		}
+		sd_qp_fatal(d, q);
 		return;
 	}
-	c->ring[c->head++ % c->cap] = *e;
+	struct sd_cqe *slot = &c->ring[c->prod % c->size];
+	if (slot->idx != UINT64_MAX && slot->idx >= c->cons)
+		c->lost++; /* overwritten before it was polled */
+	*slot = *e;
+	slot->idx = c->prod++;
 }
 
-static void complete(struct sd_cq *c, struct sd_qp *q, uint64_t wr_id, uint32_t status,
-                     uint32_t opcode, uint64_t byte_len)
+/* Can the consumer take the slot at its index? Written in its pass. */
+static int cq_ready(const struct sd_cq *c, uint64_t at)
+{
+	uint64_t idx = c->ring[at % c->size].idx;
+	return idx != UINT64_MAX && ((idx ^ at) & c->size) == 0;
+}
+
+static void complete(struct sd_device *d, struct sd_cq *c, struct sd_qp *q, uint64_t wr_id,
+                     uint32_t status, uint32_t opcode, uint64_t byte_len)
 {
 	struct sd_cqe e = {
 		.wr_id = wr_id,
@@ -46,7 +75,7 @@ static void complete(struct sd_cq *c, struct sd_qp *q, uint64_t wr_id, uint32_t 
 		.byte_len = (uint32_t)byte_len,
 		.qp_num = q->ibv.qp_num,
 	};
-	cq_push(c, &e);
+	cq_push(d, c, q, &e);
 }
 
 static uint32_t send_wc_opcode(uint8_t op)
@@ -135,11 +164,23 @@ static void sg_copy(const struct ibv_sge *dst, int nd, const struct ibv_sge *src
 /* Calc                                                                 */
 /* ------------------------------------------------------------------ */
 
-static uint64_t ld64(uint64_t addr)
+/* Operands and results are big-endian 64-bit words, as the HCA reads and
+ * writes them on the wire. */
+static uint64_t ld_be64(uint64_t addr)
 {
-	uint64_t v;
-	memcpy(&v, (const void *)(uintptr_t)addr, 8);
+	const uint8_t *p = (const uint8_t *)(uintptr_t)addr;
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
 	return v;
+}
+
+static void st_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--) {
+		p[i] = (uint8_t)v;
+		v >>= 8;
+	}
 }
 
 static double as_f64(uint64_t v)
@@ -156,48 +197,30 @@ static uint64_t from_f64(double f)
 	return v;
 }
 
-/* -1, 0, 1 as a is below, equal to, above b in the data type; 2 when a
- * float comparison is unordered (NaN). */
-static int cmp(uint8_t type, uint64_t a, uint64_t b)
-{
-	switch (type) {
-	case IBV_EXP_CALC_DATA_TYPE_INT:
-		return (int64_t)a < (int64_t)b ? -1 : (int64_t)a > (int64_t)b;
-	case IBV_EXP_CALC_DATA_TYPE_UINT:
-		return a < b ? -1 : a > b;
-	default: {
-		double x = as_f64(a), y = as_f64(b);
-		return x < y ? -1 : x > y ? 1 : x == y ? 0 : 2;
-	}
-	}
-}
-
 /*
- * Reduces the operands named by the SGEs, in SGE order, into out (8
- * bytes, or 16 for MAXLOC) and returns the result's size. Operands are
- * host-order 64-bit values, one per SGE; MAXLOC operands are {value,
- * index} pairs of two 64-bit words, and the result is the largest value
- * with its index (the smallest index among equal values).
+ * Reduces the operands, one per 16-byte gather entry (a big-endian value,
+ * then a big-endian id), in SGE order, into out and returns the result's
+ * size: 8 bytes (the value, big-endian), or 16 for MAXLOC (the largest
+ * value and its id; among equal values the smallest id).
  */
 static uint32_t calc(const struct sd_wqe *w, const struct ibv_sge *sg, uint8_t out[16])
 {
-	uint64_t acc = ld64(sg[0].addr);
-	if (w->calc_op == IBV_EXP_CALC_OP_MAXLOC) {
-		uint64_t idx = ld64(sg[0].addr + 8);
+	uint64_t acc = ld_be64(sg[0].addr);
+	if (w->calc_op == IBV_EXP_CALC_OP_MAXLOC) { /* UINT only (checked at post) */
+		uint64_t id = ld_be64(sg[0].addr + 8);
 		for (int i = 1; i < w->num_sge; i++) {
-			uint64_t v = ld64(sg[i].addr), vi = ld64(sg[i].addr + 8);
-			int c = cmp(w->calc_type, v, acc);
-			if (c == 1 || (c == 0 && vi < idx)) {
+			uint64_t v = ld_be64(sg[i].addr), vi = ld_be64(sg[i].addr + 8);
+			if (v > acc || (v == acc && vi < id)) {
 				acc = v;
-				idx = vi;
+				id = vi;
 			}
 		}
-		memcpy(out, &acc, 8);
-		memcpy(out + 8, &idx, 8);
+		st_be64(out, acc);
+		st_be64(out + 8, id);
 		return 16;
 	}
 	for (int i = 1; i < w->num_sge; i++) {
-		uint64_t v = ld64(sg[i].addr);
+		uint64_t v = ld_be64(sg[i].addr);
 		switch (w->calc_op) {
 		case IBV_EXP_CALC_OP_ADD:
 			if (w->calc_type == IBV_EXP_CALC_DATA_TYPE_FLOAT)
@@ -210,7 +233,7 @@ static uint32_t calc(const struct sd_wqe *w, const struct ibv_sge *sg, uint8_t o
 		case IBV_EXP_CALC_OP_BOR:  acc |= v; break;
 		}
 	}
-	memcpy(out, &acc, 8);
+	st_be64(out, acc);
 	return 8;
 }
 
@@ -220,7 +243,7 @@ static uint32_t calc(const struct sd_wqe *w, const struct ibv_sge *sg, uint8_t o
 
 static int ready(const struct sd_queue *q)
 {
-	return q->tail < q->head && (!q->managed || q->tail < q->enabled);
+	return q->tail < q->head && (!q->managed || q->tail < q->released);
 }
 
 static struct sd_wqe *head_wqe(struct sd_queue *q, struct ibv_sge **sg)
@@ -236,7 +259,7 @@ static void release(struct sd_wqe *w)
 {
 	if (w->op == SD_OP_WAIT)
 		w->u.wait.cq->refs--;
-	else if ((w->op == SD_OP_SEND_EN || w->op == SD_OP_RECV_EN) && w->u.enable.qp != NULL)
+	else if (w->op == SD_OP_SEND_EN || w->op == SD_OP_RECV_EN)
 		w->u.enable.qp->refs--;
 }
 
@@ -250,7 +273,7 @@ static void retire_send(struct sd_device *d, struct sd_qp *q, struct sd_wqe *w, 
 	if (status != IBV_WC_SUCCESS)
 		q->ibv.state = IBV_QPS_ERR;
 	if (status != IBV_WC_SUCCESS || (w->flags & SD_WQE_SIGNALED))
-		complete(q->scq, q, w->wr_id, status, send_wc_opcode(w->op), len);
+		complete(d, q->scq, q, w->wr_id, status, send_wc_opcode(w->op), len);
 }
 
 /* Retires the head receive WQE of p, with the data that arrived from q. */
@@ -273,7 +296,7 @@ static void retire_recv(struct sd_device *d, struct sd_qp *p, struct sd_qp *from
 	d->executed++;
 	if (status != IBV_WC_SUCCESS)
 		p->ibv.state = IBV_QPS_ERR;
-	cq_push(p->rcq, &e);
+	cq_push(d, p->rcq, p, &e);
 }
 
 /* SEND, WRITE and READ: returns 0 when blocked (no receive WQE ready at
@@ -294,7 +317,7 @@ static int transfer(struct sd_device *d, struct sd_qp *q, struct sd_wqe *w, stru
 	struct ibv_sge flat;
 	const struct ibv_sge *src = sg;
 	int nsrc = w->num_sge;
-	uint64_t len = w->length;
+	uint64_t len = w->u.xfer.length;
 	if (w->flags & SD_WQE_INLINE) {
 		uint32_t idx = (uint32_t)(q->sq.tail % q->sq.depth);
 		flat.addr = (uintptr_t)&q->sq.inl[(size_t)idx * q->sq.max_inline];
@@ -317,7 +340,7 @@ static int transfer(struct sd_device *d, struct sd_qp *q, struct sd_wqe *w, stru
 	case SD_OP_SEND_IMM: {
 		struct ibv_sge *rsg;
 		struct sd_wqe *r = head_wqe(&p->rq, &rsg);
-		if (len > r->length) {
+		if (len > r->u.xfer.length) {
 			retire_recv(d, p, q, IBV_WC_LOC_LEN_ERR, IBV_EXP_WC_RECV, 0, 0, 0);
 			retire_send(d, q, w, IBV_WC_REM_INV_REQ_ERR, 0);
 			return 1;
@@ -328,29 +351,31 @@ static int transfer(struct sd_device *d, struct sd_qp *q, struct sd_wqe *w, stru
 			return 1;
 		}
 		sg_copy(rsg, r->num_sge, src, nsrc, len);
-		retire_recv(d, p, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV, len, w->op == SD_OP_SEND_IMM, w->imm);
+		retire_recv(d, p, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV, len, w->op == SD_OP_SEND_IMM,
+		            w->u.xfer.imm);
 		retire_send(d, q, w, IBV_WC_SUCCESS, len);
 		return 1;
 	}
 	case SD_OP_WRITE:
 	case SD_OP_WRITE_IMM: {
-		if (!remote_ok(d, p, w->remote_addr, len, w->rkey, IBV_ACCESS_REMOTE_WRITE)) {
+		if (!remote_ok(d, p, w->u.xfer.remote_addr, len, w->u.xfer.rkey, IBV_ACCESS_REMOTE_WRITE)) {
 			retire_send(d, q, w, IBV_WC_REM_ACCESS_ERR, 0);
 			return 1;
 		}
-		struct ibv_sge remote = { .addr = w->remote_addr, .length = (uint32_t)len };
+		struct ibv_sge remote = { .addr = w->u.xfer.remote_addr, .length = (uint32_t)len };
 		sg_copy(&remote, 1, src, nsrc, len);
 		if (w->op == SD_OP_WRITE_IMM)
-			retire_recv(d, p, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV_RDMA_WITH_IMM, len, 1, w->imm);
+			retire_recv(d, p, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV_RDMA_WITH_IMM, len, 1,
+			            w->u.xfer.imm);
 		retire_send(d, q, w, IBV_WC_SUCCESS, len);
 		return 1;
 	}
 	case SD_OP_READ: {
-		if (!remote_ok(d, p, w->remote_addr, len, w->rkey, IBV_ACCESS_REMOTE_READ)) {
+		if (!remote_ok(d, p, w->u.xfer.remote_addr, len, w->u.xfer.rkey, IBV_ACCESS_REMOTE_READ)) {
 			retire_send(d, q, w, IBV_WC_REM_ACCESS_ERR, 0);
 			return 1;
 		}
-		struct ibv_sge remote = { .addr = w->remote_addr, .length = (uint32_t)len };
+		struct ibv_sge remote = { .addr = w->u.xfer.remote_addr, .length = (uint32_t)len };
 		sg_copy(sg, w->num_sge, &remote, 1, len);
 		retire_send(d, q, w, IBV_WC_SUCCESS, len);
 		return 1;
@@ -360,7 +385,7 @@ static int transfer(struct sd_device *d, struct sd_qp *q, struct sd_wqe *w, stru
 }
 
 /* In the error state every WQE completes with IBV_WC_WR_FLUSH_ERR, send
- * queue first, one per step, whether enabled or not. */
+ * queue first, one per step, whether released or not. */
 static int flush_one(struct sd_device *d, struct sd_qp *q)
 {
 	if (q->sq.tail < q->sq.head) {
@@ -381,7 +406,7 @@ static int flush_one(struct sd_device *d, struct sd_qp *q)
 		};
 		q->rq.tail++;
 		d->executed++;
-		cq_push(q->rcq, &e);
+		cq_push(d, q->rcq, q, &e);
 		return 1;
 	}
 	return 0;
@@ -401,22 +426,21 @@ static int step(struct sd_device *d, struct sd_qp *q)
 		retire_send(d, q, w, IBV_WC_SUCCESS, 0);
 		return 1;
 	case SD_OP_WAIT:
-		if (w->u.wait.cq->produced < w->u.wait.target)
+		if (w->u.wait.cq->prod < w->u.wait.target)
 			return 0; /* blocks the rest of this send queue */
 		release(w);
 		retire_send(d, q, w, IBV_WC_SUCCESS, 0);
 		return 1;
 	case SD_OP_SEND_EN:
-	case SD_OP_RECV_EN:
-		if (!(w->flags & SD_WQE_NOOP_EN)) {
-			struct sd_qp *t = w->u.enable.qp;
-			struct sd_queue *tq = w->op == SD_OP_SEND_EN ? &t->sq : &t->rq;
-			if (w->u.enable.target > tq->enabled)
-				tq->enabled = w->u.enable.target;
-		}
+	case SD_OP_RECV_EN: {
+		struct sd_qp *t = w->u.enable.qp;
+		struct sd_queue *tq = w->op == SD_OP_SEND_EN ? &t->sq : &t->rq;
+		if (w->u.enable.gen == tq->gen && w->u.enable.target > tq->released)
+			tq->released = w->u.enable.target;
 		release(w);
 		retire_send(d, q, w, IBV_WC_SUCCESS, 0);
 		return 1;
+	}
 	default:
 		return transfer(d, q, w, sg);
 	}
@@ -435,11 +459,12 @@ long sd_run(struct sd_device *d)
 	}
 }
 
-/* A QP whose next WQE may run but cannot: after sd_run, that is every
- * RTS QP with a ready send queue. */
+/* A QP whose send queue holds work that cannot run, after sd_run: every
+ * RTS QP with a WQE posted and not retired (its head is a wait not met,
+ * a send without a usable receive at the peer, or not released). */
 static int blocked(const struct sd_qp *q)
 {
-	return q->ibv.state == IBV_QPS_RTS && ready(&q->sq);
+	return q->ibv.state == IBV_QPS_RTS && q->sq.tail < q->sq.head;
 }
 
 /* Returned by value: Go passes no pointer, so nothing escapes. */
@@ -469,15 +494,37 @@ int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max)
 		memset(b, 0, sizeof *b);
 		b->qp_num = q->ibv.qp_num;
 		b->wr_id = w->wr_id;
+		b->op = w->op;
 		if (w->op == SD_OP_WAIT) {
-			b->kind = SD_BLOCK_WAIT;
 			b->cq = &w->u.wait.cq->ibv;
 			b->cq_handle = w->u.wait.cq->ibv.handle;
+			b->base = w->u.wait.base;
+			b->count = w->u.wait.count;
 			b->needed = w->u.wait.target;
-			b->produced = w->u.wait.cq->produced;
+			b->produced = w->u.wait.cq->prod;
+		} else if (w->op == SD_OP_SEND_EN || w->op == SD_OP_RECV_EN) {
+			b->target = w->u.enable.qp->ibv.qp_num;
+			b->base = w->u.enable.base;
+			b->count = w->u.enable.count;
+			b->needed = w->u.enable.target;
+		}
+		if (!ready(&q->sq)) {
+			b->kind = SD_BLOCK_GATED;
+			b->position = q->sq.tail;
+			b->released = q->sq.released;
+			b->qbase = q->sq.en_base;
+		} else if (w->op == SD_OP_WAIT) {
+			b->kind = SD_BLOCK_WAIT;
 		} else {
+			struct sd_qp *p = sd_qp_by_num(d, q->dest_qpn);
 			b->kind = SD_BLOCK_RNR;
 			b->dest_qpn = q->dest_qpn;
+			if (p != NULL) {
+				b->posted = p->rq.head;
+				b->released = p->rq.managed ? p->rq.released : p->rq.head;
+				b->qbase = p->rq.en_base;
+				b->managed = p->rq.managed;
+			}
 		}
 	}
 	sd_unlock(d);
@@ -488,16 +535,15 @@ int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max)
 /* Polling                                                              */
 /* ------------------------------------------------------------------ */
 
-/* Both polls first run the engine, so completions appear without an
- * explicit progress call. A CQ that overran reports -EOVERFLOW. */
+/* Both polls run the engine first, so completions appear without an
+ * explicit progress call, then take the CQEs the ring holds for them.
+ * A destroyed CQ (kept until close) is refused. */
 static int poll_begin(struct sd_cq *c, int n)
 {
 	sd_lock(c->dev);
-	sd_run(c->dev);
-	if (c->overrun)
-		return -EOVERFLOW;
-	if (n < 0)
+	if (c->dead || n < 0)
 		return -EINVAL;
+	sd_run(c->dev);
 	return 0;
 }
 
@@ -505,8 +551,8 @@ int sd_op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
 	struct sd_cq *c = (struct sd_cq *)cq;
 	int k = poll_begin(c, n);
-	while (k >= 0 && k < n && c->tail != c->head) {
-		const struct sd_cqe *e = &c->ring[c->tail++ % c->cap];
+	while (k >= 0 && k < n && cq_ready(c, c->cons)) {
+		const struct sd_cqe *e = &c->ring[c->cons++ % c->size];
 		struct ibv_wc *o = &wc[k++];
 		memset(o, 0, sizeof *o);
 		o->wr_id = e->wr_id;
@@ -528,8 +574,8 @@ int sd_op_exp_poll_cq(struct ibv_cq *cq, int n, struct ibv_exp_wc *wc, uint32_t 
 	if (wc_size < offsetof(struct ibv_exp_wc, src_qp))
 		return -EINVAL;
 	int k = poll_begin(c, n);
-	while (k >= 0 && k < n && c->tail != c->head) {
-		const struct sd_cqe *e = &c->ring[c->tail++ % c->cap];
+	while (k >= 0 && k < n && cq_ready(c, c->cons)) {
+		const struct sd_cqe *e = &c->ring[c->cons++ % c->size];
 		struct ibv_exp_wc o;
 		memset(&o, 0, sizeof o);
 		o.wr_id = e->wr_id;
@@ -560,9 +606,12 @@ int sd_cq_state(struct ibv_context *ctx, struct ibv_cq *cq, uint64_t *produced,
 	sd_lock(d);
 	struct sd_cq *c = sd_cq_of(d, cq);
 	if (c != NULL) {
-		*produced = c->produced;
-		*queued = c->head - c->tail;
-		*dropped = c->dropped;
+		uint64_t k = 0;
+		while (k < c->size && cq_ready(c, c->cons + k))
+			k++;
+		*produced = c->prod;
+		*queued = k;
+		*dropped = c->lost;
 		*overrun = c->overrun;
 	}
 	sd_unlock(d);
@@ -580,10 +629,10 @@ int sd_qp_state(struct ibv_context *ctx, struct ibv_qp *qp, int *state,
 		*state = q->ibv.state;
 		*sq_posted = q->sq.head;
 		*sq_done = q->sq.tail;
-		*sq_enabled = q->sq.managed ? q->sq.enabled : q->sq.head;
+		*sq_enabled = q->sq.managed ? q->sq.released : q->sq.head;
 		*rq_posted = q->rq.head;
 		*rq_done = q->rq.tail;
-		*rq_enabled = q->rq.managed ? q->rq.enabled : q->rq.head;
+		*rq_enabled = q->rq.managed ? q->rq.released : q->rq.head;
 	}
 	sd_unlock(d);
 	return q != NULL ? 0 : EINVAL;

@@ -47,10 +47,22 @@ func newFixture(t testing.TB) *fixture {
 
 func (f *fixture) close() {
 	t := f.t
-	for i := len(f.qps) - 1; i >= 0; i-- {
-		if err := f.d.DestroyQP(f.qps[i]); err != nil {
-			t.Errorf("DestroyQP: %v", err)
+	// Newest first; a QP a pending enable of another names is EBUSY until
+	// that one is gone, so go round until nothing more can be destroyed.
+	left := f.qps
+	for len(left) > 0 {
+		var busy []*verbs.QP
+		var last error
+		for i := len(left) - 1; i >= 0; i-- {
+			if err := f.d.DestroyQP(left[i]); err != nil {
+				busy, last = append([]*verbs.QP{left[i]}, busy...), err
+			}
 		}
+		if len(busy) == len(left) {
+			t.Errorf("DestroyQP: %v", last)
+			break
+		}
+		left = busy
 	}
 	for _, cq := range f.cqs {
 		if err := f.d.DestroyCQ(cq); err != nil {

@@ -12,10 +12,10 @@ type cqConfig struct {
 // CQOption configures CreateCQ.
 type CQOption func(*cqConfig)
 
-// CrossChannelCQ creates the CQ with IBV_EXP_CQ_CREATE_CROSS_CHANNEL. On
-// this device such a CQ, like one with IgnoreOverrun, never fails on
-// overrun: completions beyond its capacity are counted (CQE_WAIT sees
-// them) and dropped.
+// CrossChannelCQ creates the CQ with IBV_EXP_CQ_CREATE_CROSS_CHANNEL.
+// Such a CQ, like one with IgnoreOverrun, never overruns (as the mlx5
+// driver sets it up): a CQE that finds the ring full is written over the
+// oldest unpolled one, and CQE_WAIT counts it.
 func CrossChannelCQ() CQOption { return func(c *cqConfig) { c.crossChannel = true } }
 
 // IgnoreOverrun sets IBV_EXP_CQ_IGNORE_OVERRUN with ibv_exp_modify_cq
@@ -42,19 +42,21 @@ type qpConfig struct {
 type QPOption func(*qpConfig)
 
 // CrossChannel sets IBV_EXP_QP_CREATE_CROSS_CHANNEL: the QP may post
-// CQE_WAIT, SEND_ENABLE and RECV_ENABLE.
+// CQE_WAIT, SEND_ENABLE, RECV_ENABLE and calc WRs. On its own it changes
+// nothing else.
 func CrossChannel() QPOption {
 	return func(c *qpConfig) { c.flags |= verbs.ExpQPCreateCrossChannel }
 }
 
 // ManagedSend sets IBV_EXP_QP_CREATE_MANAGED_SEND: send WQEs run only once
-// a SEND_ENABLE has enabled them.
+// a SEND_ENABLE posted by a cross-channel QP has released them.
 func ManagedSend() QPOption {
 	return func(c *qpConfig) { c.flags |= verbs.ExpQPCreateManagedSend }
 }
 
 // ManagedRecv sets IBV_EXP_QP_CREATE_MANAGED_RECV: receive WQEs accept
-// data only once a RECV_ENABLE has enabled them.
+// data only once a RECV_ENABLE has released them; sends to the QP wait
+// meanwhile.
 func ManagedRecv() QPOption {
 	return func(c *qpConfig) { c.flags |= verbs.ExpQPCreateManagedRecv }
 }
@@ -64,3 +66,25 @@ func QPCaps(c Caps) QPOption { return func(q *qpConfig) { q.caps = c } }
 
 // SigAll sets sq_sig_all: every send WQE completes, signaled or not.
 func SigAll() QPOption { return func(c *qpConfig) { c.sigAll = true } }
+
+// Limits are the device limits Open may change: the largest send or
+// receive queue (max_qp_wr) and the largest CQ that may be asked for
+// (max_cqe), as ibv_exp_query_device reports them.
+type Limits struct {
+	MaxQPWR int
+	MaxCQE  int
+}
+
+// DefaultLimits are the limits of a device opened without options.
+var DefaultLimits = Limits{MaxQPWR: 1 << 15, MaxCQE: 1 << 20}
+
+// DeviceOption configures Open.
+type DeviceOption func(*Limits)
+
+// MaxQPWR sets the device's max_qp_wr: CreateQP refuses deeper queues
+// with EINVAL, as an HCA does. At most 1<<24.
+func MaxQPWR(n int) DeviceOption { return func(l *Limits) { l.MaxQPWR = n } }
+
+// MaxCQE sets the device's max_cqe: CreateCQ refuses larger CQs with
+// EINVAL. At most 1<<24.
+func MaxCQE(n int) DeviceOption { return func(l *Limits) { l.MaxCQE = n } }

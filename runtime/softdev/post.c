@@ -43,6 +43,87 @@ static int64_t copy_sges(struct sd_queue *q, uint32_t idx, const struct ibv_sge 
 	return total > 0x7fffffffu ? -1 : (int64_t)total;
 }
 
+/* Is (op, type) a calculation the device performs? The table of mlx4
+ * and mlx5: ADD, BAND, BXOR and BOR on INT, UINT and FLOAT; MAXLOC on
+ * UINT only. */
+static int calc_supported(uint32_t op, uint32_t type)
+{
+	if (type >= IBV_EXP_CALC_DATA_TYPE_NUMBER)
+		return 0;
+	switch (op) {
+	case IBV_EXP_CALC_OP_ADD:
+	case IBV_EXP_CALC_OP_BAND:
+	case IBV_EXP_CALC_OP_BXOR:
+	case IBV_EXP_CALC_OP_BOR:
+		return 1;
+	case IBV_EXP_CALC_OP_MAXLOC:
+		return type == IBV_EXP_CALC_DATA_TYPE_UINT;
+	}
+	return 0;
+}
+
+/* CQE_WAIT: the wait index is the CQ's wait base plus cq_count; the
+ * largest count since the base last moved is remembered, and
+ * WAIT_EN_LAST moves the base by it (as the mlx4/mlx5 providers compute
+ * wait_index at post time). */
+static int build_wait(struct sd_device *d, const struct sd_sreq *r, struct sd_wqe *w)
+{
+	struct sd_cq *c = sd_cq_of(d, r->x->task.cqe_wait.cq);
+	int32_t count = r->x->task.cqe_wait.cq_count;
+	if (c == NULL || count < 0)
+		return EINVAL;
+	w->u.wait.cq = c;
+	w->u.wait.base = c->wait_base;
+	w->u.wait.count = count;
+	w->u.wait.target = c->wait_base + (uint64_t)count;
+	if ((uint64_t)count > c->wait_count)
+		c->wait_count = (uint64_t)count;
+	if (r->flags & IBV_EXP_SEND_WAIT_EN_LAST) {
+		c->wait_base += c->wait_count;
+		c->wait_count = 0;
+	}
+	c->refs++;
+	return 0;
+}
+
+/* SEND_ENABLE / RECV_ENABLE: the target queue must be managed. wqe_count
+ * N > 0 releases up to the queue's enable base plus N, which must not
+ * pass what has been posted there; N = 0 releases everything posted to
+ * it now. The largest release beyond the base is remembered, and
+ * WAIT_EN_LAST moves the base to it. Nothing changes on a refusal. */
+static int build_enable(struct sd_device *d, const struct sd_sreq *r, struct sd_wqe *w)
+{
+	struct sd_qp *t = sd_qp_of(d, r->x->task.wqe_enable.qp);
+	int32_t count = r->x->task.wqe_enable.wqe_count;
+	if (t == NULL || count < 0)
+		return EINVAL;
+	struct sd_queue *tq = w->op == SD_OP_SEND_EN ? &t->sq : &t->rq;
+	if (!tq->managed)
+		return EINVAL;
+	uint64_t target, span;
+	if (count > 0) {
+		target = tq->en_base + (uint64_t)count;
+		if (target > tq->head)
+			return EINVAL; /* would release WQEs not posted yet */
+		span = (uint64_t)count > tq->en_count ? (uint64_t)count : tq->en_count;
+	} else {
+		target = tq->head;
+		span = tq->head - tq->en_base;
+	}
+	w->u.enable.qp = t;
+	w->u.enable.base = tq->en_base;
+	w->u.enable.count = count;
+	w->u.enable.target = target;
+	w->u.enable.gen = tq->gen;
+	tq->en_count = span;
+	if (r->flags & IBV_EXP_SEND_WAIT_EN_LAST) {
+		tq->en_base += tq->en_count;
+		tq->en_count = 0;
+	}
+	t->refs++;
+	return 0;
+}
+
 /* Builds one send WQE; returns 0 or an errno, leaving the ring and every
  * counter untouched on error. Called with the device lock held. */
 static int post_send_one(struct sd_device *d, struct sd_qp *q, const struct sd_sreq *r)
@@ -78,12 +159,15 @@ static int post_send_one(struct sd_device *d, struct sd_qp *q, const struct sd_s
 	int calc = (r->flags & IBV_EXP_SEND_WITH_CALC) != 0;
 	int inl = (r->flags & IBV_EXP_SEND_INLINE) != 0;
 
-	/* Flag and opcode combinations. */
-	if (cross && (r->x == NULL || !(q->create_flags & IBV_EXP_QP_CREATE_CROSS_CHANNEL)))
+	/* The posting-QP gate: the cross-channel opcodes and calc need a QP
+	 * created with IBV_EXP_QP_CREATE_CROSS_CHANNEL. */
+	if ((cross || calc) && !(q->create_flags & IBV_EXP_QP_CREATE_CROSS_CHANNEL))
+		return EINVAL;
+	if (cross && r->x == NULL)
 		return EINVAL;
 	if ((r->flags & IBV_EXP_SEND_WAIT_EN_LAST) && !cross)
 		return EINVAL;
-	if (calc && (op != SD_OP_SEND || inl || r->x == NULL))
+	if (calc && ((op != SD_OP_SEND && op != SD_OP_WRITE_IMM) || inl || r->x == NULL))
 		return EINVAL;
 	if (inl && op != SD_OP_SEND && op != SD_OP_SEND_IMM && op != SD_OP_WRITE && op != SD_OP_WRITE_IMM)
 		return EINVAL;
@@ -97,83 +181,63 @@ static int post_send_one(struct sd_device *d, struct sd_qp *q, const struct sd_s
 		w.flags |= SD_WQE_SIGNALED;
 	if (r->flags & IBV_EXP_SEND_WAIT_EN_LAST)
 		w.flags |= SD_WQE_EN_LAST;
-	w.imm = r->imm;
-	w.remote_addr = r->remote_addr;
-	w.rkey = r->rkey;
 
 	if (calc) {
 		const struct ibv_exp_send_wr *x = r->x;
-		uint32_t want = x->op.calc.calc_op == IBV_EXP_CALC_OP_MAXLOC ? 16 : 8;
-		if (x->op.calc.calc_op >= IBV_EXP_CALC_OP_NUMBER ||
-		    x->op.calc.data_type >= IBV_EXP_CALC_DATA_TYPE_NUMBER ||
-		    x->op.calc.data_size != IBV_EXP_CALC_DATA_SIZE_64_BIT || r->num_sge < 1)
+		if (x->op.calc.data_size != IBV_EXP_CALC_DATA_SIZE_64_BIT ||
+		    !calc_supported(x->op.calc.calc_op, x->op.calc.data_type) || r->num_sge < 1)
 			return EINVAL;
 		for (int i = 0; i < r->num_sge; i++)
-			if (r->sg[i].length != want)
-				return EINVAL;
+			if (r->sg[i].length != SD_CALC_OPERAND)
+				return EINVAL; /* one operand per 16-byte gather entry */
 		w.flags |= SD_WQE_CALC;
 		w.calc_op = (uint8_t)x->op.calc.calc_op;
 		w.calc_type = (uint8_t)x->op.calc.data_type;
 	}
 
+	int err = 0;
 	if (op == SD_OP_WAIT) {
-		struct sd_cq *c = sd_cq_of(d, r->x->task.cqe_wait.cq);
-		int32_t count = r->x->task.cqe_wait.cq_count;
-		if (c == NULL || count < 0)
-			return EINVAL;
-		/* Producer-index style: this wait is for the CQ's running wait
-		 * index advanced by count. */
-		c->wait_posted += (uint64_t)count;
-		w.u.wait.cq = c;
-		w.u.wait.target = c->wait_posted;
-		c->refs++;
+		err = build_wait(d, r, &w);
 	} else if (op == SD_OP_SEND_EN || op == SD_OP_RECV_EN) {
-		struct sd_qp *t = sd_qp_of(d, r->x->task.wqe_enable.qp);
-		int32_t count = r->x->task.wqe_enable.wqe_count;
-		if (t == NULL || count < 0)
-			return EINVAL;
-		struct sd_queue *tq = op == SD_OP_SEND_EN ? &t->sq : &t->rq;
-		if (!tq->managed) {
-			w.flags |= SD_WQE_NOOP_EN; /* nothing to enable: runs as a no-op */
-		} else {
-			uint64_t target = count == 0 ? (tq->head > tq->en_posted ? tq->head : tq->en_posted)
-			                             : tq->en_posted + (uint64_t)count;
-			tq->en_posted = target;
-			w.u.enable.qp = t;
-			w.u.enable.target = target;
-			t->refs++;
+		err = build_enable(d, r, &w);
+	} else {
+		w.u.xfer.imm = r->imm;
+		w.u.xfer.remote_addr = r->remote_addr;
+		w.u.xfer.rkey = r->rkey;
+		if (inl) {
+			uint64_t total = 0;
+			for (int i = 0; i < r->num_sge; i++)
+				total += r->sg[i].length;
+			if (total > sq->max_inline)
+				return EINVAL;
+			uint8_t *dst = &sq->inl[(size_t)idx * sq->max_inline];
+			for (int i = 0; i < r->num_sge; i++) {
+				if (r->sg[i].length != 0)
+					memcpy(dst, (const void *)(uintptr_t)r->sg[i].addr, r->sg[i].length);
+				dst += r->sg[i].length;
+			}
+			w.flags |= SD_WQE_INLINE;
+			w.u.xfer.length = total;
+		} else if (op != SD_OP_NOP) {
+			int64_t total = copy_sges(sq, idx, r->sg, r->num_sge);
+			if (total < 0)
+				return EINVAL;
+			w.num_sge = (uint16_t)r->num_sge;
+			w.u.xfer.length = (uint64_t)total;
 		}
-	} else if (inl) {
-		uint64_t total = 0;
-		for (int i = 0; i < r->num_sge; i++)
-			total += r->sg[i].length;
-		if (total > sq->max_inline)
-			return EINVAL;
-		uint8_t *dst = &sq->inl[(size_t)idx * sq->max_inline];
-		for (int i = 0; i < r->num_sge; i++) {
-			if (r->sg[i].length != 0)
-				memcpy(dst, (const void *)(uintptr_t)r->sg[i].addr, r->sg[i].length);
-			dst += r->sg[i].length;
-		}
-		w.flags |= SD_WQE_INLINE;
-		w.length = total;
-	} else if (op != SD_OP_NOP) {
-		int64_t total = copy_sges(sq, idx, r->sg, r->num_sge);
-		if (total < 0)
-			return EINVAL;
-		w.num_sge = (uint16_t)r->num_sge;
-		w.length = (uint64_t)total;
 	}
+	if (err)
+		return err;
 	sq->ring[idx] = w;
 	sq->head++;
 	return 0;
 }
 
+/* Receives may be posted in any state, RESET included (as mlx4 and mlx5
+ * allow: the vendor's tests post them before INIT); RESET discards them. */
 static int post_recv_one(struct sd_qp *q, const struct ibv_recv_wr *wr)
 {
 	struct sd_queue *rq = &q->rq;
-	if (q->ibv.state == IBV_QPS_RESET)
-		return EINVAL;
 	if (queue_full(rq))
 		return ENOMEM;
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge ||
@@ -188,7 +252,7 @@ static int post_recv_one(struct sd_qp *q, const struct ibv_recv_wr *wr)
 	w->wr_id = wr->wr_id;
 	w->op = SD_OP_RECV;
 	w->num_sge = (uint16_t)wr->num_sge;
-	w->length = (uint64_t)total;
+	w->u.xfer.length = (uint64_t)total;
 	rq->head++;
 	return 0;
 }

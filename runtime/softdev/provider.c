@@ -6,8 +6,12 @@
  * post.c, execution and polling in engine.c.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include "softdev.h"
 
 /* The exp record must end exactly where the verbs context starts:
@@ -46,6 +50,9 @@ struct sd_cq *sd_cq_of(struct sd_device *d, struct ibv_cq *cq)
 	return NULL;
 }
 
+/* The QP behind a handle the verbs hand us (the header's inline code has
+ * already read qp->context). Destroyed QPs stay allocated until close,
+ * so a stale handle reads valid memory and misses here. */
 struct sd_qp *sd_qp_of(struct sd_device *d, struct ibv_qp *qp)
 {
 	if (qp == NULL || qp->context != &d->vctx.context)
@@ -196,6 +203,10 @@ static int op_dereg_mr(struct ibv_mr *mr)
 
 /* The exp create op: ibv_exp_create_cq() itself fills context, channel,
  * cq_context, the event counters and the mutex/cond after we return. */
+/* The exp create op: ibv_exp_create_cq() itself fills context, channel,
+ * cq_context, the event counters and the mutex/cond after we return.
+ * Like mlx4 and mlx5, the ring has the smallest power of two of slots
+ * above cqe, and the CQ reports that size minus one as its cqe. */
 static struct ibv_cq *op_exp_create_cq(struct ibv_context *ctx, int cqe,
                                        struct ibv_comp_channel *channel, int vector,
                                        struct ibv_exp_cq_init_attr *attr)
@@ -203,8 +214,8 @@ static struct ibv_cq *op_exp_create_cq(struct ibv_context *ctx, int cqe,
 	struct sd_device *d = sd_dev(ctx);
 	uint32_t flags = 0;
 
-	if (cqe <= 0 || cqe > SD_MAX_CQE || channel != NULL) {
-		errno = cqe > SD_MAX_CQE ? ENOMEM : EINVAL;
+	if (cqe <= 0 || (uint32_t)cqe > d->max_cqe || channel != NULL) {
+		errno = EINVAL;
 		return NULL;
 	}
 	if (attr != NULL && (attr->comp_mask & IBV_EXP_CQ_INIT_ATTR_FLAGS)) {
@@ -218,20 +229,25 @@ static struct ibv_cq *op_exp_create_cq(struct ibv_context *ctx, int cqe,
 		errno = EINVAL; /* resource domains, peer-direct: not simulated */
 		return NULL;
 	}
+	uint32_t size = 1;
+	while (size <= (uint32_t)cqe)
+		size <<= 1;
 	struct sd_cq *c = calloc(1, sizeof *c);
-	struct sd_cqe *ring = calloc((size_t)cqe, sizeof *ring);
+	struct sd_cqe *ring = calloc(size, sizeof *ring);
 	if (c == NULL || ring == NULL) {
 		free(c);
 		free(ring);
 		errno = ENOMEM;
 		return NULL;
 	}
+	for (uint32_t i = 0; i < size; i++)
+		ring[i].idx = UINT64_MAX;
 	sd_lock(d);
 	c->dev = d;
 	c->ring = ring;
-	c->cap = (uint32_t)cqe;
+	c->size = size;
 	c->flags = (flags & IBV_EXP_CQ_CREATE_CROSS_CHANNEL) ? SD_CQ_CROSS_CHANNEL : 0;
-	c->ibv.cqe = cqe;
+	c->ibv.cqe = (int)(size - 1);
 	c->ibv.handle = ++d->next_handle;
 	LIST_APPEND(d->cqs, d->cqs_tail, c);
 	sd_unlock(d);
@@ -245,21 +261,47 @@ static struct ibv_cq *op_create_cq(struct ibv_context *ctx, int cqe,
 	return op_exp_create_cq(ctx, cqe, channel, vector, NULL);
 }
 
+/* Drops the events still queued for element (a CQ or QP being
+ * destroyed), with their eventfd counts. Device lock held. */
+static void drop_events(struct sd_device *d, void *element)
+{
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < d->ev_len; i++) {
+		struct sd_event e = d->events[(d->ev_head + i) % d->ev_cap];
+		if (e.element == element) {
+			uint64_t one;
+			if (read(d->vctx.context.async_fd, &one, sizeof one) != sizeof one)
+				abort(); /* the count is at least ev_len: cannot block */
+			continue;
+		}
+		d->events[(d->ev_head + kept) % d->ev_cap] = e;
+		kept++;
+	}
+	d->ev_len = kept;
+}
+
+/* Destroyed CQs keep their record (not their ring) until close: a stale
+ * handle then reads valid memory, and every entry point refuses it. */
 static int op_destroy_cq(struct ibv_cq *cq)
 {
 	struct sd_cq *c = (struct sd_cq *)cq;
 	struct sd_device *d = c->dev;
 	sd_lock(d);
-	if (c->refs != 0) {
+	if (c->dead || c->refs != 0) {
+		int err = c->dead ? EINVAL : EBUSY;
 		sd_unlock(d);
-		return EBUSY;
+		return err;
 	}
 	LIST_REMOVE(d->cqs, d->cqs_tail, c);
+	drop_events(d, cq);
+	c->dead = 1;
+	free(c->ring);
+	c->ring = NULL;
+	c->next = d->dead_cqs;
+	d->dead_cqs = c;
 	sd_unlock(d);
 	pthread_mutex_destroy(&c->ibv.mutex); /* set up by ibv_exp_create_cq */
 	pthread_cond_destroy(&c->ibv.cond);
-	free(c->ring);
-	free(c);
 	return 0;
 }
 
@@ -334,8 +376,8 @@ static struct ibv_qp *op_exp_create_qp(struct ibv_context *ctx, struct ibv_exp_q
 		errno = EINVAL;
 		return NULL;
 	}
-	if (cap.max_send_wr > SD_MAX_QP_WR || cap.max_recv_wr > SD_MAX_QP_WR) {
-		errno = ENOMEM;
+	if (cap.max_send_wr > d->max_qp_wr || cap.max_recv_wr > d->max_qp_wr) {
+		errno = EINVAL; /* as mlx4 and mlx5: more than max_qp_wr */
 		return NULL;
 	}
 	struct sd_qp *q = calloc(1, sizeof *q);
@@ -433,10 +475,13 @@ void sd_queue_release_refs(struct sd_queue *q)
 	}
 }
 
+/* RESET: everything posted is discarded, the enable base goes back to 0,
+ * and enables posted before (by other QPs) release nothing any more. */
 void sd_queue_reset(struct sd_queue *q)
 {
 	sd_queue_release_refs(q);
-	q->head = q->tail = q->enabled = q->en_posted = 0;
+	q->head = q->tail = q->released = q->en_base = q->en_count = 0;
+	q->gen++;
 }
 
 /* References to qp held by WQEs in qp's own queues (an ENABLE of itself):
@@ -456,6 +501,8 @@ static long self_refs(struct sd_qp *qp)
 	return n;
 }
 
+/* Destroyed QPs keep their record (not their rings) until close, off
+ * the QP-number table: a stale handle reads valid memory and misses. */
 static int destroy_qp_locked(struct sd_device *d, struct sd_qp *q)
 {
 	/* Only WQEs of other QPs that still name this one keep it busy. */
@@ -468,11 +515,17 @@ static int destroy_qp_locked(struct sd_device *d, struct sd_qp *q)
 	q->rcq->refs--;
 	d->qpn[q->ibv.qp_num - SD_QPN_BASE] = NULL;
 	LIST_REMOVE(d->qps, d->qps_tail, q);
+	drop_events(d, &q->ibv);
 	pthread_mutex_destroy(&q->ibv.mutex);
 	pthread_cond_destroy(&q->ibv.cond);
 	queue_free(&q->sq);
 	queue_free(&q->rq);
-	free(q);
+	memset(&q->sq, 0, sizeof q->sq);
+	memset(&q->rq, 0, sizeof q->rq);
+	q->dead = 1;
+	q->ibv.state = IBV_QPS_ERR;
+	q->next = d->dead_qps;
+	d->dead_qps = q;
 	return 0;
 }
 
@@ -567,15 +620,15 @@ static int op_exp_modify_qp(struct ibv_qp *qp, struct ibv_exp_qp_attr *attr, uin
 /* Device queries                                                       */
 /* ------------------------------------------------------------------ */
 
-static void fill_common_attr(char *fw_ver, int *max_qp, int *max_qp_wr, int *max_sge,
-                             int *max_cq, int *max_cqe, int *max_mr, int *max_pd)
+static void fill_common_attr(struct sd_device *d, char *fw_ver, int *max_qp, int *max_qp_wr,
+                             int *max_sge, int *max_cq, int *max_cqe, int *max_mr, int *max_pd)
 {
 	strcpy(fw_ver, "softdev-1");
 	*max_qp = 1 << 16;
-	*max_qp_wr = SD_MAX_QP_WR;
+	*max_qp_wr = (int)d->max_qp_wr;
 	*max_sge = SD_MAX_SGE;
 	*max_cq = 1 << 16;
-	*max_cqe = SD_MAX_CQE;
+	*max_cqe = (int)d->max_cqe;
 	*max_mr = 1 << 24;
 	*max_pd = 1 << 16;
 }
@@ -583,28 +636,30 @@ static void fill_common_attr(char *fw_ver, int *max_qp, int *max_qp_wr, int *max
 static int op_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 {
 	memset(a, 0, sizeof *a);
-	fill_common_attr(a->fw_ver, &a->max_qp, &a->max_qp_wr, &a->max_sge, &a->max_cq,
-	                 &a->max_cqe, &a->max_mr, &a->max_pd);
+	fill_common_attr(sd_dev(ctx), a->fw_ver, &a->max_qp, &a->max_qp_wr, &a->max_sge,
+	                 &a->max_cq, &a->max_cqe, &a->max_mr, &a->max_pd);
 	a->phys_port_cnt = 1;
 	return 0;
 }
 
+/* The calc capabilities are those mlx4 and mlx5 report: 64-bit INT,
+ * UINT and FLOAT with ADD, BAND, BXOR and BOR (MAXLOC is accepted on
+ * UINT, as those providers do, without being reported). */
 static int op_exp_query_device(struct ibv_context *ctx, struct ibv_exp_device_attr *a)
 {
 	uint32_t want = a->comp_mask;
-	const uint64_t ops = 1u << IBV_EXP_CALC_OP_ADD | 1u << IBV_EXP_CALC_OP_MAXLOC |
-	                     1u << IBV_EXP_CALC_OP_BAND | 1u << IBV_EXP_CALC_OP_BXOR |
-	                     1u << IBV_EXP_CALC_OP_BOR;
+	const uint64_t ops = 1ull << IBV_EXP_CALC_OP_ADD | 1ull << IBV_EXP_CALC_OP_BAND |
+	                     1ull << IBV_EXP_CALC_OP_BXOR | 1ull << IBV_EXP_CALC_OP_BOR;
 	memset(a, 0, offsetof(struct ibv_exp_device_attr, comp_mask));
-	fill_common_attr(a->fw_ver, &a->max_qp, &a->max_qp_wr, &a->max_sge, &a->max_cq,
-	                 &a->max_cqe, &a->max_mr, &a->max_pd);
+	fill_common_attr(sd_dev(ctx), a->fw_ver, &a->max_qp, &a->max_qp_wr, &a->max_sge,
+	                 &a->max_cq, &a->max_cqe, &a->max_mr, &a->max_pd);
 	a->phys_port_cnt = 1;
 	a->comp_mask = want & (IBV_EXP_DEVICE_ATTR_CALC_CAP | IBV_EXP_DEVICE_ATTR_EXP_CAP_FLAGS);
 	if (want & IBV_EXP_DEVICE_ATTR_CALC_CAP) {
-		a->calc_cap.data_types = 1u << IBV_EXP_CALC_DATA_TYPE_INT |
-		                         1u << IBV_EXP_CALC_DATA_TYPE_UINT |
-		                         1u << IBV_EXP_CALC_DATA_TYPE_FLOAT;
-		a->calc_cap.data_sizes = 1u << IBV_EXP_CALC_DATA_SIZE_64_BIT;
+		a->calc_cap.data_types = 1ull << IBV_EXP_CALC_DATA_TYPE_INT |
+		                         1ull << IBV_EXP_CALC_DATA_TYPE_UINT |
+		                         1ull << IBV_EXP_CALC_DATA_TYPE_FLOAT;
+		a->calc_cap.data_sizes = 1ull << IBV_EXP_CALC_DATA_SIZE_64_BIT;
 		a->calc_cap.int_ops = a->calc_cap.uint_ops = a->calc_cap.fp_ops = ops;
 	}
 	if (want & IBV_EXP_DEVICE_ATTR_EXP_CAP_FLAGS)
@@ -625,23 +680,137 @@ static int op_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_
 	return 0;
 }
 
+void sd_limits(struct ibv_context *ctx, uint32_t *max_qp_wr, uint32_t *max_cqe)
+{
+	struct sd_device *d = sd_dev(ctx);
+	*max_qp_wr = d->max_qp_wr;
+	*max_cqe = d->max_cqe;
+}
+
+/* ------------------------------------------------------------------ */
+/* Asynchronous events                                                  */
+/* ------------------------------------------------------------------ */
+
+/* Queues an event and makes async_fd readable (one eventfd count per
+ * queued event). Device lock held. */
+void sd_raise(struct sd_device *d, int type, void *element)
+{
+	if (d->ev_len == d->ev_cap) {
+		uint32_t cap = d->ev_cap ? 2 * d->ev_cap : 16;
+		struct sd_event *n = malloc((size_t)cap * sizeof *n);
+		if (n == NULL)
+			return; /* out of memory: the event is lost, as the kernel would drop it */
+		for (uint32_t i = 0; i < d->ev_len; i++)
+			n[i] = d->events[(d->ev_head + i) % d->ev_cap];
+		free(d->events);
+		d->events = n;
+		d->ev_cap = cap;
+		d->ev_head = 0;
+	}
+	d->events[(d->ev_head + d->ev_len) % d->ev_cap] = (struct sd_event){type, element};
+	d->ev_len++;
+	uint64_t one = 1;
+	if (write(d->vctx.context.async_fd, &one, sizeof one) != sizeof one)
+		abort(); /* an eventfd counter cannot overflow from here */
+}
+
+/* The QP whose completion overran a CQ (or met a CQ in error) goes to
+ * the error state with IBV_EVENT_QP_FATAL, once. Device lock held. */
+void sd_qp_fatal(struct sd_device *d, struct sd_qp *q)
+{
+	if (q->ibv.state == IBV_QPS_ERR)
+		return;
+	q->ibv.state = IBV_QPS_ERR;
+	sd_raise(d, IBV_EVENT_QP_FATAL, &q->ibv);
+}
+
+/* ibv_get_async_event: the oldest pending event. Blocks until one is
+ * pending unless async_fd was made non-blocking (then EAGAIN), as the
+ * real verb reads the fd; sd_wake ends the wait with ECANCELED. */
+int sd_get_async_event(struct ibv_context *ctx, int *type, void **element)
+{
+	struct sd_device *d = sd_dev(ctx);
+	for (;;) {
+		sd_lock(d);
+		if (d->ev_len > 0) {
+			struct sd_event e = d->events[d->ev_head];
+			uint64_t one;
+			d->ev_head = (d->ev_head + 1) % d->ev_cap;
+			d->ev_len--;
+			if (read(ctx->async_fd, &one, sizeof one) != sizeof one)
+				abort(); /* the count is at least ev_len + 1: cannot block */
+			d->ev_unacked++;
+			sd_unlock(d);
+			*type = e.type;
+			*element = e.element;
+			return 0;
+		}
+		sd_unlock(d);
+		int fl = fcntl(ctx->async_fd, F_GETFL);
+		if (fl >= 0 && (fl & O_NONBLOCK))
+			return EAGAIN;
+		struct pollfd p[2] = {{ctx->async_fd, POLLIN, 0}, {d->wake_fd, POLLIN, 0}};
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			return errno;
+		if (p[1].revents & POLLIN)
+			return ECANCELED;
+	}
+}
+
+/* ibv_ack_async_event: EINVAL when no event is waiting for its ack. */
+int sd_ack_async_event(struct ibv_context *ctx)
+{
+	struct sd_device *d = sd_dev(ctx);
+	sd_lock(d);
+	int err = d->ev_unacked == 0 ? EINVAL : 0;
+	if (!err)
+		d->ev_unacked--;
+	sd_unlock(d);
+	return err;
+}
+
+/* Wakes a reader blocked in sd_get_async_event, for close. */
+void sd_wake(struct ibv_context *ctx)
+{
+	uint64_t one = 1;
+	if (write(sd_dev(ctx)->wake_fd, &one, sizeof one) != sizeof one)
+		abort();
+}
+
 /* ------------------------------------------------------------------ */
 /* Open and close                                                       */
 /* ------------------------------------------------------------------ */
 
-struct ibv_context *sd_open(void)
+struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe)
 {
 	struct sd_device *d = calloc(1, sizeof *d);
 	if (d == NULL)
 		return NULL;
+	/* async_fd is a real file descriptor, as an application expects of
+	 * an HCA's context: poll(2) it, then read events with
+	 * Device.GetAsyncEvent. */
+	int afd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+	int wfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (afd < 0 || wfd < 0) {
+		if (afd >= 0)
+			close(afd);
+		if (wfd >= 0)
+			close(wfd);
+		free(d);
+		return NULL;
+	}
 	pthread_mutex_init(&d->lock, NULL);
+	d->max_qp_wr = max_qp_wr;
+	d->max_cqe = max_cqe;
+	d->wake_fd = wfd;
 
 	/* The verbs context: extended, and carrying the exp record. */
 	d->vctx.sz = sizeof(struct verbs_context);
 	d->vctx.has_comp_mask = VERBS_CONTEXT_EXP;
 	struct ibv_context *ctx = &d->vctx.context;
 	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
-	ctx->cmd_fd = ctx->async_fd = -1;
+	ctx->cmd_fd = -1;
+	ctx->async_fd = afd;
 	ctx->num_comp_vectors = 1;
 	pthread_mutex_init(&ctx->mutex, NULL);
 
@@ -697,11 +866,21 @@ void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks)
 		leaks->qps++;
 		destroy_qp_locked(d, d->qps);
 	}
+	while (d->dead_qps != NULL) {
+		struct sd_qp *q = d->dead_qps;
+		d->dead_qps = q->next;
+		free(q);
+	}
 	while (d->cqs != NULL) {
 		struct sd_cq *c = d->cqs;
 		leaks->cqs++;
 		LIST_REMOVE(d->cqs, d->cqs_tail, c);
 		free(c->ring);
+		free(c);
+	}
+	while (d->dead_cqs != NULL) {
+		struct sd_cq *c = d->dead_cqs;
+		d->dead_cqs = c->next;
 		free(c);
 	}
 	while (d->mrs != NULL) {
@@ -718,6 +897,9 @@ void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks)
 	}
 	free(d->keys);
 	free(d->qpn);
+	free(d->events);
+	close(ctx->async_fd);
+	close(d->wake_fd);
 	sd_unlock(d);
 	pthread_mutex_destroy(&d->lock);
 	pthread_mutex_destroy(&ctx->mutex);
@@ -739,8 +921,10 @@ struct ibv_pd *sd_alloc_pd(struct ibv_context *ctx, int *err)
 	return pd;
 }
 
-/* The ops trust their argument; the Go API may be handed anything, so
- * these wrappers first check that the object is one of this device's. */
+/* The ops trust their argument; the Go API may be handed anything (nil,
+ * a destroyed object, one of another device), so these wrappers first
+ * look the pointer up among this device's live objects, comparing
+ * addresses only. */
 static int owns_pd(struct sd_device *d, struct ibv_pd *pd)
 {
 	for (struct sd_pd *p = d->pds; p != NULL; p = p->next)
@@ -753,6 +937,14 @@ static int owns_mr(struct sd_device *d, struct ibv_mr *mr)
 {
 	for (struct sd_mr *m = d->mrs; m != NULL; m = m->next)
 		if (&m->ibv == mr)
+			return 1;
+	return 0;
+}
+
+static int owns_qp(struct sd_device *d, struct ibv_qp *qp)
+{
+	for (struct sd_qp *q = d->qps; q != NULL; q = q->next)
+		if (&q->ibv == qp)
 			return 1;
 	return 0;
 }
@@ -810,5 +1002,9 @@ int sd_destroy_cq(struct ibv_context *ctx, struct ibv_cq *cq)
 
 int sd_destroy_qp(struct ibv_context *ctx, struct ibv_qp *qp)
 {
-	return ctx->ops.destroy_qp(qp); /* the op checks ownership itself */
+	struct sd_device *d = sd_dev(ctx);
+	sd_lock(d);
+	int ok = owns_qp(d, qp);
+	sd_unlock(d);
+	return ok ? ctx->ops.destroy_qp(qp) : EINVAL;
 }

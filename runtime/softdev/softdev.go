@@ -12,7 +12,9 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -23,21 +25,42 @@ import (
 // tables point at this package's provider. Its methods are safe for
 // concurrent use; so are the verbs the context dispatches to.
 type Device struct {
-	mu     sync.Mutex // guards closed against Close
-	closed bool
-	ctx    *C.struct_ibv_context
+	mu      sync.RWMutex // methods hold it shared, Close exclusively
+	closed  bool
+	closing atomic.Bool // set by Close before it waits: blocked event readers give up
+	ctx     *C.struct_ibv_context
 }
 
 // ErrClosed is returned by the methods of a closed Device.
 var ErrClosed = errors.New("softdev: device is closed")
 
-// Open creates a device. Close it when done.
-func Open() (*Device, error) {
-	ctx := C.sd_open()
+// Open creates a device. Close it when done. Without options it has the
+// limits DefaultLimits gives.
+func Open(opts ...DeviceOption) (*Device, error) {
+	l := DefaultLimits
+	for _, o := range opts {
+		o(&l)
+	}
+	if l.MaxQPWR <= 0 || l.MaxQPWR > int(C.SD_LIMIT_QP_WR) || l.MaxCQE <= 0 || l.MaxCQE > int(C.SD_LIMIT_CQE) {
+		return nil, fmt.Errorf("softdev: open: limits %+v: each must be in 1..%d: %w", l, int(C.SD_LIMIT_QP_WR), syscall.EINVAL)
+	}
+	ctx := C.sd_open(C.uint32_t(l.MaxQPWR), C.uint32_t(l.MaxCQE))
 	if ctx == nil {
 		return nil, fmt.Errorf("softdev: open: %w", syscall.ENOMEM)
 	}
 	return &Device{ctx: ctx}, nil
+}
+
+// Limits returns the device's max_qp_wr and max_cqe.
+func (d *Device) Limits() Limits {
+	var l Limits
+	_ = d.use(func() error {
+		var wr, cqe C.uint32_t
+		C.sd_limits(d.ctx, &wr, &cqe)
+		l = Limits{MaxQPWR: int(wr), MaxCQE: int(cqe)}
+		return nil
+	})
+	return l
 }
 
 // Context returns the device's struct ibv_context, the argument of the
@@ -47,8 +70,8 @@ func (d *Device) Context() *verbs.Context { return (*verbs.Context)(unsafe.Point
 
 // use runs f unless the device is closed.
 func (d *Device) use(f func() error) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.mu.RLock()
+	defer d.mu.RUnlock()
 	if d.closed {
 		return ErrClosed
 	}
@@ -60,6 +83,9 @@ func (d *Device) use(f func() error) error {
 // been destroyed (they are freed all the same), or nil. Using the
 // device, its context or any of its objects afterwards is undefined.
 func (d *Device) Close() error {
+	if !d.closing.Swap(true) {
+		C.sd_wake(d.ctx) // a GetAsyncEvent blocked on the fd returns ErrClosed
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -110,9 +136,18 @@ func (d *Device) DeallocPD(pd *verbs.PD) error {
 // writes that memory while executing WQEs, so it must stay valid and
 // unmoved until DeregMR: C memory (Calloc), or Go memory pinned with a
 // runtime.Pinner for that long. The MR's Lkey and Rkey are distinct.
+//
+// As an HCA's registration pins the pages, this one checks that the
+// whole range is mapped memory the device may read (and write, with any
+// write access): otherwise it fails with EFAULT, naming the first byte
+// that is not.
 func (d *Device) RegMR(pd *verbs.PD, addr unsafe.Pointer, length int, access verbs.AccessFlags) (*verbs.MR, error) {
 	if length <= 0 {
 		return nil, callErr("reg_mr", C.int(syscall.EINVAL))
+	}
+	write := access&(verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteAtomic) != 0
+	if err := checkMapped(uintptr(addr), uintptr(length), write); err != nil {
+		return nil, fmt.Errorf("softdev: reg_mr: %w", err)
 	}
 	var mr *verbs.MR
 	err := d.use(func() error {
@@ -135,13 +170,20 @@ func (d *Device) DeregMR(mr *verbs.MR) error {
 	})
 }
 
-// CreateCQ creates a completion queue with room for cqe completions,
-// through verbs.ExpCreateCQ (and verbs.ExpModifyCQ for IgnoreOverrun),
-// so the header's inline code runs as it would with hardware.
+// CreateCQ creates a completion queue with room for at least cqe
+// completions, through verbs.ExpCreateCQ (and verbs.ExpModifyCQ for
+// IgnoreOverrun), so the header's inline code runs as it would with
+// hardware. As on mlx4 and mlx5 the ring gets the smallest power of two
+// of entries above cqe, and the CQ's CQE field says that size minus one.
+// A cqe that does not fit the C int, or is above the device's max_cqe,
+// is refused with EINVAL.
 func (d *Device) CreateCQ(cqe int, opts ...CQOption) (*verbs.CQ, error) {
 	var cfg cqConfig
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cqe <= 0 || cqe > math.MaxInt32 {
+		return nil, fmt.Errorf("softdev: create_cq: %d entries: the count must be in 1..%d (a C int): %w", cqe, math.MaxInt32, syscall.EINVAL)
 	}
 	var cq *verbs.CQ
 	err := d.use(func() error {
@@ -189,6 +231,15 @@ func (d *Device) CreateQP(pd *verbs.PD, sendCQ, recvCQ *verbs.CQ, opts ...QPOpti
 	for _, o := range opts {
 		o(&cfg)
 	}
+	c := cfg.caps
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"SendWR", c.SendWR}, {"RecvWR", c.RecvWR}, {"SendSGE", c.SendSGE}, {"RecvSGE", c.RecvSGE}, {"Inline", c.Inline}} {
+		if v.n < 0 || v.n > math.MaxUint32 {
+			return nil, fmt.Errorf("softdev: create_qp: Caps.%s %d does not fit struct ibv_qp_cap (a uint32): %w", v.name, v.n, syscall.EINVAL)
+		}
+	}
 	var qp *verbs.QP
 	err := d.use(func() error {
 		attr := Calloc[verbs.ExpQPInitAttr]()
@@ -220,7 +271,10 @@ func (d *Device) CreateQP(pd *verbs.PD, sendCQ, recvCQ *verbs.CQ, opts ...QPOpti
 }
 
 // DestroyQP destroys a QP, discarding its WQEs; EBUSY while a pending
-// SEND_ENABLE or RECV_ENABLE on another QP names it.
+// SEND_ENABLE or RECV_ENABLE on another QP names it. A QP that is not a
+// live one of this device (nil, destroyed already, another device's) is
+// refused with EINVAL; a destroyed QP's handle stays harmless until Close
+// (every verb on it fails with EINVAL).
 func (d *Device) DestroyQP(qp *verbs.QP) error {
 	return d.use(func() error {
 		return callErr("destroy_qp", C.sd_destroy_qp(d.ctx, (*C.struct_ibv_qp)(unsafe.Pointer(qp))))
@@ -236,8 +290,8 @@ func (d *Device) DestroyQP(qp *verbs.QP) error {
 // device the same way, so Progress is needed only to drive schedules
 // whose completions nobody polls, or to detect a stall.
 func (d *Device) Progress() (executed int, err error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.mu.RLock()
+	defer d.mu.RUnlock()
 	if d.closed {
 		return 0, ErrClosed
 	}
@@ -260,25 +314,65 @@ func (d *Device) deadlock(max int) error {
 				QPNum: uint32(b.qp_num), WRID: uint64(b.wr_id),
 				CQ: (*verbs.CQ)(b.cq), CQHandle: uint32(b.cq_handle),
 				Needed: uint64(b.needed), Produced: uint64(b.produced),
+				Base: uint64(b.base), Count: int32(b.count),
 			})
+		case C.SD_BLOCK_GATED:
+			g := BlockedGated{
+				QPNum: uint32(b.qp_num), WRID: uint64(b.wr_id), Opcode: opName(b.op),
+				Position: uint64(b.position), Released: uint64(b.released), QueueBase: uint64(b.qbase),
+			}
+			switch b.op {
+			case C.SD_OP_WAIT:
+				g.CQHandle, g.Base, g.Count, g.Upto = uint32(b.cq_handle), uint64(b.base), int32(b.count), uint64(b.needed)
+			case C.SD_OP_SEND_EN, C.SD_OP_RECV_EN:
+				g.Target, g.Base, g.Count, g.Upto = uint32(b.target), uint64(b.base), int32(b.count), uint64(b.needed)
+			}
+			de.Gated = append(de.Gated, g)
 		default:
 			de.Sends = append(de.Sends, BlockedSend{
 				QPNum: uint32(b.qp_num), WRID: uint64(b.wr_id), DestQPNum: uint32(b.dest_qpn),
+				PeerManaged: b.managed != 0, PeerPosted: uint64(b.posted),
+				PeerReleased: uint64(b.released), PeerBase: uint64(b.qbase),
 			})
 		}
 	}
-	if len(de.Waits)+len(de.Sends) == 0 {
+	if len(de.Waits)+len(de.Sends)+len(de.Gated) == 0 {
 		return nil
 	}
 	return de
 }
 
+// opName names an internal opcode as the verbs opcode it came from.
+func opName(op C.uint32_t) string {
+	switch op {
+	case C.SD_OP_SEND:
+		return "SEND"
+	case C.SD_OP_SEND_IMM:
+		return "SEND_WITH_IMM"
+	case C.SD_OP_WRITE:
+		return "RDMA_WRITE"
+	case C.SD_OP_WRITE_IMM:
+		return "RDMA_WRITE_WITH_IMM"
+	case C.SD_OP_READ:
+		return "RDMA_READ"
+	case C.SD_OP_NOP:
+		return "NOP"
+	case C.SD_OP_WAIT:
+		return "CQE_WAIT"
+	case C.SD_OP_SEND_EN:
+		return "SEND_ENABLE"
+	case C.SD_OP_RECV_EN:
+		return "RECV_ENABLE"
+	}
+	return fmt.Sprintf("opcode %d", op)
+}
+
 // CQStats describes a CQ's counters.
 type CQStats struct {
-	Produced uint64 // completions produced since creation (what CQE_WAIT counts)
-	Queued   uint64 // completions waiting to be polled
-	Dropped  uint64 // completions that found the ring full
-	Overrun  bool   // a completion was lost on a CQ that does not ignore overruns
+	Produced uint64 // CQEs written since creation, polled or not (what CQE_WAIT counts)
+	Queued   uint64 // CQEs a poll would return now
+	Dropped  uint64 // CQEs lost: overwritten before they were polled, or refused after an overrun
+	Overrun  bool   // the CQ overran without ignoring overruns, and is in error
 }
 
 // CQStats returns the counters of one of the device's CQs.
@@ -301,7 +395,7 @@ func (d *Device) CQStats(cq *verbs.CQ) (CQStats, error) {
 type QueueStats struct {
 	Posted  uint64 // producer index
 	Done    uint64 // consumer index: WQEs retired
-	Enabled uint64 // WQEs below this index may run (Posted if not managed)
+	Enabled uint64 // WQEs below this position may run: released by enables (Posted if not managed)
 }
 
 // QPStats returns the state and the queue counters of one of the

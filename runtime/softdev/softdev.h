@@ -15,13 +15,17 @@
 #include <pthread.h>
 #include <infiniband/verbs_exp.h>
 
-/* Limits the device reports and enforces. */
+/* Limits the device enforces by default (Open's options may change the
+ * first two) and limits of its own layout. */
 enum {
-	SD_MAX_QP_WR    = 1 << 15, /* WQEs per send or receive ring */
+	SD_MAX_QP_WR    = 1 << 15, /* default max_qp_wr: WQEs per send or receive ring */
+	SD_MAX_CQE      = 1 << 20, /* default max_cqe: entries a CQ may be asked for */
+	SD_LIMIT_QP_WR  = 1 << 24, /* the most max_qp_wr may be raised to */
+	SD_LIMIT_CQE    = 1 << 24, /* the most max_cqe may be raised to */
 	SD_MAX_SGE      = 64,      /* scatter/gather entries per WQE */
 	SD_MAX_INLINE   = 1024,    /* inline bytes per send WQE */
-	SD_MAX_CQE      = 1 << 20, /* entries per CQ */
 	SD_QPN_BASE     = 0x100,   /* the first QP number handed out */
+	SD_CALC_OPERAND = 16,      /* bytes per calc operand: big-endian value, then an id */
 };
 
 /* Internal opcodes of a WQE (the ring does not keep the verbs values). */
@@ -44,7 +48,6 @@ enum {
 	SD_WQE_INLINE   = 0x02, /* payload was copied into the ring's inline area */
 	SD_WQE_CALC     = 0x04, /* reduce the operands, send the result */
 	SD_WQE_EN_LAST  = 0x08, /* IBV_EXP_SEND_WAIT_EN_LAST was given */
-	SD_WQE_NOOP_EN  = 0x10, /* enable of a queue that is not managed */
 };
 
 /*
@@ -52,6 +55,9 @@ enum {
  * work request. Scatter/gather entries are copied to a side table that
  * has max_sge entries per slot, inline payloads to an area with
  * max_inline bytes per slot; nothing points back at the caller's WR.
+ * Data WQEs use u.xfer; CQE_WAIT and the enables keep the target and the
+ * index computed at post time, with the base and count it came from (for
+ * deadlock reports).
  */
 struct sd_wqe {
 	uint64_t wr_id;
@@ -61,25 +67,32 @@ struct sd_wqe {
 	uint8_t  calc_type;   /* enum ibv_exp_calc_data_type (SD_WQE_CALC) */
 	uint16_t num_sge;
 	uint16_t reserved0;
-	uint32_t imm;         /* immediate data, as the caller gave it */
-	uint32_t rkey;        /* RDMA: remote key */
-	uint64_t remote_addr; /* RDMA: remote address */
 	union {
 		struct {
+			uint32_t imm;         /* immediate data, as the caller gave it */
+			uint32_t rkey;        /* RDMA: remote key */
+			uint64_t remote_addr; /* RDMA: remote address */
+			uint64_t length;      /* bytes named by the SGEs (or inline bytes) */
+		} xfer;
+		struct {
 			struct sd_cq *cq;
-			uint64_t      target; /* CQ completion count that satisfies the wait */
+			uint64_t      target; /* CQEs the CQ must have produced */
+			uint64_t      base;   /* the CQ's wait base when posted */
+			int32_t       count;  /* cq_count */
 		} wait;
 		struct {
 			struct sd_qp *qp;
-			uint64_t      target; /* enable index the target queue reaches */
+			uint64_t      target; /* the queue position this enable releases up to */
+			uint64_t      base;   /* the queue's enable base when posted */
+			int32_t       count;  /* wqe_count (0: everything posted) */
+			uint32_t      gen;    /* the target queue's generation (RESET bumps it) */
 		} enable;
-		uint64_t raw[2];
 	} u;
-	uint64_t length;      /* bytes named by the SGEs (or inline bytes) */
-	uint64_t reserved1;
+	uint64_t reserved1[2];
 };
 
-/* A send or receive ring. Indexes count WQEs since creation. */
+/* A send or receive ring. Indexes count WQEs since creation (or since the
+ * last move to RESET). */
 struct sd_queue {
 	struct sd_wqe  *ring;
 	struct ibv_sge *sge;        /* depth * max_sge entries */
@@ -87,11 +100,13 @@ struct sd_queue {
 	uint32_t        depth;      /* slots */
 	uint32_t        max_sge;
 	uint32_t        max_inline;
-	int             managed;    /* WQEs run only once enabled */
+	int             managed;    /* WQEs run only once released by an enable */
 	uint64_t        head;       /* WQEs posted (producer index) */
 	uint64_t        tail;       /* WQEs retired (consumer index) */
-	uint64_t        enabled;    /* managed: WQEs below this index may run */
-	uint64_t        en_posted;  /* managed: enable index given out at post time */
+	uint64_t        released;   /* managed: WQEs below this position may run */
+	uint64_t        en_base;    /* managed: the enable base (moved by WAIT_EN_LAST) */
+	uint64_t        en_count;   /* managed: largest release beyond the base since it moved */
+	uint32_t        gen;        /* bumped by RESET: stale enables release nothing */
 };
 
 struct sd_device;
@@ -112,11 +127,15 @@ struct sd_mr {
 	struct sd_mr     *prev, *next;
 };
 
-/* A completion as the device keeps it; converted when polled. */
+/* A completion as the device keeps it; converted when polled. idx is the
+ * producer index it was written at (UINT64_MAX: slot never written): a
+ * poll at consumer index c takes the slot only if idx is in c's pass
+ * over the ring, as an HCA's ownership bit says. */
 struct sd_cqe {
 	uint64_t      wr_id;
 	uint64_t      exp_flags; /* enum ibv_exp_wc_flags bits */
 	struct ibv_qp *qp;
+	uint64_t      idx;
 	uint32_t      status;    /* enum ibv_wc_status */
 	uint32_t      opcode;    /* enum ibv_exp_wc_opcode (same values as ibv_wc_opcode) */
 	uint32_t      byte_len;
@@ -134,13 +153,15 @@ struct sd_cq {
 	struct ibv_cq     ibv;
 	struct sd_device *dev;
 	struct sd_cqe    *ring;
-	uint32_t          cap;
+	uint32_t          size;         /* slots: a power of two above the cqe asked for */
 	uint32_t          flags;        /* SD_CQ_* */
-	uint64_t          head, tail;   /* stored / polled entries */
-	uint64_t          produced;     /* completions ever produced, dropped ones too */
-	uint64_t          dropped;      /* completions lost to a full ring */
-	uint64_t          wait_posted;  /* wait index given out to CQE_WAIT WQEs */
-	int               overrun;      /* lost a completion without ignore-overrun */
+	uint64_t          prod;         /* CQEs written since creation (what CQE_WAIT counts) */
+	uint64_t          cons;         /* CQEs polled */
+	uint64_t          lost;         /* CQEs overwritten unpolled, or refused after an overrun */
+	uint64_t          wait_base;    /* CQE_WAIT base (moved by WAIT_EN_LAST) */
+	uint64_t          wait_count;   /* largest cq_count since the base moved */
+	int               overrun;      /* overran without ignore-overrun: in error */
+	int               dead;         /* destroyed: kept so stale handles fail cleanly */
 	uint32_t          refs;         /* QPs using the CQ, pending WAITs naming it */
 	struct sd_cq     *prev, *next;
 };
@@ -155,8 +176,15 @@ struct sd_qp {
 	int               sig_all;
 	uint32_t          dest_qpn;
 	int               access;       /* remote access the QP permits as responder */
+	int               dead;         /* destroyed: kept so stale handles fail cleanly */
 	uint32_t          refs;         /* pending ENABLE WQEs naming this QP */
 	struct sd_qp     *prev, *next;
+};
+
+/* An affiliated asynchronous event waiting to be read. */
+struct sd_event {
+	int   type;    /* enum ibv_event_type */
+	void *element; /* struct ibv_cq * or struct ibv_qp * */
 };
 
 /*
@@ -172,13 +200,23 @@ struct sd_device {
 	struct sd_mr            *mrs, *mrs_tail;
 	struct sd_cq            *cqs, *cqs_tail;
 	struct sd_qp            *qps, *qps_tail; /* creation order: the round-robin order */
+	struct sd_cq            *dead_cqs;       /* destroyed, freed at close */
+	struct sd_qp            *dead_qps;
 	struct sd_mr           **keys;    /* MR per key slot */
 	uint32_t                 nkeys, keycap;
 	struct sd_qp           **qpn;     /* QP per (qp_num - SD_QPN_BASE) */
 	uint32_t                 nqpn, qpncap;
 	uint32_t                 next_handle;
 	uint32_t                 key_gen;
+	uint32_t                 max_qp_wr, max_cqe;
 	uint64_t                 executed; /* WQEs retired since open */
+	/* Asynchronous events: queued here, one eventfd count each (the
+	 * context's async_fd), so the fd is readable exactly while some are
+	 * pending. wake_fd interrupts a blocked reader at close. */
+	struct sd_event         *events;
+	uint32_t                 ev_head, ev_len, ev_cap;
+	uint32_t                 ev_unacked;
+	int                      wake_fd;
 	/* The most recent ibv_exp_post_task failure. */
 	struct ibv_exp_task     *fail_task;
 	void                    *fail_wr;
@@ -190,16 +228,26 @@ struct sd_blocked {
 	uint32_t qp_num;
 	uint32_t kind;      /* SD_BLOCK_* */
 	uint64_t wr_id;
+	uint32_t op;        /* enum sd_op of the head WQE */
+	uint32_t target;    /* ENABLE: qp_num of the queue it releases */
 	void    *cq;        /* WAIT: the struct ibv_cq waited on */
 	uint32_t cq_handle;
-	uint32_t dest_qpn;  /* RNR: the peer without a receive WQE */
-	uint64_t needed;    /* WAIT: completions needed */
-	uint64_t produced;  /* WAIT: completions produced so far */
+	uint32_t dest_qpn;  /* RNR: the peer without a usable receive WQE */
+	uint64_t base;      /* WAIT/ENABLE: the base the count was added to */
+	int64_t  count;     /* WAIT/ENABLE: the count posted */
+	uint64_t needed;    /* WAIT: CQEs needed; ENABLE: position released up to */
+	uint64_t produced;  /* WAIT: CQEs produced so far */
+	uint64_t position;  /* GATED: the head WQE's position in its queue */
+	uint64_t released;  /* GATED: the queue's release point; RNR: the peer's */
+	uint64_t qbase;     /* GATED: the queue's enable base now; RNR: the peer's */
+	uint64_t posted;    /* RNR: receives posted at the peer */
+	int      managed;   /* RNR: the peer's receive queue is managed */
 };
 
 enum {
-	SD_BLOCK_WAIT = 1, /* a CQE_WAIT not yet satisfied */
-	SD_BLOCK_RNR  = 2, /* a SEND / WRITE_WITH_IMM finding no receive WQE */
+	SD_BLOCK_WAIT  = 1, /* a CQE_WAIT not yet satisfied */
+	SD_BLOCK_RNR   = 2, /* a SEND / WRITE_WITH_IMM finding no usable receive WQE */
+	SD_BLOCK_GATED = 3, /* the head of a managed send queue that no enable released */
 };
 
 /* Leftover objects found by sd_close. */
@@ -209,10 +257,12 @@ struct sd_leaks {
 
 /* ---- entry points used by the Go side ---- */
 
-struct ibv_context *sd_open(void);
+struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe);
 void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks);
 
-/* Control path, dispatched through ctx->ops like libibverbs would. */
+/* Control path, dispatched through ctx->ops like libibverbs would. Each
+ * first checks that the object is a live one of this device, without
+ * reading it. */
 struct ibv_pd *sd_alloc_pd(struct ibv_context *ctx, int *err);
 int sd_dealloc_pd(struct ibv_context *ctx, struct ibv_pd *pd);
 struct ibv_mr *sd_reg_mr(struct ibv_context *ctx, struct ibv_pd *pd, void *addr, size_t len,
@@ -220,6 +270,12 @@ struct ibv_mr *sd_reg_mr(struct ibv_context *ctx, struct ibv_pd *pd, void *addr,
 int sd_dereg_mr(struct ibv_context *ctx, struct ibv_mr *mr);
 int sd_destroy_cq(struct ibv_context *ctx, struct ibv_cq *cq);
 int sd_destroy_qp(struct ibv_context *ctx, struct ibv_qp *qp);
+void sd_limits(struct ibv_context *ctx, uint32_t *max_qp_wr, uint32_t *max_cqe);
+
+/* Asynchronous events, as ibv_get_async_event / ibv_ack_async_event. */
+int sd_get_async_event(struct ibv_context *ctx, int *type, void **element);
+int sd_ack_async_event(struct ibv_context *ctx);
+void sd_wake(struct ibv_context *ctx);
 
 /* Engine. */
 struct sd_progress_result {
@@ -247,6 +303,8 @@ struct sd_mr *sd_mr_by_key(struct sd_device *d, uint32_t key);
 void sd_queue_release_refs(struct sd_queue *q);
 void sd_queue_reset(struct sd_queue *q);
 long sd_run(struct sd_device *d);
+void sd_raise(struct sd_device *d, int type, void *element);
+void sd_qp_fatal(struct sd_device *d, struct sd_qp *q);
 
 /* Data path operations installed in the dispatch tables. */
 int sd_op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);

@@ -72,9 +72,13 @@ func FuzzTaskList(f *testing.F) {
 			case 3:
 				_, err = l.Recv(uint64(i), sge)
 			case 4:
-				_, err = l.Wait(cq, int(op>>4), op&0x20 != 0, 0)
+				flags := verbs.ExpSendFlags(0)
+				if op&0x20 != 0 {
+					flags = verbs.ExpSendWaitEnLast
+				}
+				_, err = l.Wait(uint64(i), flags, cq, int(op>>4))
 			case 5:
-				_, err = l.SendEnable(qb, int(op>>5), 0)
+				_, err = l.SendEnable(uint64(i), verbs.ExpSendFlags(op>>6&1)*verbs.ExpSendWaitEnLast, qb, int(op>>5))
 			case 6:
 				err = l.Post()
 			case 7:

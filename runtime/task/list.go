@@ -1,29 +1,5 @@
 //go:build linux && cgo
 
-// Package task builds cross-channel task lists for ibv_exp_post_task in C
-// memory and posts them with one call.
-//
-// A List owns one C allocation (an arena) with room for a fixed number of
-// tasks, send and receive work requests and scatter/gather entries, laid
-// out as the generated types (verbs.ExpTask, verbs.ExpSendWR, verbs.RecvWR,
-// verbs.SGE). Builders append records to the arena and link them; each
-// returns a typed pointer into C memory that the caller may adjust in
-// place. Post hands the first task to ibv_exp_post_task: nothing is
-// marshalled or copied at post time, and nothing is allocated.
-//
-// Verbs copy work requests into the queues when they are posted, so a List
-// may be posted again as soon as Post returns (a standing schedule), or
-// Reset and rebuilt without allocating. The data buffers the SGEs name are
-// another matter: they must stay put until their completions are polled
-// (see package lease).
-//
-//	l, _ := task.New(ctx, task.Capacity{Tasks: 2, SendWRs: 4, SGEs: 4})
-//	defer l.Free()
-//	l.SendTask(qp)
-//	l.Send(1, verbs.ExpSendSignaled, verbs.SGE{Addr: a, Length: n, Lkey: k})
-//	l.SendTask(mqp)
-//	l.Wait(cq, 1, true)
-//	err := l.Post()
 package task
 
 /*
@@ -366,9 +342,11 @@ func (l *List) Read(wrID uint64, flags verbs.ExpSendFlags, remote uint64, rkey u
 	return wr, err
 }
 
-// Calc appends a SEND that reduces its operands (one per SGE) with op
-// over 64-bit elements of type typ and sends the result
-// (IBV_EXP_SEND_WITH_CALC).
+// Calc appends a SEND that reduces its operands with op over 64-bit
+// elements of type typ and sends the result (IBV_EXP_SEND_WITH_CALC).
+// Each operand is one 16-byte SGE: a big-endian value, then an 8-byte id
+// that only MAXLOC reads; the result arrives big-endian (8 bytes, 16 for
+// MAXLOC). The posting QP must be cross-channel.
 func (l *List) Calc(wrID uint64, flags verbs.ExpSendFlags, op verbs.ExpCalcOp, typ verbs.ExpCalcDataType, operands ...verbs.SGE) (*verbs.ExpSendWR, error) {
 	wr, err := l.sendWR(wrID, verbs.ExpWRSend, flags|verbs.ExpSendWithCalc, operands)
 	if err == nil {
@@ -378,17 +356,20 @@ func (l *List) Calc(wrID uint64, flags verbs.ExpSendFlags, op verbs.ExpCalcOp, t
 	return wr, err
 }
 
-// Wait appends a CQE_WAIT: the current task's send queue stops until cq
-// has produced count more completions. last marks the final wait of a
-// group (IBV_EXP_SEND_WAIT_EN_LAST).
-func (l *List) Wait(cq *verbs.CQ, count int, last bool, flags verbs.ExpSendFlags) (*verbs.ExpSendWR, error) {
+// Wait appends a CQE_WAIT with wr_id wrID: the current task's send queue
+// stops until cq has produced count more CQEs than its wait base. flags
+// are the send flags: verbs.ExpSendSignaled for a completion when the
+// wait is met, verbs.ExpSendWaitEnLast to move cq's wait base past this
+// wait (without it, chained waits share one base). A count that does not
+// fit cq_count (an int32) is refused with an error wrapping EINVAL.
+func (l *List) Wait(wrID uint64, flags verbs.ExpSendFlags, cq *verbs.CQ, count int) (*verbs.ExpSendWR, error) {
 	if cq == nil {
 		return nil, abiutil.NilArg("task list Wait", "cq")
 	}
-	if last {
-		flags |= verbs.ExpSendWaitEnLast
+	if err := checkCount("Wait", "cq_count", count); err != nil {
+		return nil, err
 	}
-	wr, err := l.sendWR(0, verbs.ExpWRCQEWait, flags, nil)
+	wr, err := l.sendWR(wrID, verbs.ExpWRCQEWait, flags, nil)
 	if err == nil {
 		w := wr.Task.CQEWait()
 		w.CQ, w.CQCount = cq, int32(count)
@@ -396,28 +377,43 @@ func (l *List) Wait(cq *verbs.CQ, count int, last bool, flags verbs.ExpSendFlags
 	return wr, err
 }
 
-// SendEnable appends a SEND_ENABLE of count more work requests of the
-// managed send queue of qp (0: all posted so far).
-func (l *List) SendEnable(qp *verbs.QP, count int, flags verbs.ExpSendFlags) (*verbs.ExpSendWR, error) {
-	return l.enable(verbs.ExpWRSendEnable, qp, count, flags)
+// SendEnable appends a SEND_ENABLE with wr_id wrID releasing the managed
+// send queue of qp up to its enable base plus count (0: every WQE posted
+// there by then); flags as for Wait (verbs.ExpSendWaitEnLast moves the
+// base). The WQEs released must already be posted. A count that does
+// not fit wqe_count (an int32) is refused with an error wrapping EINVAL.
+func (l *List) SendEnable(wrID uint64, flags verbs.ExpSendFlags, qp *verbs.QP, count int) (*verbs.ExpSendWR, error) {
+	return l.enable("SendEnable", verbs.ExpWRSendEnable, wrID, flags, qp, count)
 }
 
-// RecvEnable appends a RECV_ENABLE of count more receive work requests of
-// the managed receive queue of qp (0: all posted so far).
-func (l *List) RecvEnable(qp *verbs.QP, count int, flags verbs.ExpSendFlags) (*verbs.ExpSendWR, error) {
-	return l.enable(verbs.ExpWRRecvEnable, qp, count, flags)
+// RecvEnable appends a RECV_ENABLE of the managed receive queue of qp, as
+// SendEnable does for send queues.
+func (l *List) RecvEnable(wrID uint64, flags verbs.ExpSendFlags, qp *verbs.QP, count int) (*verbs.ExpSendWR, error) {
+	return l.enable("RecvEnable", verbs.ExpWRRecvEnable, wrID, flags, qp, count)
 }
 
-func (l *List) enable(op verbs.ExpWROpcode, qp *verbs.QP, count int, flags verbs.ExpSendFlags) (*verbs.ExpSendWR, error) {
+func (l *List) enable(name string, op verbs.ExpWROpcode, wrID uint64, flags verbs.ExpSendFlags, qp *verbs.QP, count int) (*verbs.ExpSendWR, error) {
 	if qp == nil {
-		return nil, abiutil.NilArg("task list enable", "qp")
+		return nil, abiutil.NilArg("task list "+name, "qp")
 	}
-	wr, err := l.sendWR(0, op, flags, nil)
+	if err := checkCount(name, "wqe_count", count); err != nil {
+		return nil, err
+	}
+	wr, err := l.sendWR(wrID, op, flags, nil)
 	if err == nil {
 		e := wr.Task.WQEEnable()
 		e.QP, e.WQECount = qp, int32(count)
 	}
 	return wr, err
+}
+
+// checkCount refuses counts the C field cannot hold (it would truncate
+// them: 1<<32+1 would wait for one CQE).
+func checkCount(builder, field string, count int) error {
+	if count < 0 || count > math.MaxInt32 {
+		return fmt.Errorf("task list %s: count %d does not fit %s (0..%d): %w", builder, count, field, math.MaxInt32, syscall.EINVAL)
+	}
+	return nil
 }
 
 // Recv appends a receive work request scattering into sges to the current

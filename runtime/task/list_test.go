@@ -4,6 +4,8 @@ package task
 
 import (
 	"errors"
+	"math"
+	"strings"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -41,7 +43,7 @@ func newList(t *testing.T, ctx *verbs.Context, c Capacity) *List {
 func TestBuildLinksInPlace(t *testing.T) {
 	ctx := shimtest.Open(true)
 	defer shimtest.Close(ctx)
-	l := newList(t, ctx, Capacity{Tasks: 3, SendWRs: 4, RecvWRs: 2, SGEs: 4})
+	l := newList(t, ctx, Capacity{Tasks: 3, SendWRs: 5, RecvWRs: 2, SGEs: 4})
 	qp, mqp, cq := fakeQP(t), fakeQP(t), fakeCQ(t)
 
 	rt, _ := l.RecvTask(qp)
@@ -50,11 +52,12 @@ func TestBuildLinksInPlace(t *testing.T) {
 	s1, _ := l.Send(11, verbs.ExpSendSignaled, verbs.SGE{Addr: 0x2000, Length: 8, Lkey: 7}, verbs.SGE{Addr: 0x3000, Length: 8, Lkey: 7})
 	s2, _ := l.Calc(12, 0, verbs.ExpCalcOpMaxloc, verbs.ExpCalcDataTypeFloat, verbs.SGE{Addr: 0x4000, Length: 16, Lkey: 7})
 	wt, _ := l.SendTask(mqp)
-	w, err := l.Wait(cq, 2, true, verbs.ExpSendSignaled)
+	w, err := l.Wait(21, verbs.ExpSendSignaled|verbs.ExpSendWaitEnLast, cq, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, _ := l.SendEnable(qp, 3, 0)
+	e, _ := l.SendEnable(22, verbs.ExpSendWaitEnLast, qp, 3)
+	re, _ := l.RecvEnable(23, 0, qp, 0)
 
 	if rt.Next != st || st.Next != wt || wt.Next != nil {
 		t.Fatal("tasks are not linked in build order")
@@ -72,12 +75,16 @@ func TestBuildLinksInPlace(t *testing.T) {
 	if s2.ExpSendFlags&uint64(verbs.ExpSendWithCalc) == 0 || s2.Op.Calc().CalcOp != verbs.ExpCalcOpMaxloc || s2.Op.Calc().DataType != verbs.ExpCalcDataTypeFloat {
 		t.Fatal("calc parameters not set")
 	}
-	if w.ExpOpcode != verbs.ExpWRCQEWait || w.Task.CQEWait().CQ != cq || w.Task.CQEWait().CQCount != 2 ||
+	if w.WRID != 21 || w.ExpOpcode != verbs.ExpWRCQEWait || w.Task.CQEWait().CQ != cq || w.Task.CQEWait().CQCount != 2 ||
 		w.ExpSendFlags != uint64(verbs.ExpSendSignaled|verbs.ExpSendWaitEnLast) {
-		t.Fatalf("wait WR wrong: opcode %v flags %#x", w.ExpOpcode, w.ExpSendFlags)
+		t.Fatalf("wait WR wrong: wr_id %d opcode %v flags %#x", w.WRID, w.ExpOpcode, w.ExpSendFlags)
 	}
-	if e.ExpOpcode != verbs.ExpWRSendEnable || e.Task.WQEEnable().QP != qp || e.Task.WQEEnable().WQECount != 3 || w.Next != e {
-		t.Fatal("enable WR wrong")
+	if e.WRID != 22 || e.ExpOpcode != verbs.ExpWRSendEnable || e.Task.WQEEnable().QP != qp || e.Task.WQEEnable().WQECount != 3 ||
+		e.ExpSendFlags != uint64(verbs.ExpSendWaitEnLast) || w.Next != e {
+		t.Fatal("send enable WR wrong")
+	}
+	if re.WRID != 23 || re.ExpOpcode != verbs.ExpWRRecvEnable || re.Task.WQEEnable().WQECount != 0 || re.ExpSendFlags != 0 || e.Next != re {
+		t.Fatal("receive enable WR wrong")
 	}
 }
 
@@ -123,6 +130,33 @@ func TestMisuse(t *testing.T) {
 	}
 	if _, err := New(ctx, Capacity{}); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("New with no tasks: %v", err)
+	}
+}
+
+// TestCountsMustFit: counts the C fields (int32) cannot hold are refused,
+// not truncated (1<<32+1 would wait for one CQE), and nothing is added.
+func TestCountsMustFit(t *testing.T) {
+	ctx := shimtest.Open(true)
+	defer shimtest.Close(ctx)
+	qp, cq := fakeQP(t), fakeCQ(t)
+	l := newList(t, ctx, Capacity{Tasks: 1, SendWRs: 4})
+	l.SendTask(qp)
+	for _, n := range []int{1<<32 + 1, math.MaxInt32 + 1, -1} {
+		if _, err := l.Wait(1, 0, cq, n); !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "cq_count") {
+			t.Errorf("Wait count %d: %v", n, err)
+		}
+		if _, err := l.SendEnable(1, 0, qp, n); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("SendEnable count %d: %v", n, err)
+		}
+		if _, err := l.RecvEnable(1, 0, qp, n); !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "wqe_count") {
+			t.Errorf("RecvEnable count %d: %v", n, err)
+		}
+	}
+	if w, err := l.Wait(1, 0, cq, math.MaxInt32); err != nil || w.Task.CQEWait().CQCount != math.MaxInt32 {
+		t.Fatalf("the largest count: %v", err)
+	}
+	if l.nSends != 1 {
+		t.Fatalf("%d WRs built, want only the last", l.nSends)
 	}
 }
 
