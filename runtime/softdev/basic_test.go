@@ -331,7 +331,6 @@ func TestPostValidation(t *testing.T) {
 		{"atomic", p.a, f.send(1, verbs.ExpWRAtomicFetchAndAdd, 0, sg, 1), syscall.EINVAL},
 		{"unknown-flag", p.a, f.send(1, verbs.ExpWRSend, verbs.ExpSendIPCSUM, sg, 1), syscall.EINVAL},
 		{"wait-on-plain-qp", p.a, f.wait(1, p.cqa, 1, 0), syscall.EINVAL},
-		{"en-last-on-send", p.a, f.send(1, verbs.ExpWRSend, verbs.ExpSendWaitEnLast, sg, 1), syscall.EINVAL},
 		{"inline-too-long", p.a, f.send(1, verbs.ExpWRSend, verbs.ExpSendInline, sg, 1), syscall.EINVAL},
 		{"calc-maxloc-8-byte-operands", p.a, calc(verbs.ExpCalcOpMaxloc, 2, verbs.ExpCalcDataSize64Bit), syscall.EINVAL},
 		{"calc-bad-size", p.a, calc(verbs.ExpCalcOpAdd, 2, verbs.ExpCalcDataSizeNumber), syscall.EINVAL},

@@ -22,10 +22,16 @@
 // verbs.ExpCreateCQ, ExpModifyCQ, ExpCreateQP, ExpModifyQP and
 // ExpQueryDevice their exp entries.
 //
-// The exported verbs (ibv_alloc_pd, ibv_reg_mr, ibv_destroy_*,
-// ibv_get_async_event, …) live in libibverbs, which this device does not
-// need; Device offers them as methods that call the context's ops as
-// libibverbs would. CreateCQ and CreateQP go through verbs.ExpCreateCQ and
+// The exported verbs (ibv_alloc_pd, ibv_reg_mr, ibv_modify_qp,
+// ibv_query_port, ibv_destroy_*, ibv_get_async_event, …) live in
+// libibverbs, which this device does not need; Device offers them as
+// methods that call the context's ops as libibverbs would (AllocPD,
+// RegMR, ModifyQP, QueryPort, DestroyQP, GetAsyncEvent, …). The
+// generated wrappers of those exported verbs (verbs.ModifyQP,
+// verbs.QueryPort, …) call the system's libibverbs instead, which does
+// not know this device's objects: do not hand them any (an rdma-core
+// libibverbs reads a private part of the context that is not there and
+// crashes). CreateCQ and CreateQP go through verbs.ExpCreateCQ and
 // verbs.ExpCreateQP themselves.
 //
 // # Objects
@@ -123,10 +129,12 @@
 //   - EINVAL: a send to a QP not in RTS (or ERR); more SGEs than max_sge;
 //     an opcode the device does not simulate (atomics, memory windows,
 //     UMR, TSO); an unknown send flag; an inline payload over
-//     max_inline_data; comp_mask bits; IBV_EXP_SEND_WAIT_EN_LAST on an
-//     opcode other than CQE_WAIT and the enables; a negative count; a CQ
-//     or QP that is not a live one of this device; and the cross-channel
-//     refusals of rules 1, 2 and 4 and the calc ones below.
+//     max_inline_data; comp_mask bits; a negative count; a CQ or QP that
+//     is not a live one of this device; and the cross-channel refusals
+//     of rules 1, 2 and 4 and the calc ones below.
+//
+// IBV_EXP_SEND_WAIT_EN_LAST on an opcode other than CQE_WAIT and the
+// enables is ignored, as mlx4 and mlx5 ignore it.
 //
 // Receives may be posted in any state, RESET included (mlx4 and mlx5 do
 // not check; the vendor's tests post them before INIT); moving a QP to

@@ -165,8 +165,9 @@ static int post_send_one(struct sd_device *d, struct sd_qp *q, const struct sd_s
 		return EINVAL;
 	if (cross && r->x == NULL)
 		return EINVAL;
-	if ((r->flags & IBV_EXP_SEND_WAIT_EN_LAST) && !cross)
-		return EINVAL;
+	/* IBV_EXP_SEND_WAIT_EN_LAST means something to CQE_WAIT and the
+	 * enables only; on other opcodes mlx4 and mlx5 ignore it, and so
+	 * does this device. */
 	if (calc && ((op != SD_OP_SEND && op != SD_OP_WRITE_IMM) || inl || r->x == NULL))
 		return EINVAL;
 	if (inl && op != SD_OP_SEND && op != SD_OP_SEND_IMM && op != SD_OP_WRITE && op != SD_OP_WRITE_IMM)
@@ -179,7 +180,7 @@ static int post_send_one(struct sd_device *d, struct sd_qp *q, const struct sd_s
 	w.op = op;
 	if ((r->flags & IBV_EXP_SEND_SIGNALED) || q->sig_all)
 		w.flags |= SD_WQE_SIGNALED;
-	if (r->flags & IBV_EXP_SEND_WAIT_EN_LAST)
+	if (cross && (r->flags & IBV_EXP_SEND_WAIT_EN_LAST))
 		w.flags |= SD_WQE_EN_LAST;
 
 	if (calc) {

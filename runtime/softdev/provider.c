@@ -1008,3 +1008,20 @@ int sd_destroy_qp(struct ibv_context *ctx, struct ibv_qp *qp)
 	sd_unlock(d);
 	return ok ? ctx->ops.destroy_qp(qp) : EINVAL;
 }
+
+/* ibv_modify_qp and ibv_query_port, as libibverbs runs them: through
+ * ops.modify_qp (the standard struct ibv_qp_attr and IBV_QP_* mask) and
+ * ops.query_port. */
+int sd_modify_qp(struct ibv_context *ctx, struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	struct sd_device *d = sd_dev(ctx);
+	sd_lock(d);
+	int ok = owns_qp(d, qp);
+	sd_unlock(d);
+	return ok ? ctx->ops.modify_qp(qp, attr, mask) : EINVAL;
+}
+
+int sd_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr)
+{
+	return ctx->ops.query_port(ctx, port, attr);
+}

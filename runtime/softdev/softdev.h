@@ -270,6 +270,8 @@ struct ibv_mr *sd_reg_mr(struct ibv_context *ctx, struct ibv_pd *pd, void *addr,
 int sd_dereg_mr(struct ibv_context *ctx, struct ibv_mr *mr);
 int sd_destroy_cq(struct ibv_context *ctx, struct ibv_cq *cq);
 int sd_destroy_qp(struct ibv_context *ctx, struct ibv_qp *qp);
+int sd_modify_qp(struct ibv_context *ctx, struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
+int sd_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);
 void sd_limits(struct ibv_context *ctx, uint32_t *max_qp_wr, uint32_t *max_cqe);
 
 /* Asynchronous events, as ibv_get_async_event / ibv_ack_async_event. */
