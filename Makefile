@@ -1,10 +1,12 @@
 # verbsexp: Go bindings for MLNX_OFED experimental verbs.
 #
 #   make generate                     regenerate generated/ from headers/
-#   make generate OFED_INCLUDE=/usr/include
+#   make generate OFED_INCLUDE=/usr/include [ENTRY=infiniband/verbs.h]
 #                                     regenerate from an installed MLNX_OFED
-#   make test                         everything CI runs (includes abi-check)
-#   make abi-check                    stale check, layout tests, diff against the baseline
+#                                     (or, with ENTRY, upstream rdma-core)
+#   make test [OFED_INCLUDE=DIR]      everything CI runs (includes abi-check),
+#                                     against the headers generated/ comes from
+#   make abi-check [OFED_INCLUDE=DIR] gen check: current, C layouts, baseline diff
 #   make abi-baseline                 accept generated/abi.json as the new baseline
 #   make bench-gen [OFED_INCLUDE=DIR] generation (cached, headers changed, fresh) vs go tool cgo -godefs
 #   make fuzz [FUZZTIME=30s]          each fuzz target for FUZZTIME
@@ -14,6 +16,7 @@
 
 GO           ?= go
 OFED_INCLUDE ?=
+ENTRY        ?=
 HEADERS      := $(if $(OFED_INCLUDE),$(OFED_INCLUDE),headers)
 ARCHES       := amd64 arm64 ppc64le
 # Packages under testdata are not matched by ./...; these carry cgo checks.
@@ -31,7 +34,7 @@ COUNT        ?= 5
 # Interleaved runs of each make bench-gen scenario (medians are printed).
 BENCH_GEN_RUNS ?= 7
 
-.PHONY: generate test vet fmt-check bench-gen toolchains abi-check abi-baseline test-runtime bench examples
+.PHONY: generate test vet fmt-check bench-gen toolchains abi-check abi-baseline test-runtime bench examples origin-test origin-abi-check
 
 toolchains:
 	@scripts/ensure-toolchains
@@ -40,12 +43,20 @@ toolchains:
 # current generated/abi.json and replaces generated/ only if nothing breaks
 # (ALLOW_BREAKING=1 to accept breaking changes).
 generate: toolchains
-	@GO=$(GO) ALLOW_BREAKING=$(ALLOW_BREAKING) OFED_INCLUDE=$(OFED_INCLUDE) scripts/regenerate $(HEADERS)
+	@GO=$(GO) ALLOW_BREAKING=$(ALLOW_BREAKING) OFED_INCLUDE=$(OFED_INCLUDE) ENTRY=$(ENTRY) scripts/regenerate $(HEADERS)
 
-# Stale check, manifest = Go layout = C compiler on every arch, and the
+# make test and make abi-check check generated/ against HEADERS: when it
+# was generated from other headers, say so in one line and stop.
+ORIGIN = @mkdir -p .tmp && $(GO) build -o .tmp/origin ./scripts/origin && .tmp/origin
+origin-test:
+	$(ORIGIN) test $(HEADERS) $(ENTRY)
+origin-abi-check:
+	$(ORIGIN) abi-check $(HEADERS) $(ENTRY)
+
+# gen check: stale check, manifest = C compiler on every arch, and the
 # diff against BASELINE (ACK_BREAKING=1 or ABI_ACK entries accept breaks).
-abi-check: toolchains
-	@GO=$(GO) HEADERS=$(HEADERS) BASELINE=$(BASELINE) ABI_ACK=$(ABI_ACK) ACK_BREAKING=$(ACK_BREAKING) scripts/abi-check
+abi-check: toolchains origin-abi-check
+	@GO=$(GO) HEADERS=$(HEADERS) ENTRY=$(ENTRY) BASELINE=$(BASELINE) ABI_ACK=$(ABI_ACK) ACK_BREAKING=$(ACK_BREAKING) scripts/abi-check
 
 abi-baseline:
 	cp generated/abi.json $(BASELINE)
@@ -63,17 +74,25 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '/testdata/c/')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-test: toolchains fmt-check vet
-	$(GO) test ./... $(GOLDEN_CGO)
+# With OFED_INCLUDE, the C the tests compile (softdev, the shims' test
+# provider) reads those headers too: CGO_CFLAGS precede a package's own -I.
+CGO_ENV      := $(if $(OFED_INCLUDE),CGO_CFLAGS="-O2 -g -I$(abspath $(OFED_INCLUDE))")
+
+# VERBSEXP_HEADERS tells tests/ which headers generated/ comes from.
+test: toolchains origin-test fmt-check vet
+	@echo "== make test: go test ./... (against $(HEADERS))"
+	VERBSEXP_HEADERS=$(abspath $(HEADERS)) $(CGO_ENV) $(GO) test ./... $(GOLDEN_CGO)
+	@echo "== make test: runtime under -race and cgocheck2"
 	@$(MAKE) --no-print-directory test-runtime
-	@$(MAKE) --no-print-directory abi-check OFED_INCLUDE=
+	@echo "== make test: abi-check"
+	@$(MAKE) --no-print-directory abi-check
 
 bench-gen: toolchains
 	$(GO) test ./gen -run '^$$' -bench BenchmarkGenerateVsGodefs -benchtime $(BENCH_GEN_RUNS)x $(if $(OFED_INCLUDE),-ofed $(OFED_INCLUDE))
 
 test-runtime:
-	$(GO) test -race $(RUNTIME_PKGS)
-	GOEXPERIMENT=cgocheck2 $(GO) test $(RUNTIME_PKGS)
+	$(CGO_ENV) $(GO) test -race $(RUNTIME_PKGS)
+	$(CGO_ENV) GOEXPERIMENT=cgocheck2 $(GO) test $(RUNTIME_PKGS)
 
 # Benchmarks with allocations, COUNT runs each: quote medians.
 bench:

@@ -121,6 +121,23 @@ var errorCases = map[string]errorCase{
 		return runGen(t, bin, nil, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "sparc64")
 	},
 	"no-flags": func(t *testing.T, bin string) (int, string) { return runGen(t, bin, nil) },
+	"missing-output": func(t *testing.T, bin string) (int, string) {
+		return runGen(t, bin, nil, "-I", writeHeader(t, goodHeader))
+	},
+	"bad-package-name": func(t *testing.T, bin string) (int, string) {
+		out := filepath.Join(t.TempDir(), "pkg")
+		code, s := runGen(t, bin, nil, "-I", writeHeader(t, goodHeader), "-o", out, "-pkg", `verbs; import _ "net/http/pprof"`)
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s was created", out)
+		}
+		return code, s
+	},
+	"reserved-package-name": func(t *testing.T, bin string) (int, string) {
+		return runGen(t, bin, nil, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-pkg", "main")
+	},
+	"include-unnamable": func(t *testing.T, bin string) (int, string) {
+		return runGen(t, bin, nil, "-I", `/opt/ofed"4.9/include`, "-o", filepath.Join(t.TempDir(), "pkg"))
+	},
 }
 
 const collisionHeader = `struct ibv_qp_cap { int a; };

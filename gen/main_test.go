@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -68,4 +70,162 @@ func equalSnapshots(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// TestMissingFlagIsNamed: a run missing -I or -o says which, exit 2.
+func TestMissingFlagIsNamed(t *testing.T) {
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-o", t.TempDir()}, []string{"gen: missing -I DIR (the include directory holding infiniband/verbs_exp.h)"}},
+		{[]string{"-I", "headers"}, []string{"gen: missing -o DIR (the output package directory)"}},
+		{[]string{"-q"}, []string{"missing -I DIR", "and -o DIR"}},
+		{[]string{"-I", "x", "-o", "y", "check"}, []string{`unexpected argument "check"`, "subcommands are gen check and gen diff"}},
+	}
+	for _, c := range cases {
+		code, _, stderr := cli(t, c.args...)
+		if code != 2 {
+			t.Errorf("gen %v: exit %d, want 2", c.args, code)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("gen %v: stderr lacks %q:\n%s", c.args, w, stderr)
+			}
+		}
+	}
+}
+
+// TestHelpListsSubcommands: gen -h names check and diff.
+func TestHelpListsSubcommands(t *testing.T) {
+	code, _, stderr := cli(t, "-h")
+	if code != 0 {
+		t.Errorf("gen -h: exit %d", code)
+	}
+	for _, w := range []string{"usage: gen -I DIR", "gen check [-I DIR…]", "gen diff [-ack FILE]", "gen -version", "-entry HEADER"} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("gen -h lacks %q:\n%s", w, stderr)
+		}
+	}
+}
+
+// TestVersion: gen -version names the module and its version ("(devel)"
+// when built in a checkout, as this test binary is).
+func TestVersion(t *testing.T) {
+	code, stdout, _ := cli(t, "-version")
+	if code != 0 || !strings.HasPrefix(stdout, "gen github.com/verbsexp/verbsexp ") || !strings.Contains(stdout, "(devel)") {
+		t.Errorf("gen -version: exit %d, %q", code, stdout)
+	}
+}
+
+// TestBadPackageName: -pkg takes only a name a package can be imported
+// by, refused with exit 2 before any work: the include directory does
+// not exist, so a run that started would fail differently (exit 1), and
+// no output directory appears.
+func TestBadPackageName(t *testing.T) {
+	for _, name := range []string{"my-verbs", `verbs; import _ "net/http/pprof"`, "_", "C", "main", "init", "func", "", "9lives"} {
+		out := filepath.Join(t.TempDir(), "pkg")
+		code, _, stderr := cli(t, "-I", "/nonexistent", "-o", out, "-pkg", name)
+		if name == "" {
+			// -pkg "" means the default name: the run starts (and fails on -I).
+			if code != 1 {
+				t.Errorf("-pkg \"\": exit %d, want 1 (the default name, then -I fails)", code)
+			}
+			continue
+		}
+		if code != 2 || !strings.Contains(stderr, "-pkg") {
+			t.Errorf("-pkg %q: exit %d, stderr %q; want exit 2 naming -pkg", name, code, stderr)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("-pkg %q: %s was created", name, out)
+		}
+	}
+	if code, _, stderr := cli(t, "-q", "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "amd64", "-pkg", "ibverbs"); code != 0 {
+		t.Errorf("-pkg ibverbs: exit %d: %s", code, stderr)
+	}
+}
+
+// TestDefaultPackageNameFromDirectory: the default name is the output
+// directory's, also when it is given as "." (as go generate runs it).
+func TestDefaultPackageNameFromDirectory(t *testing.T) {
+	for out, want := range map[string]string{"ibverbs": "ibverbs", ".": "ibverbs", "generated": "verbs", "my-verbs": "verbs", "x/main": "verbs"} {
+		dir := filepath.Join(t.TempDir(), "ibverbs")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Chdir(filepath.Dir(dir))
+		if out == "." {
+			t.Chdir(dir)
+		}
+		if got := packageName(out); got != want {
+			t.Errorf("packageName(%q) = %q, want %q", out, got, want)
+		}
+	}
+}
+
+// TestUnusableIncludePath: a directory cgo cannot name in #cgo CFLAGS,
+// or with a $ that go generate would expand, is refused with exit 2 and
+// a message saying why, before any work.
+func TestUnusableIncludePath(t *testing.T) {
+	for _, dir := range []string{`/opt/a"b`, `/opt/a\b`, "/opt/$HOME/x", "/opt/a(b)", "/opt/a;b"} {
+		out := filepath.Join(t.TempDir(), "pkg")
+		code, _, stderr := cli(t, "-I", dir, "-o", out)
+		if code != 2 || !strings.Contains(stderr, "cgo cannot name this directory") {
+			t.Errorf("-I %q: exit %d, stderr %q", dir, code, stderr)
+		}
+	}
+}
+
+// TestIncludePathWithSpace: -I "a dir with spaces" gives a package that
+// builds with cgo (the #cgo flag is quoted) and a //go:generate line that
+// go generate reads back into the same command: running it rewrites the
+// package byte for byte.
+func TestIncludePathWithSpace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIPPED in -short: builds the package and runs go generate")
+	}
+	inc := filepath.Join(t.TempDir(), "include dir")
+	if err := os.MkdirAll(filepath.Join(inc, "infiniband"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	header := goodHeader + "static inline int ibv_ok_get(struct ibv_ok *o) { return (int)o->a; }\n"
+	if err := os.WriteFile(filepath.Join(inc, "infiniband", "verbs_exp.h"), []byte(header), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Inside the module, so the package can import abiutil.
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, err := os.MkdirTemp(root, ".space-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(parent)
+	pkg := filepath.Join(parent, "spaced")
+	if code, _, stderr := cli(t, "-q", "-I", inc, "-o", pkg, "-arch", "amd64"); code != 0 {
+		t.Fatalf("gen: exit %d: %s", code, stderr)
+	}
+	doc, err := os.ReadFile(filepath.Join(pkg, "doc.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDirective := `//go:generate go run github.com/verbsexp/verbsexp/gen -I "` + inc + `" -o . -arch amd64`
+	if !strings.Contains(string(doc), wantDirective+"\n") {
+		t.Errorf("doc.go lacks %s:\n%s", wantDirective, doc)
+	}
+	before := snapshot(t, pkg)
+	rel := "./" + filepath.Base(parent) + "/spaced"
+	for _, c := range [][]string{{"vet", rel}, {"generate", rel}} {
+		cmd := exec.Command("go", c...)
+		cmd.Dir = root
+		// Its own headers only (make test OFED_INCLUDE=DIR sets CGO_CFLAGS).
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CFLAGS=")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %v: %v\n%s", c, err, out)
+		}
+	}
+	if after := snapshot(t, pkg); !equalSnapshots(before, after) {
+		t.Error("go generate with the recorded directive wrote different bytes")
+	}
 }

@@ -21,7 +21,7 @@ import (
 #include <infiniband/verbs_exp.h>
 
 // The layouts this package was generated with: a different header set fails here.
-#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from: regenerate it (go run github.com/verbsexp/verbsexp/gen -I ../headers -o .)"
+#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (go run github.com/verbsexp/verbsexp/gen -I ../headers -o .): regenerate it with -I naming the headers you build with"
 #if defined(__x86_64__)
 _Static_assert(sizeof(struct ibv_xrc_domain) == 16, "struct ibv_xrc_domain: size is not 16 on amd64" VERBSEXP_REGENERATE);
 _Static_assert(_Alignof(struct ibv_xrc_domain) == 8, "struct ibv_xrc_domain: alignment is not 8 on amd64" VERBSEXP_REGENERATE);
@@ -7315,7 +7315,7 @@ func VerbsGetCtx(ctx *Context) (*VerbsContext, error) {
 
 var symGetDeviceList = dynlib.Sym{Name: "ibv_get_device_list"}
 
-// GetDeviceList calls ibv_get_device_list (infiniband/verbs.h:967:19), an exported libibverbs function, resolved at first call.
+// GetDeviceList calls ibv_get_device_list (infiniband/verbs.h:961:19), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func GetDeviceList(numDevices *int32) (**Device, error) {
 	fn, err := libibverbs.Lookup(&symGetDeviceList)
@@ -7331,7 +7331,7 @@ func GetDeviceList(numDevices *int32) (**Device, error) {
 
 var symFreeDeviceList = dynlib.Sym{Name: "ibv_free_device_list"}
 
-// FreeDeviceList calls ibv_free_device_list (infiniband/verbs.h:968:6), an exported libibverbs function, resolved at first call.
+// FreeDeviceList calls ibv_free_device_list (infiniband/verbs.h:962:6), an exported libibverbs function, resolved at first call.
 // The error reports only arguments and symbol resolution.
 func FreeDeviceList(list **Device) error {
 	fn, err := libibverbs.Lookup(&symFreeDeviceList)
@@ -7344,7 +7344,7 @@ func FreeDeviceList(list **Device) error {
 
 var symGetDeviceName = dynlib.Sym{Name: "ibv_get_device_name"}
 
-// GetDeviceName calls ibv_get_device_name (infiniband/verbs.h:969:12), an exported libibverbs function, resolved at first call.
+// GetDeviceName calls ibv_get_device_name (infiniband/verbs.h:963:12), an exported libibverbs function, resolved at first call.
 // The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
 func GetDeviceName(device *Device) (string, error) {
 	if device == nil {
@@ -7359,7 +7359,7 @@ func GetDeviceName(device *Device) (string, error) {
 
 var symGetDeviceGUID = dynlib.Sym{Name: "ibv_get_device_guid"}
 
-// GetDeviceGUID calls ibv_get_device_guid (infiniband/verbs.h:970:10), an exported libibverbs function, resolved at first call.
+// GetDeviceGUID calls ibv_get_device_guid (infiniband/verbs.h:964:10), an exported libibverbs function, resolved at first call.
 // Its result does not signal failure; the error reports only arguments and symbol resolution.
 func GetDeviceGUID(device *Device) (uint64, error) {
 	if device == nil {
@@ -7374,7 +7374,7 @@ func GetDeviceGUID(device *Device) (uint64, error) {
 
 var symOpenDevice = dynlib.Sym{Name: "ibv_open_device"}
 
-// OpenDevice calls ibv_open_device (infiniband/verbs.h:971:20), an exported libibverbs function, resolved at first call.
+// OpenDevice calls ibv_open_device (infiniband/verbs.h:965:20), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func OpenDevice(device *Device) (*Context, error) {
 	if device == nil {
@@ -7393,7 +7393,7 @@ func OpenDevice(device *Device) (*Context, error) {
 
 var symCloseDevice = dynlib.Sym{Name: "ibv_close_device"}
 
-// CloseDevice calls ibv_close_device (infiniband/verbs.h:972:5), an exported libibverbs function, resolved at first call.
+// CloseDevice calls ibv_close_device (infiniband/verbs.h:966:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func CloseDevice(context *Context) error {
 	if context == nil {
@@ -7409,7 +7409,7 @@ func CloseDevice(context *Context) error {
 
 var symGetAsyncEvent = dynlib.Sym{Name: "ibv_get_async_event"}
 
-// GetAsyncEvent calls ibv_get_async_event (infiniband/verbs.h:974:5), an exported libibverbs function, resolved at first call.
+// GetAsyncEvent calls ibv_get_async_event (infiniband/verbs.h:968:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func GetAsyncEvent(context *Context, event *AsyncEvent) error {
 	if context == nil {
@@ -7428,7 +7428,7 @@ func GetAsyncEvent(context *Context, event *AsyncEvent) error {
 
 var symAckAsyncEvent = dynlib.Sym{Name: "ibv_ack_async_event"}
 
-// AckAsyncEvent calls ibv_ack_async_event (infiniband/verbs.h:976:6), an exported libibverbs function, resolved at first call.
+// AckAsyncEvent calls ibv_ack_async_event (infiniband/verbs.h:970:6), an exported libibverbs function, resolved at first call.
 // The error reports only arguments and symbol resolution.
 func AckAsyncEvent(event *AsyncEvent) error {
 	if event == nil {
@@ -7444,7 +7444,7 @@ func AckAsyncEvent(event *AsyncEvent) error {
 
 var symQueryDevice = dynlib.Sym{Name: "ibv_query_device"}
 
-// QueryDevice calls ibv_query_device (infiniband/verbs.h:978:5), an exported libibverbs function, resolved at first call.
+// QueryDevice calls ibv_query_device (infiniband/verbs.h:972:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func QueryDevice(context *Context, deviceAttr *DeviceAttr) error {
 	if context == nil {
@@ -7463,7 +7463,7 @@ func QueryDevice(context *Context, deviceAttr *DeviceAttr) error {
 
 var symQueryPort = dynlib.Sym{Name: "ibv_query_port"}
 
-// QueryPort calls ibv_query_port (infiniband/verbs.h:980:5), an exported libibverbs function, resolved at first call.
+// QueryPort calls ibv_query_port (infiniband/verbs.h:974:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func QueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
 	if context == nil {
@@ -7480,7 +7480,7 @@ func QueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
 	return abiutil.Status("ibv_query_port", r, errno)
 }
 
-// IbvQueryPort calls ___ibv_query_port (infiniband/verbs.h:985:19), an inline function of the headers, compiled into this package.
+// IbvQueryPort calls ___ibv_query_port (infiniband/verbs.h:979:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func IbvQueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
 	if context == nil {
@@ -7495,7 +7495,7 @@ func IbvQueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
 
 var symQueryGID = dynlib.Sym{Name: "ibv_query_gid"}
 
-// QueryGID calls ibv_query_gid (infiniband/verbs.h:996:5), an exported libibverbs function, resolved at first call.
+// QueryGID calls ibv_query_gid (infiniband/verbs.h:990:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func QueryGID(context *Context, portNum uint8, index int32, gid *GID) error {
 	if context == nil {
@@ -7514,7 +7514,7 @@ func QueryGID(context *Context, portNum uint8, index int32, gid *GID) error {
 
 var symQueryPkey = dynlib.Sym{Name: "ibv_query_pkey"}
 
-// QueryPkey calls ibv_query_pkey (infiniband/verbs.h:998:5), an exported libibverbs function, resolved at first call.
+// QueryPkey calls ibv_query_pkey (infiniband/verbs.h:992:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func QueryPkey(context *Context, portNum uint8, index int32, pkey *uint16) error {
 	if context == nil {
@@ -7530,7 +7530,7 @@ func QueryPkey(context *Context, portNum uint8, index int32, pkey *uint16) error
 
 var symAllocPD = dynlib.Sym{Name: "ibv_alloc_pd"}
 
-// AllocPD calls ibv_alloc_pd (infiniband/verbs.h:1001:15), an exported libibverbs function, resolved at first call.
+// AllocPD calls ibv_alloc_pd (infiniband/verbs.h:995:15), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func AllocPD(context *Context) (*PD, error) {
 	if context == nil {
@@ -7549,7 +7549,7 @@ func AllocPD(context *Context) (*PD, error) {
 
 var symDeallocPD = dynlib.Sym{Name: "ibv_dealloc_pd"}
 
-// DeallocPD calls ibv_dealloc_pd (infiniband/verbs.h:1002:5), an exported libibverbs function, resolved at first call.
+// DeallocPD calls ibv_dealloc_pd (infiniband/verbs.h:996:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DeallocPD(pd *PD) error {
 	if pd == nil {
@@ -7565,7 +7565,7 @@ func DeallocPD(pd *PD) error {
 
 var symRegMR = dynlib.Sym{Name: "ibv_reg_mr"}
 
-// RegMR calls ibv_reg_mr (infiniband/verbs.h:1004:15), an exported libibverbs function, resolved at first call.
+// RegMR calls ibv_reg_mr (infiniband/verbs.h:998:15), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func RegMR(pd *PD, addr unsafe.Pointer, length uint64, access int32) (*MR, error) {
 	if pd == nil {
@@ -7584,7 +7584,7 @@ func RegMR(pd *PD, addr unsafe.Pointer, length uint64, access int32) (*MR, error
 
 var symDeregMR = dynlib.Sym{Name: "ibv_dereg_mr"}
 
-// DeregMR calls ibv_dereg_mr (infiniband/verbs.h:1006:5), an exported libibverbs function, resolved at first call.
+// DeregMR calls ibv_dereg_mr (infiniband/verbs.h:1000:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DeregMR(mr *MR) error {
 	if mr == nil {
@@ -7600,7 +7600,7 @@ func DeregMR(mr *MR) error {
 
 var symCreateCompChannel = dynlib.Sym{Name: "ibv_create_comp_channel"}
 
-// CreateCompChannel calls ibv_create_comp_channel (infiniband/verbs.h:1008:25), an exported libibverbs function, resolved at first call.
+// CreateCompChannel calls ibv_create_comp_channel (infiniband/verbs.h:1002:25), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func CreateCompChannel(context *Context) (*CompChannel, error) {
 	if context == nil {
@@ -7619,7 +7619,7 @@ func CreateCompChannel(context *Context) (*CompChannel, error) {
 
 var symDestroyCompChannel = dynlib.Sym{Name: "ibv_destroy_comp_channel"}
 
-// DestroyCompChannel calls ibv_destroy_comp_channel (infiniband/verbs.h:1009:5), an exported libibverbs function, resolved at first call.
+// DestroyCompChannel calls ibv_destroy_comp_channel (infiniband/verbs.h:1003:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DestroyCompChannel(channel *CompChannel) error {
 	if channel == nil {
@@ -7635,7 +7635,7 @@ func DestroyCompChannel(channel *CompChannel) error {
 
 var symCreateCQ = dynlib.Sym{Name: "ibv_create_cq"}
 
-// CreateCQ calls ibv_create_cq (infiniband/verbs.h:1011:15), an exported libibverbs function, resolved at first call.
+// CreateCQ calls ibv_create_cq (infiniband/verbs.h:1005:15), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func CreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel *CompChannel, compVector int32) (*CQ, error) {
 	if context == nil {
@@ -7654,7 +7654,7 @@ func CreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel *Co
 
 var symResizeCQ = dynlib.Sym{Name: "ibv_resize_cq"}
 
-// ResizeCQ calls ibv_resize_cq (infiniband/verbs.h:1015:5), an exported libibverbs function, resolved at first call.
+// ResizeCQ calls ibv_resize_cq (infiniband/verbs.h:1009:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ResizeCQ(cq *CQ, cqe int32) error {
 	if cq == nil {
@@ -7670,7 +7670,7 @@ func ResizeCQ(cq *CQ, cqe int32) error {
 
 var symDestroyCQ = dynlib.Sym{Name: "ibv_destroy_cq"}
 
-// DestroyCQ calls ibv_destroy_cq (infiniband/verbs.h:1016:5), an exported libibverbs function, resolved at first call.
+// DestroyCQ calls ibv_destroy_cq (infiniband/verbs.h:1010:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DestroyCQ(cq *CQ) error {
 	if cq == nil {
@@ -7686,7 +7686,7 @@ func DestroyCQ(cq *CQ) error {
 
 var symGetCQEvent = dynlib.Sym{Name: "ibv_get_cq_event"}
 
-// GetCQEvent calls ibv_get_cq_event (infiniband/verbs.h:1017:5), an exported libibverbs function, resolved at first call.
+// GetCQEvent calls ibv_get_cq_event (infiniband/verbs.h:1011:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func GetCQEvent(channel *CompChannel, cq **CQ, cqContext *unsafe.Pointer) error {
 	if channel == nil {
@@ -7702,7 +7702,7 @@ func GetCQEvent(channel *CompChannel, cq **CQ, cqContext *unsafe.Pointer) error 
 
 var symAckCQEvents = dynlib.Sym{Name: "ibv_ack_cq_events"}
 
-// AckCQEvents calls ibv_ack_cq_events (infiniband/verbs.h:1019:6), an exported libibverbs function, resolved at first call.
+// AckCQEvents calls ibv_ack_cq_events (infiniband/verbs.h:1013:6), an exported libibverbs function, resolved at first call.
 // The error reports only arguments and symbol resolution.
 func AckCQEvents(cq *CQ, nevents uint32) error {
 	if cq == nil {
@@ -7716,7 +7716,7 @@ func AckCQEvents(cq *CQ, nevents uint32) error {
 	return nil
 }
 
-// PollCQ calls ibv_poll_cq (infiniband/verbs.h:1022:19), an inline function of the headers, compiled into this package.
+// PollCQ calls ibv_poll_cq (infiniband/verbs.h:1016:19), an inline function of the headers, compiled into this package.
 // It returns the count C returns, or a *abiutil.CallError wrapping the errno when C fails.
 func PollCQ(cq *CQ, numEntries int32, wc *WC) (int32, error) {
 	if cq == nil {
@@ -7732,7 +7732,7 @@ func PollCQ(cq *CQ, numEntries int32, wc *WC) (int32, error) {
 	return int32(r), nil
 }
 
-// ReqNotifyCQ calls ibv_req_notify_cq (infiniband/verbs.h:1028:19), an inline function of the headers, compiled into this package.
+// ReqNotifyCQ calls ibv_req_notify_cq (infiniband/verbs.h:1022:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ReqNotifyCQ(cq *CQ, solicitedOnly int32) error {
 	if cq == nil {
@@ -7744,7 +7744,7 @@ func ReqNotifyCQ(cq *CQ, solicitedOnly int32) error {
 
 var symCreateQP = dynlib.Sym{Name: "ibv_create_qp"}
 
-// CreateQP calls ibv_create_qp (infiniband/verbs.h:1033:15), an exported libibverbs function, resolved at first call.
+// CreateQP calls ibv_create_qp (infiniband/verbs.h:1027:15), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func CreateQP(pd *PD, qpInitAttr *QPInitAttr) (*QP, error) {
 	if pd == nil {
@@ -7766,7 +7766,7 @@ func CreateQP(pd *PD, qpInitAttr *QPInitAttr) (*QP, error) {
 
 var symModifyQP = dynlib.Sym{Name: "ibv_modify_qp"}
 
-// ModifyQP calls ibv_modify_qp (infiniband/verbs.h:1035:5), an exported libibverbs function, resolved at first call.
+// ModifyQP calls ibv_modify_qp (infiniband/verbs.h:1029:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ModifyQP(qp *QP, attr *QPAttr, attrMask int32) error {
 	if qp == nil {
@@ -7785,7 +7785,7 @@ func ModifyQP(qp *QP, attr *QPAttr, attrMask int32) error {
 
 var symQueryQP = dynlib.Sym{Name: "ibv_query_qp"}
 
-// QueryQP calls ibv_query_qp (infiniband/verbs.h:1037:5), an exported libibverbs function, resolved at first call.
+// QueryQP calls ibv_query_qp (infiniband/verbs.h:1031:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func QueryQP(qp *QP, attr *QPAttr, attrMask int32, initAttr *QPInitAttr) error {
 	if qp == nil {
@@ -7807,7 +7807,7 @@ func QueryQP(qp *QP, attr *QPAttr, attrMask int32, initAttr *QPInitAttr) error {
 
 var symDestroyQP = dynlib.Sym{Name: "ibv_destroy_qp"}
 
-// DestroyQP calls ibv_destroy_qp (infiniband/verbs.h:1039:5), an exported libibverbs function, resolved at first call.
+// DestroyQP calls ibv_destroy_qp (infiniband/verbs.h:1033:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DestroyQP(qp *QP) error {
 	if qp == nil {
@@ -7821,7 +7821,7 @@ func DestroyQP(qp *QP) error {
 	return abiutil.Status("ibv_destroy_qp", r, errno)
 }
 
-// PostSend calls ibv_post_send (infiniband/verbs.h:1041:19), an inline function of the headers, compiled into this package.
+// PostSend calls ibv_post_send (infiniband/verbs.h:1035:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // badWR may be nil: the failing request is then not reported.
 func PostSend(qp *QP, wr *SendWR, badWR **SendWR) error {
@@ -7835,7 +7835,7 @@ func PostSend(qp *QP, wr *SendWR, badWR **SendWR) error {
 	return abiutil.Status("ibv_post_send", r, errno)
 }
 
-// PostRecv calls ibv_post_recv (infiniband/verbs.h:1047:19), an inline function of the headers, compiled into this package.
+// PostRecv calls ibv_post_recv (infiniband/verbs.h:1041:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // badWR may be nil: the failing request is then not reported.
 func PostRecv(qp *QP, wr *RecvWR, badWR **RecvWR) error {
@@ -7851,7 +7851,7 @@ func PostRecv(qp *QP, wr *RecvWR, badWR **RecvWR) error {
 
 var symCreateAH = dynlib.Sym{Name: "ibv_create_ah"}
 
-// CreateAH calls ibv_create_ah (infiniband/verbs.h:1053:15), an exported libibverbs function, resolved at first call.
+// CreateAH calls ibv_create_ah (infiniband/verbs.h:1047:15), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func CreateAH(pd *PD, attr *AHAttr) (*AH, error) {
 	if pd == nil {
@@ -7873,7 +7873,7 @@ func CreateAH(pd *PD, attr *AHAttr) (*AH, error) {
 
 var symDestroyAH = dynlib.Sym{Name: "ibv_destroy_ah"}
 
-// DestroyAH calls ibv_destroy_ah (infiniband/verbs.h:1054:5), an exported libibverbs function, resolved at first call.
+// DestroyAH calls ibv_destroy_ah (infiniband/verbs.h:1048:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DestroyAH(ah *AH) error {
 	if ah == nil {
@@ -7889,7 +7889,7 @@ func DestroyAH(ah *AH) error {
 
 var symForkInit = dynlib.Sym{Name: "ibv_fork_init"}
 
-// ForkInit calls ibv_fork_init (infiniband/verbs.h:1056:5), an exported libibverbs function, resolved at first call.
+// ForkInit calls ibv_fork_init (infiniband/verbs.h:1050:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ForkInit() error {
 	fn, err := libibverbs.Lookup(&symForkInit)
@@ -7902,7 +7902,7 @@ func ForkInit() error {
 
 var symWCStatusStr = dynlib.Sym{Name: "ibv_wc_status_str"}
 
-// WCStatusStr calls ibv_wc_status_str (infiniband/verbs.h:1058:12), an exported libibverbs function, resolved at first call.
+// WCStatusStr calls ibv_wc_status_str (infiniband/verbs.h:1052:12), an exported libibverbs function, resolved at first call.
 // The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
 func WCStatusStr(status WCStatus) (string, error) {
 	fn, err := libibverbs.Lookup(&symWCStatusStr)
@@ -7914,7 +7914,7 @@ func WCStatusStr(status WCStatus) (string, error) {
 
 var symNodeTypeStr = dynlib.Sym{Name: "ibv_node_type_str"}
 
-// NodeTypeStr calls ibv_node_type_str (infiniband/verbs.h:1059:12), an exported libibverbs function, resolved at first call.
+// NodeTypeStr calls ibv_node_type_str (infiniband/verbs.h:1053:12), an exported libibverbs function, resolved at first call.
 // The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
 func NodeTypeStr(nodeType NodeType) (string, error) {
 	fn, err := libibverbs.Lookup(&symNodeTypeStr)
@@ -7926,7 +7926,7 @@ func NodeTypeStr(nodeType NodeType) (string, error) {
 
 var symPortStateStr = dynlib.Sym{Name: "ibv_port_state_str"}
 
-// PortStateStr calls ibv_port_state_str (infiniband/verbs.h:1060:12), an exported libibverbs function, resolved at first call.
+// PortStateStr calls ibv_port_state_str (infiniband/verbs.h:1054:12), an exported libibverbs function, resolved at first call.
 // The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
 func PortStateStr(portState PortState) (string, error) {
 	fn, err := libibverbs.Lookup(&symPortStateStr)
@@ -7938,7 +7938,7 @@ func PortStateStr(portState PortState) (string, error) {
 
 var symEventTypeStr = dynlib.Sym{Name: "ibv_event_type_str"}
 
-// EventTypeStr calls ibv_event_type_str (infiniband/verbs.h:1061:12), an exported libibverbs function, resolved at first call.
+// EventTypeStr calls ibv_event_type_str (infiniband/verbs.h:1055:12), an exported libibverbs function, resolved at first call.
 // The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
 func EventTypeStr(event EventType) (string, error) {
 	fn, err := libibverbs.Lookup(&symEventTypeStr)
@@ -7959,7 +7959,7 @@ func VerbsGetExpCtx(ctx *Context) (*VerbsContextExp, error) {
 
 var symExpGetDeviceList = dynlib.Sym{Name: "ibv_exp_get_device_list"}
 
-// ExpGetDeviceList calls ibv_exp_get_device_list (infiniband/verbs_exp.h:1342:19), an exported libibverbs function, resolved at first call.
+// ExpGetDeviceList calls ibv_exp_get_device_list (infiniband/verbs_exp.h:1335:19), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func ExpGetDeviceList(numDevices *int32) (**Device, error) {
 	fn, err := libibverbs.Lookup(&symExpGetDeviceList)
@@ -7973,7 +7973,7 @@ func ExpGetDeviceList(numDevices *int32) (**Device, error) {
 	return (**Device)(ret.r), nil
 }
 
-// ExpQueryDevice calls ibv_exp_query_device (infiniband/verbs_exp.h:1345:19), an inline function of the headers, compiled into this package.
+// ExpQueryDevice calls ibv_exp_query_device (infiniband/verbs_exp.h:1338:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ExpQueryDevice(context *Context, attr *ExpDeviceAttr) error {
 	if context == nil {
@@ -7986,7 +7986,7 @@ func ExpQueryDevice(context *Context, attr *ExpDeviceAttr) error {
 	return abiutil.Status("ibv_exp_query_device", r, errno)
 }
 
-// ExpCreateCQ calls ibv_exp_create_cq (infiniband/verbs_exp.h:1362:29), an inline function of the headers, compiled into this package.
+// ExpCreateCQ calls ibv_exp_create_cq (infiniband/verbs_exp.h:1355:29), an inline function of the headers, compiled into this package.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func ExpCreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel *CompChannel, compVector int32, attr *ExpCQInitAttr) (*CQ, error) {
 	if context == nil {
@@ -8002,7 +8002,7 @@ func ExpCreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel 
 	return (*CQ)(ret.r), nil
 }
 
-// ExpModifyCQ calls ibv_exp_modify_cq (infiniband/verbs_exp.h:1397:19), an inline function of the headers, compiled into this package.
+// ExpModifyCQ calls ibv_exp_modify_cq (infiniband/verbs_exp.h:1390:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ExpModifyCQ(cq *CQ, cqAttr *ExpCQAttr, cqAttrMask int32) error {
 	if cq == nil {
@@ -8015,7 +8015,7 @@ func ExpModifyCQ(cq *CQ, cqAttr *ExpCQAttr, cqAttrMask int32) error {
 	return abiutil.Status("ibv_exp_modify_cq", r, errno)
 }
 
-// ExpCreateQP calls ibv_exp_create_qp (infiniband/verbs_exp.h:1414:29), an inline function of the headers, compiled into this package.
+// ExpCreateQP calls ibv_exp_create_qp (infiniband/verbs_exp.h:1407:29), an inline function of the headers, compiled into this package.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func ExpCreateQP(context *Context, qpInitAttr *ExpQPInitAttr) (*QP, error) {
 	if context == nil {
@@ -8031,7 +8031,7 @@ func ExpCreateQP(context *Context, qpInitAttr *ExpQPInitAttr) (*QP, error) {
 	return (*QP)(ret.r), nil
 }
 
-// ExpModifyQP calls ibv_exp_modify_qp (infiniband/verbs_exp.h:1436:19), an inline function of the headers, compiled into this package.
+// ExpModifyQP calls ibv_exp_modify_qp (infiniband/verbs_exp.h:1429:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ExpModifyQP(qp *QP, attr *ExpQPAttr, expAttrMask uint64) error {
 	if qp == nil {
@@ -8044,7 +8044,7 @@ func ExpModifyQP(qp *QP, attr *ExpQPAttr, expAttrMask uint64) error {
 	return abiutil.Status("ibv_exp_modify_qp", r, errno)
 }
 
-// ExpPostSend calls ibv_exp_post_send (infiniband/verbs_exp.h:1454:19), an inline function of the headers, compiled into this package.
+// ExpPostSend calls ibv_exp_post_send (infiniband/verbs_exp.h:1447:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // badWR may be nil: the failing request is then not reported.
 func ExpPostSend(qp *QP, wr *ExpSendWR, badWR **ExpSendWR) error {
@@ -8058,7 +8058,7 @@ func ExpPostSend(qp *QP, wr *ExpSendWR, badWR **ExpSendWR) error {
 	return abiutil.Status("ibv_exp_post_send", r, errno)
 }
 
-// ExpPollCQ calls ibv_exp_poll_cq (infiniband/verbs_exp.h:1466:19), an inline function of the headers, compiled into this package.
+// ExpPollCQ calls ibv_exp_poll_cq (infiniband/verbs_exp.h:1459:19), an inline function of the headers, compiled into this package.
 // It returns the count C returns, or a *abiutil.CallError wrapping the errno when C fails.
 func ExpPollCQ(ibcq *CQ, numEntries int32, wc *ExpWC, wcSize uint32) (int32, error) {
 	if ibcq == nil {
@@ -8074,7 +8074,7 @@ func ExpPollCQ(ibcq *CQ, numEntries int32, wc *ExpWC, wcSize uint32) (int32, err
 	return int32(r), nil
 }
 
-// ExpPostTask calls ibv_exp_post_task (infiniband/verbs_exp.h:1479:19), an inline function of the headers, compiled into this package.
+// ExpPostTask calls ibv_exp_post_task (infiniband/verbs_exp.h:1472:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // badTask may be nil: the failing request is then not reported.
 func ExpPostTask(context *Context, task *ExpTask, badTask **ExpTask) error {

@@ -9,13 +9,14 @@ import (
 )
 
 // TestShimGuardRejectsOtherHeaders builds the generated package (with cgo)
-// against a copy of headers/ in which struct ibv_exp_task has one more
+// against a copy of its headers (headers/ or $VERBSEXP_HEADERS; the copy
+// is a temporary directory) in which struct ibv_exp_task has one more
 // member: the _Static_asserts in the shims' preamble must stop the build
 // and name the record, the member and how to regenerate.
 func TestShimGuardRejectsOtherHeaders(t *testing.T) {
 	root := repoRoot(t)
 	alt := t.TempDir()
-	if err := os.CopyFS(alt, os.DirFS(filepath.Join(root, "headers"))); err != nil {
+	if err := os.CopyFS(alt, os.DirFS(headersDir(t))); err != nil {
 		t.Fatal(err)
 	}
 	exp := filepath.Join(alt, "infiniband", "verbs_exp.h")
@@ -39,7 +40,7 @@ func TestShimGuardRejectsOtherHeaders(t *testing.T) {
 	if err == nil {
 		t.Fatal("the generated package built against headers with a different struct ibv_exp_task")
 	}
-	for _, want := range []string{"struct ibv_exp_task", "size is not 40", "regenerate it (go run github.com/verbsexp/verbsexp/gen"} {
+	for _, want := range []string{"struct ibv_exp_task", "size is not 40", "this package was generated from (go run github.com/verbsexp/verbsexp/gen", "regenerate it with -I naming the headers you build with"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("build output lacks %q:\n%s", want, firstLines(string(out), 20))
 		}

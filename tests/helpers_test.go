@@ -43,12 +43,15 @@ type buildError struct {
 
 func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 
-// runIn runs a command in dir and fails the test on error.
+// runIn runs a command in dir and fails the test on error. The command
+// does not inherit CGO_CFLAGS (make test OFED_INCLUDE=DIR sets it for the
+// runtime's C): packages these tests generate build against their own
+// headers unless env says otherwise.
 func runIn(t testing.TB, dir string, env []string, name string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), "CGO_CFLAGS="), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %v in %s: %v\n%s", name, args, dir, err, out)

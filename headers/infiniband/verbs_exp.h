@@ -1303,37 +1303,30 @@ static inline struct verbs_context_exp *verbs_get_exp_ctx(struct ibv_context *ct
            (vc_start - sizeof(struct verbs_context_exp));
 }
 
-/* Non-NULL only if the exp record is present, long enough to contain the
- * member at byte offset off, and that member (a function pointer) is
- * set. */
-static inline struct verbs_context_exp *
-verbsexp_exp_ctx_with_member(struct ibv_context *ctx, size_t off)
-{
-    struct verbs_context_exp *xc = verbs_get_exp_ctx(ctx);
-    void (*fn)(void);
+/* The verbs_context_exp of ctx if it is present, reaches member op and op
+ * is set, else NULL.  A macro like verbs_get_ctx_op, for the same reason. */
+#define verbs_get_exp_ctx_op(ctx, op) ({                                  \
+    struct verbs_context_exp *verbsexp_xc_ = verbs_get_exp_ctx(ctx);      \
+    (verbsexp_xc_ != NULL &&                                              \
+     verbsexp_xc_->sz >= sizeof(*verbsexp_xc_) -                          \
+                         offsetof(struct verbs_context_exp, op) &&        \
+     verbsexp_xc_->op != NULL) ? verbsexp_xc_ : NULL;                     \
+})
 
-    if (xc == NULL || xc->sz < sizeof(*xc) - off)
-        return NULL;
-    memcpy(&fn, (char *)xc + off, sizeof(fn));
-    return fn != NULL ? xc : NULL;
-}
-
-#define verbs_get_exp_ctx_op(ctx, op) \
-    verbsexp_exp_ctx_with_member((ctx), offsetof(struct verbs_context_exp, op))
-
-/* comp_mask validation shared by the inline verbs: any bit above
- * `allowed` is refused with a diagnostic and errno = EINVAL. */
-static inline int verbsexp_comp_mask_ok(const char *verb,
-                                        unsigned long long val,
-                                        unsigned long long allowed)
-{
-    if (val <= allowed)
-        return 1;
-    fprintf(stderr, "%s: unsupported comp_mask 0x%llx (supported up to 0x%llx)\n",
-            verb, val, allowed);
-    errno = EINVAL;
-    return 0;
-}
+/* comp_mask validation shared by the inline verbs: 1 when val has no bit
+ * above allowed, else 0 with a diagnostic on stderr and errno = EINVAL. */
+#define verbsexp_comp_mask_ok(verb, val, allowed) ({                      \
+    unsigned long long verbsexp_val_ = (val);                             \
+    unsigned long long verbsexp_allowed_ = (allowed);                     \
+    int verbsexp_ok_ = verbsexp_val_ <= verbsexp_allowed_;                \
+    if (!verbsexp_ok_) {                                                  \
+        fprintf(stderr, "%s: unsupported comp_mask 0x%llx "               \
+                "(supported up to 0x%llx)\n",                             \
+                (verb), verbsexp_val_, verbsexp_allowed_);                \
+        errno = EINVAL;                                                   \
+    }                                                                     \
+    verbsexp_ok_;                                                         \
+})
 
 /* ------------------------------------------------------------------ */
 /* Verbs                                                                */

@@ -1,16 +1,22 @@
 // Package abicheck turns an abi.json manifest into C that the target's
 // compiler accepts only if every recorded size, alignment, offset and
 // constant is what the C headers really say. It is the C compiler's side
-// of the ABI pin; compile the result with Compile.
+// of the ABI pin: Check runs it and names each assertion that fails (gen
+// check, the repository's tests); Source and Compile are the raw parts.
 package abicheck
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/verbsexp/verbsexp/internal/manifest"
 	"github.com/verbsexp/verbsexp/internal/target"
@@ -98,3 +104,124 @@ func Compile(src string, t target.Target, includes []string) error {
 	}
 	return nil
 }
+
+// Result is what one target's compiler says of a manifest's assertions.
+type Result struct {
+	Target     target.Target
+	Compiler   string // the compiler that was run
+	Assertions int    // how many were checked
+	// Failures are the assertions the compiler rejected, in manifest
+	// order, each with the compiler's first complaint about its line.
+	Failures []Failure
+	// Other is compiler output about anything but an assertion (the
+	// headers themselves do not compile), its first lines; "" if none.
+	Other string
+}
+
+// Failure is one rejected assertion.
+type Failure struct {
+	Assertion
+	Compiler string // e.g. "static assertion failed" or "'struct x' has no member named 'y'"
+}
+
+// OK says the compiler accepted every assertion.
+func (r *Result) OK() bool { return len(r.Failures) == 0 && r.Other == "" }
+
+// checkTimeout bounds one compiler run; the real headers take well under
+// a second per target.
+const checkTimeout = 2 * time.Minute
+
+// errorLine is a compiler diagnostic: file:line:col: error: message.
+var errorLine = regexp.MustCompile(`^(.*?):(\d+):(?:\d+:)? (?:fatal )?error: (.*)$`)
+
+// Check compiles the assertions for arch t.GoArch of m with t's compiler,
+// including entry with includes searched first. An error means the check
+// could not run (no compiler, no such arch); a failing check is a Result
+// that is not OK.
+func Check(m *manifest.Manifest, t target.Target, entry string, includes []string) (*Result, error) {
+	a := m.Arches[t.GoArch]
+	if a == nil {
+		return nil, fmt.Errorf("the manifest has no linux/%s", t.GoArch)
+	}
+	cc, err := t.Compiler()
+	if err != nil {
+		return nil, err
+	}
+	as := Assertions(a, t.GoArch, "")
+	var b strings.Builder
+	fmt.Fprintf(&b, "/* ABI assertions for linux/%s, generated from abi.json: line %d + i is assertion i. */\n", t.GoArch, headerLines)
+	fmt.Fprintf(&b, "#include <stddef.h>\n#include <%s>\n", entry)
+	for _, x := range as {
+		fmt.Fprintf(&b, "_Static_assert(%s, %q);\n", x.Cond, x.Msg)
+	}
+	dir, err := os.MkdirTemp("", "abicheck-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "abi_"+t.GoArch+".c")
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		return nil, err
+	}
+	args := []string{"-fsyntax-only", "-std=gnu11", "-fmax-errors=0", "-fno-diagnostics-show-caret", "-w"}
+	for _, d := range includes {
+		args = append(args, "-I", d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cc, append(args, file)...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	runErr := cmd.Run()
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("linux/%s: %s did not finish the check in %v", t.GoArch, filepath.Base(cc), checkTimeout)
+	}
+	r := &Result{Target: t, Compiler: cc, Assertions: len(as)}
+	if runErr == nil {
+		return r, nil
+	}
+	failed := map[int]string{}
+	var other []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		mt := errorLine.FindStringSubmatch(line)
+		if mt == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(mt[2])
+		if i := n - headerLines - 1; mt[1] == file && i >= 0 && i < len(as) {
+			if _, seen := failed[i]; !seen {
+				msg := strings.TrimSpace(mt[3])
+				if strings.HasPrefix(msg, "static assertion failed") {
+					msg = "static assertion failed" // the rest repeats Msg
+				}
+				failed[i] = msg
+			}
+			continue
+		}
+		other = append(other, strings.ReplaceAll(line, file, filepath.Base(file)))
+	}
+	idx := make([]int, 0, len(failed))
+	for i := range failed {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	for _, i := range idx {
+		r.Failures = append(r.Failures, Failure{as[i], failed[i]})
+	}
+	if len(other) > 10 {
+		other = append(other[:10], fmt.Sprintf("… and %d more errors", len(other)-10))
+	}
+	r.Other = strings.Join(other, "\n")
+	if r.Other == "" && len(r.Failures) == 0 {
+		// Failed without an error line we understand: show what it said.
+		r.Other = strings.TrimSpace(out.String())
+		if r.Other == "" {
+			r.Other = runErr.Error()
+		}
+	}
+	return r, nil
+}
+
+// headerLines is how many lines come before the first assertion.
+const headerLines = 3

@@ -4,6 +4,7 @@ package softdev
 
 import (
 	"errors"
+	"reflect"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -259,9 +260,21 @@ type wcSum struct {
 func sum(ws []verbs.ExpWC) []wcSum {
 	out := make([]wcSum, len(ws))
 	for i, w := range ws {
-		out[i] = wcSum{w.WRID, w.Status, w.ExpOpcode, w.ByteLen(), w.QPNum}
+		out[i] = wcSum{w.WRID, w.Status, w.ExpOpcode, byteLen(&w), w.QPNum}
 	}
 	return out
+}
+
+// byteLen reads struct ibv_exp_wc.byte_len: a field (ByteLen) up to
+// MLNX_OFED 4.3, a member of an anonymous union (accessor ByteLen()) from
+// 4.6 on. These tests also run on packages generated from every release
+// (tests.TestRealReleases), so they take whichever the package has.
+func byteLen(w *verbs.ExpWC) uint32 {
+	v := reflect.ValueOf(w)
+	if f := v.Elem().FieldByName("ByteLen"); f.IsValid() {
+		return uint32(f.Uint())
+	}
+	return uint32(v.MethodByName("ByteLen").Call(nil)[0].Uint())
 }
 
 func (f *fixture) progress() int {

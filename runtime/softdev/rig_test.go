@@ -153,8 +153,15 @@ func readable(t *testing.T, fd int, wait time.Duration) int {
 	t.Helper()
 	fds := []pollFD{{fd: int32(fd), events: 1}, {fd: int32(fd), events: 1}} // POLLIN
 	ts := syscall.NsecToTimespec(int64(wait))
-	n, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)),
-		uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	ppoll := func() (uintptr, syscall.Errno) {
+		n, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)),
+			uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		return n, e
+	}
+	n, e := ppoll()
+	for e == syscall.EINTR { // the Go runtime's signals interrupt it
+		n, e = ppoll()
+	}
 	if e != 0 {
 		t.Fatalf("ppoll: %v", e)
 	}

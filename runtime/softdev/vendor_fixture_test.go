@@ -498,7 +498,12 @@ func (v *vd) pollAsyncFD(timeout time.Duration) int {
 	fd := int32(v.d.Context().AsyncFD)
 	fds := [2]vdPollfd{{fd: fd, events: 0x1}, {fd: fd, events: 0x1}}
 	ts := syscall.NsecToTimespec(int64(timeout))
+	// The Go runtime's signals (preemption, GC) interrupt ppoll: retry, as
+	// a C program's poll loop does on EINTR.
 	n, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 2, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	for e == syscall.EINTR {
+		n, _, e = syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 2, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	}
 	if e != 0 {
 		v.t.Fatalf("poll(async_fd): %v", e)
 	}

@@ -108,9 +108,33 @@ func (in Input) newFile(constraint string) *jen.File {
 	return f
 }
 
+// entryABI names what an entry header declares, for the package doc.
+var entryABI = map[string]string{
+	"infiniband/verbs_exp.h": "Mellanox's experimental verbs",
+	"infiniband/verbs.h":     "the rdma-core verbs",
+	"infiniband/mlx5dv.h":    "the rdma-core mlx5 direct verbs",
+}
+
 func (in Input) doc() *jen.File {
 	f := in.newFile("")
-	f.PackageComment(fmt.Sprintf("Package %s is the Go view of the experimental verbs ABI (infiniband/verbs_exp.h and\nthe headers it includes): every struct and union laid out byte for byte as the C\ncompiler of each target lays it out, enums as typed constants, and integer macros.\n\nThe types build without cgo. Records with unions, bit-fields or packed members\nexpose those members through accessor methods; abi.json beside this file pins\nevery size and offset per target.", in.Pkg.Name))
+	what := entryABI[in.Entry]
+	if what == "" {
+		what = "the C declarations"
+	}
+	f.PackageComment(fmt.Sprintf(`Package %s is the Go view of %s
+(%s and the headers it includes):
+every struct and union laid out byte for byte as the C compiler of each
+target lays it out, enums as typed constants, integer macros, and a call
+wrapper per function.
+
+The types build without cgo. Records with unions, bit-fields or packed members
+expose those members through accessor methods; abi.json beside this file pins
+every size and offset per target.
+
+go generate in this directory regenerates the package with the command below
+(in a module other than github.com/verbsexp/verbsexp, add the generator first:
+go get -tool github.com/verbsexp/verbsexp/gen); gen check, run in CI, says
+whether it is current and agrees with the C compilers.`, in.Pkg.Name, what, in.Entry))
 	if in.GoGenerate != "" {
 		f.Comment("//go:generate " + in.GoGenerate)
 	}

@@ -56,7 +56,10 @@ func (in Input) preamble() string {
 	b.WriteString("#include <errno.h>\n#include <stddef.h>\n#include <stdint.h>\n")
 	fmt.Fprintf(&b, "#include <%s>\n\n", in.Entry)
 	b.WriteString("// The layouts this package was generated with: a different header set fails here.\n")
-	fmt.Fprintf(&b, "#define VERBSEXP_REGENERATE %q\n", "; these headers differ from the ones this package was generated from: regenerate it ("+in.GoGenerate+")")
+	// The advice names the recorded command but says to point its -I at
+	// the headers being built with: rerunning it as recorded would undo
+	// a user's move to other headers.
+	fmt.Fprintf(&b, "#define VERBSEXP_REGENERATE %q\n", "; these headers differ from the ones this package was generated from ("+in.GoGenerate+"): regenerate it with -I naming the headers you build with")
 	m := in.abi
 	for i, arch := range in.Pkg.Arches {
 		t, _ := target.Lookup(arch)

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -41,15 +42,29 @@ const expansionLimit = 200_000_000
 
 // CheckEntry verifies that the entry header is in one of the include
 // directories, so a wrong -I is reported plainly instead of as a
-// preprocessor error.
+// preprocessor error. Upstream rdma-core headers (verbs.h, no
+// verbs_exp.h) are recognised and the -entry values for them named.
 func CheckEntry(opts Options) error {
 	for _, d := range opts.IncludeDirs {
 		if _, err := os.Stat(filepath.Join(d, opts.Entry)); err == nil {
 			return nil
 		}
 	}
-	return fmt.Errorf("%s not found in the include directories %q; pass -I DIR where DIR/%s exists (e.g. -I headers, or -I /usr/include for an installed MLNX_OFED)",
-		opts.Entry, opts.IncludeDirs, opts.Entry)
+	missing := fmt.Sprintf("%s not found in the include directories %q", opts.Entry, opts.IncludeDirs)
+	if opts.Entry == DefaultEntry {
+		for _, d := range opts.IncludeDirs {
+			if _, err := os.Stat(filepath.Join(d, "infiniband", "verbs.h")); err == nil {
+				return fmt.Errorf("%s, but %s is there: these look like upstream rdma-core headers (MLNX_OFED 5.1 and later, Debian's libibverbs-dev), which have no experimental verbs; generate from them with -entry infiniband/verbs.h (the verbs) or -entry infiniband/mlx5dv.h (mlx5 direct verbs), or pass -I DIR of an MLNX_OFED 3.x–4.x",
+					missing, filepath.Join(d, "infiniband", "verbs.h"))
+			}
+		}
+	}
+	hint := ""
+	const system = "/usr/include"
+	if _, err := os.Stat(filepath.Join(system, opts.Entry)); err == nil && !slices.Contains(opts.IncludeDirs, system) {
+		hint = " (" + system + " has it: -I " + system + ")"
+	}
+	return fmt.Errorf("%s; pass -I DIR where DIR/%s exists%s, or name another header with -entry", missing, opts.Entry, hint)
 }
 
 // Translate preprocesses, parses and type-checks the entry header with cfg
@@ -575,7 +590,16 @@ func (x *extractor) signature(ft *cc.FunctionType, parent *Record) *Signature {
 
 // macros collects object-like macros in scope that evaluate to integers.
 func (x *extractor) macros(ast *cc.AST) {
-	for name, m := range ast.Macros {
+	// In name order: a header seen first through a macro joins the
+	// inputs here, and map order would make the output vary run to run
+	// (seen on rdma-core's mlx5dv.h, whose verbs_api.h holds only macros).
+	names := make([]string, 0, len(ast.Macros))
+	for name := range ast.Macros {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		m := ast.Macros[name]
 		if m.IsFnLike {
 			continue
 		}

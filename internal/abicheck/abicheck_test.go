@@ -1,0 +1,118 @@
+package abicheck
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/verbsexp/verbsexp/internal/manifest"
+	"github.com/verbsexp/verbsexp/internal/target"
+)
+
+// The fixture: testdata/include/t.h and its manifest, written by hand
+// from C's layout rules (the same on the three 64-bit targets).
+const (
+	fixtureEntry    = "t.h"
+	fixtureInclude  = "testdata/include"
+	fixtureManifest = "testdata/t.abi.json"
+)
+
+func fixture(t *testing.T) *manifest.Manifest {
+	t.Helper()
+	m, err := manifest.Read(fixtureManifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// compilers are the targets whose compiler is installed (all three where
+// make toolchains ran; a missing one is skipped, saying so).
+func compilers(t *testing.T) []target.Target {
+	var ts []target.Target
+	for _, tg := range target.All {
+		if _, err := tg.Compiler(); err != nil {
+			t.Logf("SKIPPED linux/%s: %v", tg.GoArch, err)
+			continue
+		}
+		ts = append(ts, tg)
+	}
+	if len(ts) == 0 {
+		t.Skip("SKIPPED: no target compiler installed")
+	}
+	return ts
+}
+
+// TestCheckHolds: the hand-written manifest holds on every target.
+func TestCheckHolds(t *testing.T) {
+	for _, tg := range compilers(t) {
+		r, err := Check(fixture(t), tg, fixtureEntry, []string{fixtureInclude})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.OK() || r.Assertions != 2+2*6+3 {
+			t.Errorf("linux/%s: %d assertions, failures %v, other %q", tg.GoArch, r.Assertions, r.Failures, r.Other)
+		}
+	}
+}
+
+// TestCheckNamesEachFailure: a wrong size, a member the header lacks and a
+// wrong constant each come back as their own failure, in manifest order,
+// with the compiler's complaint, and nothing else is reported.
+func TestCheckNamesEachFailure(t *testing.T) {
+	for _, tg := range compilers(t) {
+		m := fixture(t)
+		a := m.Arches[tg.GoArch]
+		a.Records[0].Size = 40
+		a.Records[0].Fields[3].C = "pair.low" // pair.lo renamed
+		a.Constants[1].Value.Bits = 8         // T_KIND_B
+		r, err := Check(m, tg, fixtureEntry, []string{fixtureInclude})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range r.Failures {
+			got = append(got, f.Msg+" | "+f.Compiler)
+		}
+		want := []string{
+			"struct t_item: size is not 40 on " + tg.GoArch + " | static assertion failed",
+			"struct t_item.pair.low: offset is not 16 on " + tg.GoArch + " | ",
+			"struct t_item.pair.low: size is not 2 on " + tg.GoArch + " | ",
+			"T_KIND_B is not 8 on " + tg.GoArch + " | static assertion failed",
+		}
+		if len(got) != len(want) || r.Other != "" {
+			t.Fatalf("linux/%s failures:\n%s\nother: %q\nwant %d failures", tg.GoArch, strings.Join(got, "\n"), r.Other, len(want))
+		}
+		for i, w := range want {
+			if !strings.HasPrefix(got[i], w) {
+				t.Errorf("linux/%s: failure %d = %q, want it to start with %q", tg.GoArch, i, got[i], w)
+			}
+		}
+		if !strings.Contains(got[1], "has no member named 'low'") {
+			t.Errorf("linux/%s: the missing member's failure does not quote the compiler: %q", tg.GoArch, got[1])
+		}
+	}
+}
+
+// TestCheckHeadersMissing: headers that are not there are reported as
+// such, not as a failure per assertion.
+func TestCheckHeadersMissing(t *testing.T) {
+	tg := compilers(t)[0]
+	r, err := Check(fixture(t), tg, fixtureEntry, []string{t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OK() || len(r.Failures) != 0 || !strings.Contains(r.Other, "t.h: No such file or directory") {
+		t.Fatalf("other = %q, %d failures", r.Other, len(r.Failures))
+	}
+}
+
+// TestCheckNoArch: a manifest without the target's arch is an error, not a
+// passing check.
+func TestCheckNoArch(t *testing.T) {
+	m := fixture(t)
+	delete(m.Arches, "arm64")
+	arm64, _ := target.Lookup("arm64")
+	if _, err := Check(m, arm64, fixtureEntry, []string{fixtureInclude}); err == nil || !strings.Contains(err.Error(), "no linux/arm64") {
+		t.Errorf("err = %v", err)
+	}
+}
