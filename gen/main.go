@@ -37,6 +37,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/verbsexp/verbsexp/gen/internal/gctune"
 	"github.com/verbsexp/verbsexp/gen/internal/generate"
 	"github.com/verbsexp/verbsexp/gen/internal/model"
 	"github.com/verbsexp/verbsexp/gen/internal/parse"
@@ -45,15 +46,7 @@ import (
 )
 
 func main() {
-	// A short-lived process that allocates a lot while parsing: trade
-	// memory for fewer collections, up to a soft limit past which the
-	// garbage of large inputs is collected instead (make bench-scale:
-	// 16× headers/ peaked at 0.9–1.1 GiB without it, 800 MiB with it,
-	// in the same time).
-	debug.SetGCPercent(400)
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(768 << 20)
-	}
+	gctune.Start() // GC percent 400 for small heaps, down to 50 for large ones
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
