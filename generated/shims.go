@@ -7297,7 +7297,13 @@ static int64_t verbsexp_ExpPostTaskCMem(uintptr_t p0, uintptr_t p1, uintptr_t p2
 */
 import "C"
 
-var libibverbs = dynlib.New("libibverbs.so.1", "libibverbs.so")
+var libibverbs = dynlib.New("libibverbs.so.1", "libibverbs.so").Require(dynlib.Guard{
+	ABI:         "the MLNX_OFED legacy verbs (infiniband/verbs_exp.h, MLNX_OFED 3.x and 4.x)",
+	Fix:         "install MLNX_OFED 4.9 or earlier (the last release with the legacy verbs), or, to use this rdma-core library, regenerate the package from its headers with -entry infiniband/verbs.h",
+	Other:       "upstream rdma-core's libibverbs, as in MLNX_OFED 5.x and later and in Linux distributions",
+	OtherSymbol: "_verbs_init_and_alloc_context",
+	Symbol:      "ibv_exp_cmd_query_device",
+})
 
 // unpack splits a packed trampoline result: the C int in the low 32 bits, errno in the high 32.
 func unpack(v C.int64_t) (int64, syscall.Errno) {

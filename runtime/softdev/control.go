@@ -15,10 +15,9 @@ import (
 // context's modify_qp operation: the standard struct ibv_qp_attr and an
 // IBV_QP_* mask (verbs.QPStateConst, verbs.QPDestQPN, …), the form the
 // vendor's fixtures use. verbs.ExpModifyQP is the exp form of the same
-// transition and reaches the same code; the generated verbs.ModifyQP
-// calls the system's libibverbs, which does not know this device. A QP
-// that is not a live one of this device is refused with EINVAL; an
-// illegal transition is EINVAL too.
+// transition, and verbs.ModifyQP the exported verb itself; all reach the
+// same code. A QP that is not a live one of this device is refused with
+// EINVAL; an illegal transition is EINVAL too.
 func (d *Device) ModifyQP(qp *verbs.QP, attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	return d.use(func() error {
 		return callErr("modify_qp", C.sd_modify_qp(d.ctx, (*C.struct_ibv_qp)(unsafe.Pointer(qp)),
@@ -29,8 +28,7 @@ func (d *Device) ModifyQP(qp *verbs.QP, attr *verbs.QPAttr, mask verbs.QPAttrMas
 // QueryPort returns a port's attributes as ibv_query_port does, through
 // the context's query_port operation. The device has one port, 1:
 // active, LID 1, MTU 4096, InfiniBand link layer; any other is EINVAL.
-// (The generated verbs.QueryPort and verbs.IbvQueryPort call the
-// system's libibverbs, which does not know this device's context.)
+// verbs.QueryPort and verbs.IbvQueryPort reach the same code.
 func (d *Device) QueryPort(port uint8) (verbs.PortAttr, error) {
 	var a verbs.PortAttr
 	err := d.use(func() error {

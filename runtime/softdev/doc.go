@@ -22,17 +22,38 @@
 // verbs.ExpCreateCQ, ExpModifyCQ, ExpCreateQP, ExpModifyQP and
 // ExpQueryDevice their exp entries.
 //
-// The exported verbs (ibv_alloc_pd, ibv_reg_mr, ibv_modify_qp,
-// ibv_query_port, ibv_destroy_*, ibv_get_async_event, …) live in
-// libibverbs, which this device does not need; Device offers them as
-// methods that call the context's ops as libibverbs would (AllocPD,
-// RegMR, ModifyQP, QueryPort, DestroyQP, GetAsyncEvent, …). The
-// generated wrappers of those exported verbs (verbs.ModifyQP,
-// verbs.QueryPort, …) call the system's libibverbs instead, which does
-// not know this device's objects: do not hand them any (an rdma-core
-// libibverbs reads a private part of the context that is not there and
-// crashes). CreateCQ and CreateQP go through verbs.ExpCreateCQ and
-// verbs.ExpCreateQP themselves.
+// The exported verbs (ibv_alloc_pd, ibv_reg_mr, ibv_create_cq,
+// ibv_modify_qp, ibv_query_port, ibv_get_async_event, …) live in
+// libibverbs, which this device does not need: it supplies them itself
+// (libverbs.c). This package's init registers each with dynlib.Provide
+// for the legacy verbs ABI, so the generated wrappers (verbs.AllocPD,
+// verbs.CreateCQ, verbs.ModifyQP, verbs.QueryPort, verbs.GetAsyncEvent,
+// …) find them before any library, and so do the generated stubs the
+// headers' inline verbs call (verbs.IbvQueryPort reaches ibv_query_port,
+// a PD-only verbs.ExpCreateQP ibv_create_qp). Each does what legacy
+// libibverbs does when its argument is an object of an open device of
+// this package, recognised by address among the devices' objects (never
+// by reading it): the context's ops plus the library's bookkeeping
+// (ibv_create_cq fills in the CQ's context, cq_context, counters, mutex
+// and cond; ibv_ack_async_event adds to the CQ's async_events_completed
+// or the QP's events_completed; ibv_reg_mr checks the range as RegMR
+// does; ibv_close_device closes the Device). Anything else goes to the
+// library's own function, resolved then and refused, like the generated
+// package's lookups, unless the library is MLNX_OFED's legacy one: on a
+// machine without it, or with upstream rdma-core's, such a call fails
+// with ENOSYS instead of crashing. So an application written against the
+// verbs runs here unchanged, with or without a libibverbs installed.
+// What the device does not have fails cleanly: completion channels, GID
+// and P_Key queries and address handles with EOPNOTSUPP, ibv_resize_cq
+// with ENOSYS (libibverbs' answer for a provider without resize);
+// ibv_query_qp reports the state, the destination, the access flags,
+// the capacities and the init attributes (what modify_qp ignores reads
+// 0). Calls in flight on a device finish before Close frees it; a
+// blocked ibv_get_async_event returns -1 with ECANCELED. Device offers
+// the same verbs as methods (AllocPD, RegMR, ModifyQP, QueryPort,
+// GetAsyncEvent, …), running the same code; CreateCQ and CreateQP go
+// through verbs.ExpCreateCQ and verbs.ExpCreateQP. Devices are not
+// listed by ibv_get_device_list: Open is how one is made.
 //
 // # Objects
 //
@@ -311,9 +332,9 @@
 // file descriptor (an eventfd) that is readable exactly while an event is
 // pending, as an HCA's: an application poll(2)s it (or makes it
 // non-blocking with fcntl) and reads the events with Device.GetAsyncEvent
-// and acknowledges each with Device.AckAsyncEvent, where it would call
-// ibv_get_async_event and ibv_ack_async_event (the generated wrappers of
-// those reach libibverbs, not this device). An event has its EventType
+// and acknowledges each with Device.AckAsyncEvent, or with
+// verbs.GetAsyncEvent and verbs.AckAsyncEvent as with an HCA (the
+// same code). An event has its EventType
 // and its element: verbs.EventCQErr with Element.CQ(), verbs.EventQPFatal
 // with Element.QP(). GetAsyncEvent blocks while none is pending unless
 // the fd is non-blocking (then EAGAIN); Close ends a blocked call with

@@ -2,7 +2,10 @@
 
 package softdev
 
-// #include "softdev.h"
+/*
+#include "softdev.h"
+#include "libverbs.h"
+*/
 import "C"
 
 import (
@@ -27,8 +30,8 @@ func (d *Device) AsyncFD() int {
 }
 
 // GetAsyncEvent returns the oldest pending asynchronous event, as
-// ibv_get_async_event does for an HCA (the generated verbs.GetAsyncEvent
-// calls libibverbs, which knows nothing of this device): its EventType
+// ibv_get_async_event does for an HCA (verbs.GetAsyncEvent on the
+// device's context is the same, with ECANCELED for ErrClosed): its EventType
 // (verbs.EventCQErr with Element.CQ(), verbs.EventQPFatal with
 // Element.QP()). Like the verb it blocks until an event is pending,
 // unless async_fd was made non-blocking (fcntl O_NONBLOCK): then it
@@ -59,12 +62,15 @@ func (d *Device) GetAsyncEvent() (*verbs.AsyncEvent, error) {
 	return ev, nil
 }
 
-// AckAsyncEvent acknowledges an event GetAsyncEvent returned (as
-// ibv_ack_async_event). EINVAL if ev is nil or no event awaits an
-// acknowledgement.
+// AckAsyncEvent acknowledges an event GetAsyncEvent returned, as
+// ibv_ack_async_event does (the CQ's AsyncEventsCompleted or the QP's
+// EventsCompleted goes up by one). EINVAL if ev is nil or no event awaits
+// an acknowledgement.
 func (d *Device) AckAsyncEvent(ev *verbs.AsyncEvent) error {
 	if ev == nil {
 		return fmt.Errorf("softdev: ack_async_event: nil event: %w", syscall.EINVAL)
 	}
-	return d.use(func() error { return callErr("ack_async_event", C.sd_ack_async_event(d.ctx)) })
+	return d.use(func() error {
+		return callErr("ack_async_event", C.sdl_ack(d.ctx, (*C.struct_ibv_async_event)(unsafe.Pointer(ev))))
+	})
 }

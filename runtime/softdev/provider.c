@@ -827,6 +827,7 @@ struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe)
 	o->destroy_cq = op_destroy_cq;
 	o->create_qp = op_create_qp;
 	o->modify_qp = op_modify_qp;
+	o->query_qp = sd_op_query_qp;
 	o->destroy_qp = op_destroy_qp;
 	o->post_send = sd_op_post_send;
 	o->post_recv = sd_op_post_recv;

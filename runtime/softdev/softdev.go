@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime/cgo"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -29,6 +30,7 @@ type Device struct {
 	closed  bool
 	closing atomic.Bool // set by Close before it waits: blocked event readers give up
 	ctx     *C.struct_ibv_context
+	handle  cgo.Handle // d, for the exported verbs (libverbs.go)
 }
 
 // ErrClosed is returned by the methods of a closed Device.
@@ -48,7 +50,13 @@ func Open(opts ...DeviceOption) (*Device, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("softdev: open: %w", syscall.ENOMEM)
 	}
-	return &Device{ctx: ctx}, nil
+	d := &Device{ctx: ctx}
+	if err := d.attach(); err != nil {
+		var l C.struct_sd_leaks
+		C.sd_close(ctx, &l)
+		return nil, err
+	}
+	return d, nil
 }
 
 // Limits returns the device's max_qp_wr and max_cqe.
@@ -92,6 +100,7 @@ func (d *Device) Close() error {
 		return ErrClosed
 	}
 	d.closed = true
+	d.detach()
 	var l C.struct_sd_leaks
 	C.sd_close(d.ctx, &l)
 	if l.pds+l.mrs+l.cqs+l.qps == 0 {

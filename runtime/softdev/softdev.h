@@ -315,5 +315,7 @@ int sd_op_exp_post_send(struct ibv_qp *qp, struct ibv_exp_send_wr *wr, struct ib
 int sd_op_post_task(struct ibv_context *ctx, struct ibv_exp_task *task, struct ibv_exp_task **bad);
 int sd_op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 int sd_op_exp_poll_cq(struct ibv_cq *cq, int n, struct ibv_exp_wc *wc, uint32_t wc_size);
+/* ops.query_qp, with the exported verbs in libverbs.c. */
+int sd_op_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init);
 
 #endif /* SOFTDEV_H */

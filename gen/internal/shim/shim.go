@@ -143,12 +143,44 @@ type Param struct {
 type Plan struct {
 	Wrappers []*Wrapper
 	Skipped  []parse.Diag
+	// Guard is what the library found at run time must prove before the
+	// package calls into it (dynlib.Guard); nil when any will do.
+	Guard *Guard
 }
+
+// Guard identifies the library ABI a package's structs follow: a symbol
+// every library of that ABI exports, and the words of the error when a
+// library of the same name and another ABI is found instead.
+type Guard struct {
+	Symbol, ABI, Fix   string
+	OtherSymbol, Other string // the library usually found instead
+}
+
+// LegacyGuard protects packages of MLNX_OFED's legacy verbs ABI (their
+// headers define struct verbs_context_exp) from upstream rdma-core's
+// libibverbs.so.1, whose structs differ under the same soname.
+// ibv_exp_cmd_query_device is in the libibverbs.map of every legacy
+// release, 3.1 to 4.9; rdma-core exports no ibv_exp_* symbol, and
+// _verbs_init_and_alloc_context (rdma-core v17 and later) no legacy
+// release exports.
+var LegacyGuard = Guard{
+	Symbol:      "ibv_exp_cmd_query_device",
+	ABI:         "the MLNX_OFED legacy verbs (infiniband/verbs_exp.h, MLNX_OFED 3.x and 4.x)",
+	Fix:         "install MLNX_OFED 4.9 or earlier (the last release with the legacy verbs), or, to use this rdma-core library, regenerate the package from its headers with -entry infiniband/verbs.h",
+	OtherSymbol: "_verbs_init_and_alloc_context",
+	Other:       "upstream rdma-core's libibverbs, as in MLNX_OFED 5.x and later and in Linux distributions",
+}
+
+// legacyRecord is defined by the legacy verbs headers only.
+const legacyRecord = "struct verbs_context_exp"
 
 // Build plans every function of pkg; pl maps types (any target will do:
 // wrapper signatures use pointers and fixed-size integers only).
 func Build(pkg *model.Package, pl *layout.Planner) *Plan {
 	p := &Plan{}
+	if pkg.RecordByC(legacyRecord) != nil {
+		p.Guard = &LegacyGuard
+	}
 	for _, f := range pkg.Funcs {
 		w, why := plan(f, pl)
 		if why != "" {

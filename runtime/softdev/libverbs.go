@@ -1,0 +1,95 @@
+//go:build linux && cgo
+
+package softdev
+
+/*
+#include <stdlib.h>
+#include "softdev.h"
+#include "libverbs.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime/cgo"
+	"syscall"
+	"unsafe"
+
+	"github.com/verbsexp/verbsexp/abiutil/dynlib"
+)
+
+// provideErr is why the exported verbs could not be registered (they were
+// looked up before this package's init ran); Open then fails with it.
+var provideErr error
+
+// The exported verbs of libibverbs reach this device through functions of
+// its own (libverbs.c), registered here for the legacy verbs ABI before
+// any lookup: the generated wrappers (verbs.AllocPD, verbs.ModifyQP, …)
+// and the weak stubs behind the headers' inline verbs find them instead of
+// the system library's.
+func init() {
+	var lib, marker *C.char
+	var n C.int
+	table := unsafe.Slice(C.sdl_exports(&lib, &marker, &n), int(n))
+	for _, e := range table {
+		if err := dynlib.Provide(C.GoString(lib), C.GoString(marker), C.GoString(e.name), e.fn); err != nil {
+			provideErr = errors.Join(provideErr, err)
+		}
+	}
+}
+
+// attach makes the device's objects known to the exported verbs.
+func (d *Device) attach() error {
+	if provideErr != nil {
+		return fmt.Errorf("softdev: open: the exported verbs (verbs.AllocPD, …) cannot reach this device: %w", provideErr)
+	}
+	d.handle = cgo.NewHandle(d)
+	if e := C.sdl_register(d.ctx, C.uintptr_t(d.handle)); e != 0 {
+		d.handle.Delete()
+		return fmt.Errorf("softdev: open: %w", syscall.Errno(e))
+	}
+	return nil
+}
+
+// detach forgets the device for the exported verbs, waiting for the calls
+// in flight on it (a blocked ibv_get_async_event returns once Close has
+// woken it).
+func (d *Device) detach() {
+	C.sdl_forget(d.ctx)
+	d.handle.Delete()
+}
+
+// sdlCloseDevice is ibv_close_device on a device of this package.
+//
+//export sdlCloseDevice
+func sdlCloseDevice(h C.uintptr_t) C.int {
+	d := cgo.Handle(h).Value().(*Device)
+	var le *LeakError
+	switch err := d.Close(); {
+	case err == nil, errors.As(err, &le):
+		return 0
+	default:
+		return C.EINVAL // closed already
+	}
+}
+
+// sdlCheckMapped is RegMR's check for ibv_reg_mr: 0 or an errno.
+//
+//export sdlCheckMapped
+func sdlCheckMapped(addr C.uintptr_t, n C.size_t, write C.int) C.int {
+	err := checkMapped(uintptr(addr), uintptr(n), write != 0)
+	var e syscall.Errno
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &e):
+		return C.int(e)
+	default:
+		return C.EFAULT
+	}
+}
+
+// inFlight is the number of exported verbs running on d, -1 once it is
+// closed. For tests.
+func (d *Device) inFlight() int { return int(C.sdl_users(d.ctx)) }
