@@ -60,7 +60,7 @@ func BenchmarkGenerateVsGodefs(b *testing.B) {
 // benchRun is one measured subprocess.
 type benchRun struct{ cpu, wall time.Duration }
 
-func measure(b *testing.B, cmd *exec.Cmd) benchRun {
+func measureRun(b *testing.B, cmd *exec.Cmd) benchRun {
 	b.Helper()
 	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -106,19 +106,19 @@ func benchSource(b *testing.B, bin, name, inc string) {
 	// The reference package, without the cache; it also names the
 	// records godefs gets.
 	ref := filepath.Join(tmp, "ref")
-	measure(b, gen("no-cache", inc, ref))
+	measureRun(b, gen("no-cache", inc, ref))
 	want := snapshotB(b, filepath.Join(ref, "pkg"))
 	defs := godefsInput(b, filepath.Join(ref, "pkg", "abi.json"))
 	// Warm the caches that start warm.
-	measure(b, gen("unchanged", inc, filepath.Join(tmp, "warm")))
-	measure(b, gen("headers-changed", changed, filepath.Join(tmp, "warm")))
+	measureRun(b, gen("unchanged", inc, filepath.Join(tmp, "warm")))
+	measureRun(b, gen("headers-changed", changed, filepath.Join(tmp, "warm")))
 
 	runs := map[string][]benchRun{}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		cmd := exec.Command("go", "tool", "cgo", "-godefs", "--", "-I", inc, "defs.go")
 		cmd.Dir = defs
-		runs["godefs"] = append(runs["godefs"], measure(b, cmd))
+		runs["godefs"] = append(runs["godefs"], measureRun(b, cmd))
 		for _, s := range genScenarios {
 			headers := inc
 			switch s {
@@ -134,7 +134,7 @@ func benchSource(b *testing.B, bin, name, inc string) {
 				}
 			}
 			out := filepath.Join(tmp, "out-"+s)
-			runs[s] = append(runs[s], measure(b, gen(s, headers, out)))
+			runs[s] = append(runs[s], measureRun(b, gen(s, headers, out)))
 			if s != "headers-changed" && !equalSnapshots(snapshotB(b, filepath.Join(out, "pkg")), want) {
 				b.Fatalf("%s: the package differs from the one generated without the cache", s)
 			}
@@ -144,7 +144,7 @@ func benchSource(b *testing.B, bin, name, inc string) {
 	// The last headers-changed package equals an uncached run on the same
 	// headers.
 	fromCache := snapshotB(b, filepath.Join(tmp, "out-headers-changed", "pkg"))
-	measure(b, gen("no-cache", changed, filepath.Join(tmp, "out-headers-changed")))
+	measureRun(b, gen("no-cache", changed, filepath.Join(tmp, "out-headers-changed")))
 	if !equalSnapshots(fromCache, snapshotB(b, filepath.Join(tmp, "out-headers-changed", "pkg"))) {
 		b.Fatal("headers-changed: the package differs from the one generated without the cache")
 	}

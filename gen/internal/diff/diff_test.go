@@ -170,3 +170,17 @@ func TestJSON(t *testing.T) {
 		t.Errorf("got %+v, want one compatible record-size on arm64", back.Changes)
 	}
 }
+
+// TestReadAcksLongLine: a line beyond maxAckLine is refused with its
+// file:line (bufio.Scanner said only "token too long").
+func TestReadAcksLongLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ack.txt")
+	data := "# acks\nfield-moved struct ibv_exp_task.next\nfield-moved struct ibv_x." + strings.Repeat("a", 70000) + "\n"
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadAcks(path)
+	if err == nil || !strings.Contains(err.Error(), path+":3: line longer than 65536 bytes") {
+		t.Fatalf("err = %v", err)
+	}
+}

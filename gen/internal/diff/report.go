@@ -64,6 +64,7 @@ func ReadAcks(path string) ([]string, error) {
 	defer f.Close()
 	var acks []string
 	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, maxAckLine)
 	n := 0
 	for sc.Scan() {
 		n++
@@ -77,8 +78,18 @@ func ReadAcks(path string) ([]string, error) {
 		}
 		acks = append(acks, kind+" "+strings.TrimSpace(subject))
 	}
-	return acks, sc.Err()
+	if err := sc.Err(); err != nil {
+		if err == bufio.ErrTooLong {
+			return nil, fmt.Errorf("%s:%d: line longer than %d bytes; an ack line is one \"KIND SUBJECT\" (e.g. \"field-moved struct ibv_exp_task.next\")", path, n+1, maxAckLine)
+		}
+		return nil, fmt.Errorf("%s:%d: %v", path, n+1, err)
+	}
+	return acks, nil
 }
+
+// maxAckLine bounds one line of an ack file (a subject is a C name path,
+// well under a kilobyte).
+const maxAckLine = 64 << 10
 
 var allKinds = []Kind{PackageRenamed, ArchAdded, ArchRemoved, RecordAdded, RecordRemoved, RecordRenamed, RecordSize, RecordAlign,
 	FieldAdded, FieldRemoved, FieldMoved, FieldResized, FieldRetyped, FieldRenamed, FieldBits,

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/verbsexp/verbsexp/gen/internal/parse"
@@ -307,4 +308,31 @@ func TestCacheCompilerBinary(t *testing.T) {
 		t.Errorf("a translation by the replaced compiler binary was reused: %+v", c)
 	}
 	same(t, "after replacing the compiler", got, want)
+}
+
+// TestCacheRefusedInclude: a FIFO appears where an #include in a branch
+// never taken points. The uncached run refuses it (the #include walk
+// checks every #include before the compiler runs); so must a run whose
+// translations are all cached, although none of them opened the path.
+func TestCacheRefusedInclude(t *testing.T) {
+	withCache(t)
+	inc := tree(t, map[string]string{"infiniband/verbs_exp.h": "#if 0\n#include <infiniband/fifo.h>\n#endif\nstruct ibv_a { int a; };\n"})
+	opts := options(amd64Only, inc)
+	check(t, "before", opts)
+	if _, c := run(t, opts); c.Units != 1 {
+		t.Fatalf("not cached: %+v", c)
+	}
+	if err := syscall.Mkfifo(filepath.Join(inc, "infiniband/fifo.h"), 0o644); err != nil {
+		t.Skipf("SKIP: cannot make a FIFO here: %v", err)
+	}
+	t.Setenv("VERBSEXP_NO_CACHE", "1")
+	_, uncachedErr := Run(opts)
+	t.Setenv("VERBSEXP_NO_CACHE", "")
+	_, cachedErr := Run(opts)
+	if uncachedErr == nil {
+		t.Fatal("the uncached run accepted the FIFO: the test proves nothing")
+	}
+	if cachedErr == nil || cachedErr.Error() != uncachedErr.Error() {
+		t.Errorf("cached run: %v\nuncached run: %v", cachedErr, uncachedErr)
+	}
 }

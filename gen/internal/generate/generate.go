@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 
 	"modernc.org/cc/v4"
@@ -76,7 +77,11 @@ func Run(opts Options) (*Result, error) {
 			res.Cached.Units++
 		}
 	}
-	if res.Cached.Units < n {
+	if res.Cached.Units == n {
+		if err := parse.CheckCachedInputs(opts.Targets[0].GoArch, comps[0].Config, opts.Parse); err != nil {
+			return nil, err
+		}
+	} else {
 		// One compiler check of the headers for all targets (syntax
 		// errors and the inputs cc/v4 cannot survive do not depend on
 		// the target). A cached translation passed it with the same
@@ -98,6 +103,9 @@ func Run(opts Options) (*Result, error) {
 	}
 	pkg, err := model.Build(opts.Package, units)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkInScope(opts.Parse, units[0], pkg); err != nil {
 		return nil, err
 	}
 	hashes, err := hashInputs(pkg.Inputs)
@@ -251,4 +259,40 @@ func hashInputs(inputs []parse.Input) ([]string, error) {
 		r = append(r, hex.EncodeToString(sum[:]))
 	}
 	return r, nil
+}
+
+// checkInScope refuses a package without records: a -scope that names no
+// header read (a typo: -scope infiniban) or headers that declare no
+// struct or union would otherwise replace -o with an empty package.
+func checkInScope(opts parse.Options, u *parse.Unit, pkg *model.Package) error {
+	if len(pkg.Records) > 0 {
+		return nil
+	}
+	var in []string
+	tops := map[string]bool{}
+	var dirs []string
+	for _, p := range u.Read {
+		if opts.ScopeDir == "" || strings.HasPrefix(p, opts.ScopeDir+"/") {
+			in = append(in, p)
+		}
+		top, _, ok := strings.Cut(p, "/")
+		if !ok {
+			top = `"" (the -I directories themselves)`
+		}
+		if !tops[top] {
+			tops[top] = true
+			dirs = append(dirs, top)
+		}
+	}
+	if len(in) == 0 {
+		read := "no header was read from the -I directories"
+		if len(dirs) > 0 {
+			read = "the headers read from the -I directories are under: " + strings.Join(dirs, ", ")
+		}
+		return fmt.Errorf("-scope %q: no header in scope (%s); pass -scope with one of them, or -scope \"\" for every header of the -I directories (nothing was written)", opts.ScopeDir, read)
+	}
+	if len(in) > 5 {
+		in = append(in[:5], "…")
+	}
+	return fmt.Errorf("-scope %q: the headers in scope (%s) declare no struct or union: there is nothing to generate (nothing was written)", opts.ScopeDir, strings.Join(in, ", "))
 }

@@ -3,7 +3,13 @@ package generate
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,14 +19,23 @@ import (
 )
 
 // Write replaces dir with exactly files, atomically: everything is written
-// to a sibling temporary directory first and swapped in (one
+// to a sibling scratch directory first and swapped in (one
 // renameat2(RENAME_EXCHANGE) on Linux, else renames), so a failed or
 // killed run leaves the previous package as it was. dir must be absent,
-// empty, or hold only files this generator wrote.
+// empty, or hold only files this generator wrote (Owned); a symbolic link
+// is followed (the package it points to is replaced, the link stays). The
+// new directory keeps the previous one's permissions.
 func Write(dir string, files []emit.File) error {
-	dir, err := filepath.Abs(dir)
+	dir, err := outputDir(dir)
 	if err != nil {
 		return err
+	}
+	mode := fs.FileMode(0o755)
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("-o %s is not a directory; choose a writable -o directory", dir)
+		}
+		mode = fi.Mode().Perm()
 	}
 	if err := checkOwned(dir); err != nil {
 		return err
@@ -29,23 +44,25 @@ func Write(dir string, files []emit.File) error {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return fmt.Errorf("cannot create %s: %v; choose a writable -o directory", parent, err)
 	}
-	removeAbandoned(parent, "."+filepath.Base(dir)+".new-")
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".new-")
+	removeAbandoned(parent, dir)
+	tmp, err := os.MkdirTemp(parent, scratchPrefix(dir))
 	if err != nil {
 		return fmt.Errorf("cannot write next to %s: %v; check the permissions of %s or choose another -o", dir, err, parent)
 	}
-	defer os.RemoveAll(tmp)
+	defer removeScratch(tmp)
 	for _, f := range files {
 		if err := os.WriteFile(filepath.Join(tmp, f.Name), f.Data, 0o644); err != nil {
 			return fmt.Errorf("writing %s: %v (nothing in %s was changed)", f.Name, err, dir)
 		}
 	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
+	if err := os.Chmod(tmp, mode); err != nil {
 		return err
 	}
+	existed := false
 	if _, err := os.Stat(dir); err == nil {
+		existed = true
 		// One atomic swap where the kernel can: the previous package is
-		// then in tmp, removed by the deferred RemoveAll.
+		// then in tmp, removed by the deferred removeScratch.
 		if exchange(tmp, dir) == nil {
 			return nil
 		}
@@ -53,41 +70,113 @@ func Write(dir string, files []emit.File) error {
 	// No exchange: two renames, with a moment in which dir is absent and
 	// the previous package sits in tmp.old.
 	old := ""
-	if _, err := os.Stat(dir); err == nil {
+	if existed {
 		old = tmp + ".old"
 		if err := os.Rename(dir, old); err != nil {
 			return fmt.Errorf("cannot replace %s: %v (nothing was changed)", dir, err)
 		}
 	}
+	if beforeRename != nil {
+		beforeRename()
+	}
 	if err := os.Rename(tmp, dir); err != nil {
 		if old != "" {
-			os.Rename(old, dir)
+			if os.Rename(old, dir) == nil {
+				return fmt.Errorf("cannot move the new package into %s: %v (the previous one was kept)", dir, err)
+			}
+			return fmt.Errorf("cannot move the new package into %s: %v; the previous one is in %s", dir, err, old)
 		}
-		return fmt.Errorf("cannot move the new package into %s: %v (the previous one was kept)", dir, err)
+		return fmt.Errorf("cannot move the new package into %s: %v (it did not exist when this run started: another run may have created it meanwhile; nothing of this run was kept, run it again)", dir, err)
 	}
 	if old != "" {
-		os.RemoveAll(old)
+		removeScratch(old)
 	}
 	return nil
+}
+
+// beforeRename runs between the checks and the final rename of the
+// fallback path, in tests (to lose a race on purpose).
+var beforeRename func()
+
+// outputDir makes -o absolute and follows symbolic links to the package
+// they name.
+func outputDir(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	switch {
+	case err == nil:
+		return real, nil
+	case errors.Is(err, fs.ErrNotExist):
+		if fi, lerr := os.Lstat(dir); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			target, _ := os.Readlink(dir)
+			return "", fmt.Errorf("-o %s is a symbolic link to %s, which does not exist; create it, or choose another -o", dir, target)
+		}
+		return dir, nil // a new package (its parent may be a link: it is followed when created)
+	}
+	return "", fmt.Errorf("cannot use -o %s: %v; choose a writable -o directory", dir, err)
+}
+
+// Scratch directories are named .verbsexp-gen.<hash of the package's
+// path>.new-<random> (and .old, on file systems without
+// RENAME_EXCHANGE): the prefix is the generator's and the hash ties them
+// to one output directory, so no glob of a user's path ever selects them.
+const scratchMark = ".verbsexp-gen."
+
+func scratchPrefix(dir string) string {
+	h := sha256.Sum256([]byte(dir))
+	return scratchMark + hex.EncodeToString(h[:6]) + ".new-"
 }
 
 // abandonedAge is how old a scratch directory must be before a later run
 // treats it as left behind by a killed run (and not as a concurrent one's).
 const abandonedAge = 10 * time.Minute
 
-// removeAbandoned deletes scratch directories (prefix*) that killed runs
-// left next to the output directory.
-func removeAbandoned(parent, prefix string) {
-	matches, _ := filepath.Glob(filepath.Join(parent, prefix+"*"))
-	for _, m := range matches {
-		if fi, err := os.Stat(m); err == nil && fi.IsDir() && time.Since(fi.ModTime()) > abandonedAge {
-			os.RemoveAll(m)
+// removeAbandoned deletes the scratch directories that killed runs for
+// dir left in parent: named by scratchPrefix(dir) (compared as a string,
+// never as a pattern), older than abandonedAge, and holding only files the
+// generator writes.
+func removeAbandoned(parent, dir string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	prefix := scratchPrefix(dir)
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		p := filepath.Join(parent, e.Name())
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) <= abandonedAge {
+			continue
+		}
+		if checkOwned(p) == nil {
+			removeScratch(p)
 		}
 	}
 }
 
-// checkOwned refuses to replace a directory holding files the generator did
-// not write: they would be lost.
+// removeScratch removes a scratch directory of this generator (made
+// writable first: it may hold a previous package whose directory was
+// read-only).
+func removeScratch(dir string) {
+	if err := os.RemoveAll(dir); err == nil {
+		return
+	}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	os.RemoveAll(dir)
+}
+
+// checkOwned refuses to replace a directory holding anything the
+// generator did not write: it would be lost.
 func checkOwned(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if os.IsNotExist(err) {
@@ -101,20 +190,25 @@ func checkOwned(dir string) error {
 		if e.IsDir() {
 			return fmt.Errorf("-o %s holds a directory %s that the generator did not write; move it away or choose another -o", dir, name)
 		}
-		if name == "abi.json" {
-			continue
-		}
-		if !IsGenerated(filepath.Join(dir, name)) {
+		if !Owned(filepath.Join(dir, name)) {
 			return fmt.Errorf("-o %s holds %s, which the generator did not write; move it away or choose another -o (the generator replaces the whole directory)", dir, name)
 		}
 	}
 	return nil
 }
 
-// IsGenerated reports whether a Go or C file carries the generated-code
-// marker in its leading comments.
-func IsGenerated(path string) bool {
-	if !strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, ".c") {
+// Owned reports whether the file at path is one this generator wrote: a
+// name it writes (emit.OutputName), a regular file, and its own marker:
+// the generated-code line of emit.Marker in a Go or C file's leading
+// comments (another tool's "Code generated … DO NOT EDIT." is not
+// enough), "generator": "verbsexp/gen" in abi.json.
+func Owned(path string) bool {
+	name := filepath.Base(path)
+	if !emit.OutputName(name) {
+		return false
+	}
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() {
 		return false
 	}
 	f, err := os.Open(path)
@@ -122,15 +216,48 @@ func IsGenerated(path string) bool {
 		return false
 	}
 	defer f.Close()
+	if name == "abi.json" {
+		return manifestGenerator(f) == emit.Generator
+	}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Bytes()
 		if bytes.HasPrefix(line, []byte("package ")) || bytes.HasPrefix(line, []byte("#")) {
 			return false
 		}
-		if bytes.HasPrefix(line, []byte("// Code generated ")) && bytes.HasSuffix(line, []byte(" DO NOT EDIT.")) {
+		if string(line) == "// "+emit.Marker {
 			return true
 		}
 	}
 	return false
+}
+
+// IsGenerated is Owned, for the tests that look for generated files.
+func IsGenerated(path string) bool { return Owned(path) }
+
+// manifestGenerator returns the "generator" member of the JSON object r
+// holds (near its start in abi.json), or "".
+func manifestGenerator(r io.Reader) string {
+	dec := json.NewDecoder(io.LimitReader(r, 1<<20))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return ""
+		}
+		if k == "generator" {
+			var s string
+			if json.Unmarshal(v, &s) != nil {
+				return ""
+			}
+			return s
+		}
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package layout
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/verbsexp/verbsexp/gen/internal/model"
 	"github.com/verbsexp/verbsexp/gen/internal/parse"
@@ -22,6 +23,9 @@ const MaxGoTypeSize = 1 << 50
 
 func (b *planBuilder) build() error {
 	def := b.p.Def
+	if err := b.checkArithmetic(def); err != nil {
+		return err
+	}
 	if def.Size >= MaxGoTypeSize {
 		return fmt.Errorf("%s: %s is %d bytes on linux/%s: Go cannot declare a type of 2^50 bytes or more (the gc compiler rejects it as larger than the address space); shrink it or move it out of the -scope headers",
 			def.Pos, b.rec.C, def.Size, b.pl.pkg.Arches[b.pl.arch])
@@ -47,6 +51,17 @@ func (b *planBuilder) build() error {
 		return err
 	}
 	b.alignSlot()
+	fields := make([]*GoType, len(b.p.Slots))
+	for i, s := range b.p.Slots {
+		fields[i] = s.Type
+	}
+	b.p.SizeSteps, b.p.AlignSteps = structSteps(fields)
+	if b.rec.Nested {
+		// The manifest lists the members of nested types under their
+		// named record (facts of the top-level plan): listing them again
+		// per nested type would cost depth³.
+		return nil
+	}
 	return b.facts(def, b.rec, b.p, 0, "", "")
 }
 
@@ -105,6 +120,17 @@ func (b *planBuilder) structMembers(rec *parse.Record, base int64) error {
 				// Packed or misaligned: Go would move it. Keep the bytes,
 				// reach them through an accessor.
 				if err := b.storage(off, m.Type.Size, 1, m.Pos); err != nil {
+					return err
+				}
+				if err := b.accessor(m, base); err != nil {
+					return err
+				}
+				continue
+			}
+			if tooCostly(t) {
+				// Deeply nested: as a field it would cost Go's type
+				// checker exponential time (maxFieldSteps).
+				if err := b.storage(off, m.Type.Size, t.Align, m.Pos); err != nil {
 					return err
 				}
 				if err := b.accessor(m, base); err != nil {
@@ -323,4 +349,73 @@ func maxi(a, b int64) int64 {
 		return a
 	}
 	return b
+}
+
+// checkArithmetic verifies the layout the C front end computed, without
+// overflowing: every member starts within its record and ends by its
+// end, every array's size is its length times its element's. cc/v4
+// computes in wrapping 64-bit arithmetic, so a record of four
+// char[1ULL<<62] arrays came out as 1 byte with negative offsets (exit 0,
+// a package that did not compile). A vector type is refused here too.
+func (b *planBuilder) checkArithmetic(def *parse.Record) error {
+	arch := b.pl.pkg.Arches[b.pl.arch]
+	if def.Size < 0 || def.Align < 1 {
+		return fmt.Errorf("%s: %s has size %d and alignment %d on linux/%s: the layout arithmetic overflowed (it would be larger than 2^63 bytes); Go cannot declare a type of 2^50 bytes or more: shrink it", def.Pos, b.rec.C, def.Size, def.Align, arch)
+	}
+	for _, m := range def.Members {
+		name := m.Name
+		if name == "" {
+			name = "(anonymous)"
+		}
+		if err := b.checkType(m, name, m.Type); err != nil {
+			return err
+		}
+		size := m.Type.Size
+		switch {
+		case m.BitField:
+			if m.BitOffset < 0 || m.BitOffset/8 > def.Size || int64(m.BitSize) > 8*def.Size-m.BitOffset {
+				return b.overflow(m, name, def, m.BitOffset/8, int64(m.BitSize+7)/8)
+			}
+			continue
+		case m.Flexible:
+			size = 0
+		}
+		if m.Offset < 0 || size < 0 || m.Offset > def.Size-size {
+			return b.overflow(m, name, def, m.Offset, size)
+		}
+		if m.Type.Kind == parse.Nested {
+			if err := b.checkArithmetic(m.Type.Record); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (b *planBuilder) overflow(m *parse.Member, name string, def *parse.Record, off, size int64) error {
+	return fmt.Errorf("%s: %s: member %s (offset %d, %d bytes) does not fit in its %d-byte record on linux/%s: the layout arithmetic overflowed (the record would be larger than 2^63 bytes); Go cannot declare a type of 2^50 bytes or more: shrink it",
+		m.Pos, b.rec.C, name, off, size, def.Size, b.pl.pkg.Arches[b.pl.arch])
+}
+
+// checkType checks the sizes of t (a member's type) and refuses vectors.
+func (b *planBuilder) checkType(m *parse.Member, name string, t *parse.Type) error {
+	for ; t != nil; t = t.Elem {
+		if t.Unsupported != "" {
+			typ := ""
+			if t.Name != "" {
+				typ = " (" + t.Name + ")"
+			}
+			return fmt.Errorf("%s: %s: member %s%s uses GCC's __attribute__((%s)), which the C front end the generator uses does not apply as gcc does (a vector is aligned to its size, mode sets an integer's size): the generator refuses it rather than emit a wrong layout; declare the member with a plain type or an array (or move the record out of the -scope headers)", m.Pos, b.rec.C, name, typ, t.Unsupported)
+		}
+		if t.Kind != parse.Array {
+			return nil
+		}
+		if t.Len < 0 || t.Elem.Size < 0 || t.Len > 0 && t.Elem.Size > math.MaxInt64/t.Len || t.Elem.Size*t.Len != t.Size && !m.Flexible {
+			return fmt.Errorf("%s: %s: member %s is an array of %d elements of %d bytes, %d bytes in all on linux/%s: the layout arithmetic overflowed (it would be larger than 2^63 bytes); Go cannot declare a type of 2^50 bytes or more: shrink it", m.Pos, b.rec.C, name, t.Len, t.Elem.Size, t.Size, b.pl.pkg.Arches[b.pl.arch])
+		}
+		if t.Kind == parse.Array && t.Elem.Kind == parse.Pointer {
+			return nil
+		}
+	}
+	return nil
 }

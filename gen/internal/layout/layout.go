@@ -39,6 +39,9 @@ type GoType struct {
 	// Composite marks named struct types and sized storage: reached through
 	// a pointer, not copied by getters.
 	Composite bool
+	// SizeSteps and AlignSteps are what Go's type checker does to compute
+	// the type's size and alignment (see typeCheckSteps).
+	SizeSteps, AlignSteps int64
 }
 
 // String spells the type as Go source does: uint32, *ExpSendWR, [4]uint64.
@@ -117,6 +120,8 @@ type Plan struct {
 	// Go type that selector yields (the element type for a flexible array).
 	Selectors map[string]string
 	Types     map[string]*GoType
+	// SizeSteps and AlignSteps: see GoType; for the Go struct of Slots.
+	SizeSteps, AlignSteps int64
 }
 
 // Planner plans every record of a package for one target.

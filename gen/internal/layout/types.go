@@ -54,7 +54,7 @@ func (b *planBuilder) goTypeOf(t *parse.Type, m *parse.Member) (*GoType, error) 
 				return nil, err
 			}
 			if p != nil {
-				return &GoType{Kind: Named, Name: rec.GoName, Size: p.Size, Align: p.GoAlign, Composite: true}, nil
+				return &GoType{Kind: Named, Name: rec.GoName, Size: p.Size, Align: p.GoAlign, Composite: true, SizeSteps: p.SizeSteps, AlignSteps: p.AlignSteps}, nil
 			}
 		}
 	case parse.Nested:
@@ -66,7 +66,7 @@ func (b *planBuilder) goTypeOf(t *parse.Type, m *parse.Member) (*GoType, error) 
 		if err != nil {
 			return nil, err
 		}
-		return &GoType{Kind: Named, Name: rec.GoName, Size: p.Size, Align: p.GoAlign, Composite: true}, nil
+		return &GoType{Kind: Named, Name: rec.GoName, Size: p.Size, Align: p.GoAlign, Composite: true, SizeSteps: p.SizeSteps, AlignSteps: p.AlignSteps}, nil
 	}
 	if t.Size < 0 || (t.Kind == parse.RecordRef && t.Size <= 0) {
 		return nil, fmt.Errorf("%s: %s: member %s has incomplete type %s (declared, never defined); define it in the headers or include the header that does", m.Pos, b.rec.C, m.Name, describe(t))
@@ -159,4 +159,68 @@ func describe(t *parse.Type) string {
 		return string(t.RecordKind) + " " + t.Tag
 	}
 	return fmt.Sprintf("kind %d, %d bytes", t.Kind, t.Size)
+}
+
+// Go's type checker (go/types and the compiler's types2: StdSizes and
+// gcSizes) computes a struct's size without memoizing anything: Sizeof
+// calls Offsetsof, which takes the Alignof and Sizeof of every field, and
+// then Sizeof of the last field once more. A chain of nested structs
+// whose last field is the next one costs 2^depth per unsafe.Sizeof guard
+// (24 levels: 42 s to build, vet past 10 minutes), and named records
+// holding two of the previous one by value 3^depth. The steps are
+// counted here the same way, and a member whose type would cost more than
+// maxFieldSteps is stored as bytes and reached through a pointer accessor
+// (as a misaligned member is), which cuts the chain: every generated type
+// then costs the type checker at most about maxFieldSteps times its
+// number of fields. The real headers' costliest field takes 164 steps
+// (MLNX_OFED 4.9), their costliest type 553.
+const maxFieldSteps = 1 << 12
+
+// typeCheckSteps returns SizeSteps and AlignSteps of t (Named types carry
+// their plan's).
+func typeCheckSteps(t *GoType) (size, align int64) {
+	switch t.Kind {
+	case Named:
+		if t.Composite {
+			return max(t.SizeSteps, 1), max(t.AlignSteps, 1)
+		}
+	case Arr:
+		es, ea := typeCheckSteps(t.Elem)
+		if t.Len == 0 {
+			return 1, satAdd(1, ea)
+		}
+		return satAdd(1, satAdd(es, ea)), satAdd(1, ea)
+	}
+	return 1, 1
+}
+
+// structSteps counts the steps for a struct of the given fields.
+func structSteps(fields []*GoType) (size, align int64) {
+	size, align = 1, 1
+	for _, f := range fields {
+		s, a := typeCheckSteps(f)
+		align = satAdd(align, a)
+		size = satAdd(size, satAdd(s, a))
+	}
+	if n := len(fields); n > 0 {
+		s, _ := typeCheckSteps(fields[n-1])
+		size = satAdd(size, s)
+	}
+	return size, align
+}
+
+// tooCostly reports whether a field of type t costs the type checker
+// more than maxFieldSteps.
+func tooCostly(t *GoType) bool {
+	s, a := typeCheckSteps(t)
+	return satAdd(s, a) > maxFieldSteps
+}
+
+// satAdd adds without overflowing (the counts only need to compare).
+func satAdd(a, b int64) int64 {
+	const limit = 1 << 60
+	if a > limit-b {
+		return limit
+	}
+	return a + b
 }

@@ -105,6 +105,13 @@ func Build(name string, units []*parse.Unit) (*Package, error) {
 	b := &builder{p: p, ns: ns, n: len(units)}
 
 	// Named records first: they own the plain names.
+	byName := make([]map[string]*parse.Record, len(units)) // per unit, C name → record
+	for i, u := range units {
+		byName[i] = make(map[string]*parse.Record, len(u.Records))
+		for _, r := range u.Records {
+			byName[i][r.CName()] = r
+		}
+	}
 	for _, key := range mergeOrder(units, func(u *parse.Unit) []keyed {
 		var r []keyed
 		for _, rec := range u.Records {
@@ -113,12 +120,8 @@ func Build(name string, units []*parse.Unit) (*Package, error) {
 		return r
 	}) {
 		rec := &Record{C: key.key, Kind: parse.RecordKind(kindOf(key.key)), Pos: key.pos, ByArch: make([]*parse.Record, len(units))}
-		for i, u := range units {
-			for _, r := range u.Records {
-				if r.CName() == key.key {
-					rec.ByArch[i] = r
-				}
-			}
+		for i := range units {
+			rec.ByArch[i] = byName[i][key.key]
 		}
 		rec.GoName = b.claim(rec.C, GoName(tagOf(key.key)), kindSuffix(rec.Kind), rec.Pos)
 		p.Records = append(p.Records, rec)
@@ -217,14 +220,17 @@ func (b *builder) nested(rec *Record) []*Record {
 	var out []*Record
 	var visit func(owner *Record, defs []*parse.Record, prefix string)
 	visit = func(owner *Record, defs []*parse.Record, prefix string) {
+		index := make([]map[string]*parse.Member, len(defs)) // per arch: reachable member by name
+		for i, d := range defs {
+			if d != nil {
+				index[i] = reachableIndex(d)
+			}
+		}
 		for _, m := range reachable(defs) {
 			sub := make([]*parse.Record, len(defs))
 			any := false
-			for i, d := range defs {
-				if d == nil {
-					continue
-				}
-				if mm := findReachable(d, m.Name); mm != nil && mm.Type.Kind == parse.Nested {
+			for i := range defs {
+				if mm := index[i][m.Name]; mm != nil && mm.Type.Kind == parse.Nested {
 					sub[i] = mm.Type.Record
 					any = true
 				}
@@ -285,19 +291,26 @@ func reachable(defs []*parse.Record) []*parse.Member {
 	return r
 }
 
-// findReachable finds a member by name through anonymous members.
-func findReachable(rec *parse.Record, name string) *parse.Member {
-	for _, m := range rec.Members {
-		if m.Name == name {
-			return m
-		}
-		if m.Name == "" && m.Type.Kind == parse.Nested {
-			if f := findReachable(m.Type.Record, name); f != nil {
-				return f
+// reachableIndex maps the name of each member reachable on rec (through
+// anonymous members) to the member; the first one wins, as C's lookup.
+func reachableIndex(rec *parse.Record) map[string]*parse.Member {
+	idx := map[string]*parse.Member{}
+	var walk func(r *parse.Record)
+	walk = func(r *parse.Record) {
+		for _, m := range r.Members {
+			if m.Name == "" {
+				if m.Type.Kind == parse.Nested {
+					walk(m.Type.Record)
+				}
+				continue
+			}
+			if _, ok := idx[m.Name]; !ok {
+				idx[m.Name] = m
 			}
 		}
 	}
-	return nil
+	walk(rec)
+	return idx
 }
 
 // memberNames gives each reachable member a Go name unique on its type.
@@ -327,16 +340,16 @@ func (b *builder) enums(units []*parse.Unit) {
 		}
 		return r
 	})
-	for _, k := range order {
-		var defs []*parse.Enum
-		for _, u := range units {
-			for _, e := range u.Enums {
-				if "enum "+e.Tag == k.key {
-					defs = append(defs, e)
-				}
+	firstByTag := map[string]*parse.Enum{} // the first unit's definition of each tag
+	for _, u := range units {
+		for _, e := range u.Enums {
+			if _, ok := firstByTag[e.Tag]; !ok && e.Tag != "" {
+				firstByTag[e.Tag] = e
 			}
 		}
-		first := defs[0]
+	}
+	for _, k := range order {
+		first := firstByTag[tagOf(k.key)]
 		e := &Enum{C: k.key, Pos: k.pos, Size: first.Size, Signed: first.Signed}
 		e.GoName = b.claim(e.C, GoName(first.Tag), "Enum", e.Pos)
 		b.p.Enums = append(b.p.Enums, e)

@@ -214,9 +214,9 @@ func hostPredefined(t *testing.T) string {
 // message, or that hangs, is an error saying so; nothing is cached.
 func TestFailingCompiler(t *testing.T) {
 	tg := foreign(t)
-	old := CompilerTimeout
-	CompilerTimeout = 500 * time.Millisecond
-	defer func() { CompilerTimeout = old }()
+	old := compilerTimeout
+	compilerTimeout = 500 * time.Millisecond
+	defer func() { compilerTimeout = old }()
 	for _, tc := range []struct{ name, cc, want string }{
 		{"false", "/bin/false", "`/bin/false -dM -E -v -` failed: exit status 1 (no output)"},
 		{"exit1", script(t, "echo 'cc1: fatal error: no license' >&2\nexit 1"), "failed: exit status 1; it said:\ncc1: fatal error: no license"},

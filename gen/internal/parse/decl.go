@@ -30,6 +30,11 @@ type Unit struct {
 	Macros  []*Macro  // object-like macros with an integer value, by position
 	Funcs   []*Func   // in declaration order
 	Notes   []Diag    // what was skipped and why
+	// Read lists every header read in the -I directories (in scope or
+	// not), relative to its directory, sorted: what -scope can select.
+	Read []string
+
+	stats inputStats // what reading the headers took (source.go)
 }
 
 // Input is a header in scope.
@@ -116,6 +121,10 @@ type Type struct {
 	// where the header used one (informative only).
 	Name string
 	Sig  *Signature // Function
+	// Unsupported names the GCC attribute (vector_size, mode) that the C
+	// front end does not apply as gcc does: the layout cannot be trusted,
+	// and the generator refuses the member (attrs.go).
+	Unsupported string
 }
 
 // Signature is a function's C signature.

@@ -1,6 +1,7 @@
 package parse
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"syscall"
 )
 
 // A dependency is a path the C front end looked at during a translation
@@ -21,8 +23,8 @@ type dependency struct {
 }
 
 const (
-	depAbsent     = "absent"     // could not be opened: a failed #include or __has_include lookup
-	depDir        = "dir"        // a directory (an include candidate cc skips)
+	depAbsent     = "absent"     // does not exist: a failed #include or __has_include lookup
+	depDir        = "dir"        // a directory (an include candidate the front end skips)
 	depFile       = "file"       // a file opened but not read (__has_include)
 	depUnreadable = "unreadable" // opened, reading failed
 )
@@ -100,12 +102,15 @@ type recordingFS struct {
 func (s recordingFS) Open(name string) (fs.File, error) {
 	f, err := s.fs.Open(name)
 	if err != nil {
-		if _, serr := os.Stat(name); serr == nil {
+		switch state := notOpened(name); state {
+		case depAbsent, depDir:
+			s.r.set(name, state)
+		default:
+			// Refused (not a regular file): the translation fails.
 			s.r.mu.Lock()
 			s.r.unsound = true
 			s.r.mu.Unlock()
 		}
-		s.r.set(name, depAbsent)
 		return nil, err
 	}
 	rf := &recordingFile{File: f, name: name, r: s.r, h: sha256.New()}
@@ -200,10 +205,27 @@ type probeKey struct {
 
 func newProbeMemo() *probeMemo { return &probeMemo{m: map[probeKey]string{}} }
 
-// stillValid reports whether every dependency gives the same answer now,
-// looked at through fsys (the FS a translation would use, so a file is
-// hashed as the front end would read it). memo may be nil.
-func stillValid(fsys fs.FS, deps []dependency, memo *probeMemo) bool {
+// notOpened classifies a path the FS would not open: absent, a directory
+// (which the front end's FS does not open either: it looks further, as
+// gcc does), or something else it refused ("refused").
+func notOpened(path string) string {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return depAbsent
+	case fi.IsDir():
+		return depDir
+	}
+	return "refused"
+}
+
+// stillValid reports whether every dependency gives the same answer now
+// as it gave the front end's FS (sourceFS), looked at the way that FS
+// looks: a file that is not regular is not opened, a regular one is
+// hashed as the front end was served it (servedBytes). The FS's checks
+// are not run again: they only refuse, and a translation whose every
+// file is served the same bytes as before passed them. memo may be nil.
+func stillValid(deps []dependency, memo *probeMemo) bool {
 	buf := make([]byte, 64<<10)
 	for _, d := range deps {
 		k := probeKey{d.Path, d.State == depFile}
@@ -215,7 +237,7 @@ func stillValid(fsys fs.FS, deps []dependency, memo *probeMemo) bool {
 			memo.mu.Unlock()
 		}
 		if !known {
-			state = probe(fsys, d, buf)
+			state = probe(d, buf)
 			if memo != nil {
 				memo.mu.Lock()
 				memo.m[k] = state
@@ -232,32 +254,37 @@ func stillValid(fsys fs.FS, deps []dependency, memo *probeMemo) bool {
 // probe looks at d.Path the way its recorded state was found: a file
 // recorded as read is read and hashed, one recorded as only opened is
 // only opened. buf is scratch space for the reads.
-func probe(fsys fs.FS, d dependency, buf []byte) string {
-	f, err := fsys.Open(d.Path)
+func probe(d dependency, buf []byte) string {
+	f, err := os.OpenFile(d.Path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return depAbsent
+		return notOpened(d.Path)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err != nil {
+	switch {
+	case err != nil:
 		return depUnreadable
-	}
-	if fi.IsDir() {
+	case fi.IsDir():
 		return depDir
-	}
-	if d.State == depFile {
+	case !fi.Mode().IsRegular():
+		return "refused"
+	case d.State == depFile:
 		return depFile
 	}
-	h := sha256.New()
+	var b bytes.Buffer
 	for {
 		n, err := f.Read(buf)
-		h.Write(buf[:n])
+		b.Write(buf[:n])
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return depUnreadable
 		}
+		if b.Len() > maxHeaderBytes {
+			return "too large"
+		}
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	sum := sha256.Sum256(servedBytes(b.Bytes(), fi))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -3,7 +3,6 @@ package parse
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -36,18 +35,34 @@ const (
 	DefaultScope = "infiniband"
 )
 
-// expansionLimit bounds macro expansion work so hostile input cannot hang
-// the generator; the real headers need well under a hundredth of it.
-const expansionLimit = 200_000_000
+// expansionLimit is cc/v4's own bound on preprocessing work
+// (Config.ExpansionLimit): every token it preprocesses, and the macro
+// expansion work. The real headers need ~200 000 (MLNX_OFED 4.9 with
+// glibc, arm64). It must never be reached: beyond it cc/v4 stops
+// evaluating macros silently (EvalAllMacros), leaving constants out. What
+// the headers of the -I directories can need is bounded before cc/v4 runs
+// (source.go, macros.go): their tokens by maxInputBytes (≤ 4M), their
+// text's and their macros' expansion by maxExpansionWork each; the rest is
+// the system headers'.
+const expansionLimit = 8_000_000
 
-// CheckEntry verifies that the entry header is in one of the include
-// directories, so a wrong -I is reported plainly instead of as a
+// CheckEntry verifies that the entry header is a file in one of the
+// include directories, so a wrong -I is reported plainly instead of as a
 // preprocessor error. Upstream rdma-core headers (verbs.h, no
 // verbs_exp.h) are recognised and the -entry values for them named.
 func CheckEntry(opts Options) error {
 	for _, d := range opts.IncludeDirs {
-		if _, err := os.Stat(filepath.Join(d, opts.Entry)); err == nil {
+		p := filepath.Join(d, opts.Entry)
+		fi, err := os.Stat(p)
+		switch {
+		case err != nil:
+			continue
+		case fi.Mode().IsRegular():
 			return nil
+		case fi.IsDir():
+			return fmt.Errorf("%s is a directory, not a header file; pass -I DIR where DIR/%s is the header (e.g. -I headers, or -I /usr/include for an installed MLNX_OFED)", p, opts.Entry)
+		default:
+			return fmt.Errorf("%s is %s, not a header file: the generator reads only regular files", p, describeMode(fi.Mode()))
 		}
 	}
 	missing := fmt.Sprintf("%s not found in the include directories %q", opts.Entry, opts.IncludeDirs)
@@ -88,8 +103,9 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	if err != nil {
 		return nil, err
 	}
-	var refused error
-	cfg.FS = opts.record.wrap(frontEndFS(dirs, &refused))
+	sfs := newSourceFS(dirs)
+	cfg.FS = opts.record.wrap(sfs) // record: see cache.go
+	cfg.FSOnly = true
 	cfg.IncludePaths = append(append([]string{""}, dirs...), cfg0.IncludePaths...)
 	cfg.SysIncludePaths = append(append([]string(nil), dirs...), cfg0.SysIncludePaths...)
 	src := []cc.Source{
@@ -103,13 +119,13 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	// by FuzzGenerate), and the compiler's diagnostics are the ones users
 	// know. It costs one `cc -fsyntax-only` (~30 ms on the real headers).
 	if !opts.Checked {
-		if diag := compilerDiagnostics(cfg.CC, dirs, opts.Entry); diag != "" {
-			return nil, frontEndError(goarch, diag)
+		if err := checkHeaders(goarch, cfg0, dirs, opts.Entry); err != nil {
+			return nil, err
 		}
 	}
 	ast, err := cc.Translate(&cfg, src)
-	if refused != nil {
-		return nil, frontEndError(goarch, refused.Error())
+	if refused := sfs.refusal(); refused != nil {
+		return nil, inputError(goarch, refused)
 	}
 	if err != nil {
 		return nil, frontEndError(goarch, strings.TrimSpace(err.Error()))
@@ -124,7 +140,11 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 		opaque:   map[string]*Record{},
 		funcs:    map[string]bool{},
 		enumTags: map[string]bool{},
+		ignored:  map[*cc.Declarator]string{},
 	}
+	x.markTypedefs(ast.TranslationUnit)
+	x.unit.stats = *sfs.st.macros.stats
+	x.unit.Read = sfs.readPaths()
 	x.walk(reflect.ValueOf(ast.TranslationUnit))
 	x.macros(ast)
 	x.finish()
@@ -142,10 +162,7 @@ func CheckWithCompiler(goarch string, cfg *cc.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if diag := compilerDiagnostics(cfg.CC, dirs, opts.Entry); diag != "" {
-		return frontEndError(goarch, diag)
-	}
-	return nil
+	return checkHeaders(goarch, cfg, dirs, opts.Entry)
 }
 
 func absDirs(ds []string) ([]string, error) {
@@ -160,52 +177,17 @@ func absDirs(ds []string) ([]string, error) {
 	return r, nil
 }
 
+// inputError reports a header the generator refuses to read.
+func inputError(goarch string, err error) error {
+	return fmt.Errorf("linux/%s: %v", goarch, err)
+}
+
 func frontEndError(goarch, msg string) error {
 	hint := "fix the header or pass the right -I directories"
 	if strings.Contains(msg, "include file not found") || strings.Contains(msg, "No such file") {
 		hint = "a header it includes is missing: add its directory with -I, or install the target's libc headers"
 	}
 	return fmt.Errorf("linux/%s: the headers do not compile:\n%s\n(%s)", goarch, msg, hint)
-}
-
-// compilerDiagnostics returns the first error lines of compiler on entry,
-// or "" when it accepts the input.
-func compilerDiagnostics(compiler string, dirs []string, entry string) string {
-	if compiler == "" {
-		return ""
-	}
-	// The entry header itself, not an #include of it, so that an error at
-	// its end is reported in it.
-	path := ""
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, entry)); err == nil {
-			path = filepath.Join(d, entry)
-			break
-		}
-	}
-	if path == "" {
-		return ""
-	}
-	args := []string{"-fsyntax-only", "-x", "c", path}
-	for _, d := range dirs {
-		args = append(args, "-I", d)
-	}
-	cmd := exec.Command(compiler, args...)
-	cmd.Env = append(os.Environ(), "LC_ALL=C") // plain ASCII quotes in messages
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		return ""
-	}
-	var lines []string
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.Contains(l, "error:") {
-			lines = append(lines, strings.TrimSpace(l))
-		}
-		if len(lines) == 10 {
-			break
-		}
-	}
-	return strings.Join(lines, "\n")
 }
 
 type extractor struct {
@@ -219,6 +201,7 @@ type extractor struct {
 	opaque   map[string]*Record
 	funcs    map[string]bool
 	enumTags map[string]bool
+	ignored  map[*cc.Declarator]string // typedefs and members with an attribute cc/v4 ignores (attrs.go)
 }
 
 // rel returns the path of an in-scope file relative to its include
@@ -302,6 +285,7 @@ func (x *extractor) walk(v reflect.Value) {
 		return
 	case *cc.StructOrUnionSpecifier:
 		if n.Case == cc.StructOrUnionSpecifierDef {
+			x.markMembers(n)
 			x.recordDef(n)
 		}
 	case *cc.EnumSpecifier:
@@ -367,6 +351,11 @@ func (x *extractor) fillRecord(r *Record, t cc.Type) {
 			continue
 		}
 		m := &Member{Name: f.Name(), Offset: f.Offset(), Type: x.typ(f.Type(), r)}
+		if a := x.ignored[f.Declarator()]; a != "" && f.Declarator() != nil {
+			t := *m.Type
+			t.Unsupported = a
+			m.Type = &t
+		}
 		if d := f.Declarator(); d != nil {
 			p := d.Position()
 			m.Pos, _ = x.position(p.Filename, p.Line, p.Column)
@@ -392,6 +381,17 @@ func (x *extractor) fillRecord(r *Record, t cc.Type) {
 // typ reduces a cc type. parent gives nested records a position.
 func (x *extractor) typ(t cc.Type, parent *Record) *Type {
 	r := &Type{Size: t.Size(), Align: t.Align(), Const: t.Attributes().IsConst()}
+	if a := x.ignoredIn(t); a != "" || t.VectorSize() > 0 {
+		// cc/v4 (v4.34.0) lays out a vector as its element (gcc aligns it
+		// to its size) and ignores mode: marked for layout to refuse.
+		if a == "" {
+			a = "vector_size"
+		}
+		r.Kind = Opaque
+		r.Unsupported = a
+		r.Name = t.String()
+		return r
+	}
 	if td := t.Typedef(); td != nil {
 		r.Name = td.Name()
 	}
@@ -544,6 +544,12 @@ func (x *extractor) enumDef(n *cc.EnumSpecifier) {
 			e.Signed = true
 		}
 	}
+	// Each enumerator has its value in the enum's type, as gcc gives it:
+	// in a signed enum, 0x8000000000000000ULL (beyond every signed type,
+	// which gcc warns about and accepts) is -2^63, as cc/v4 does not say.
+	for _, en := range e.Enumerators {
+		en.Value = inEnumType(en.Value, e.Size, e.Signed)
+	}
 	x.unit.Enums = append(x.unit.Enums, e)
 	if e.Tag != "" {
 		x.enumTags[e.Tag] = true
@@ -617,6 +623,19 @@ func (x *extractor) macros(ast *cc.AST) {
 		}
 		x.unit.Macros = append(x.unit.Macros, &Macro{Name: name, Pos: pos, Value: v})
 	}
+}
+
+// inEnumType converts v to the integer type of size bytes and the given
+// signedness (two's complement wrap-around, as a C conversion does).
+func inEnumType(v cint.Value, size int64, signed bool) cint.Value {
+	if size <= 0 || size > 8 {
+		return v
+	}
+	shift := 64 - 8*uint(size)
+	if signed {
+		return cint.Of(int64(v.Bits<<shift) >> shift)
+	}
+	return cint.OfUnsigned(v.Bits << shift >> shift)
 }
 
 func intValue(v cc.Value) (cint.Value, bool) {

@@ -7,8 +7,8 @@ import (
 	"syscall"
 )
 
-// killGroup starts cmd in a process group of its own and makes its
-// cancellation kill the group, children included.
+// killGroup makes the command the leader of its own process group and
+// its cancellation kill the whole group (the compiler driver's cc1 too).
 func killGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

@@ -4,5 +4,4 @@ package parse
 
 import "os/exec"
 
-// killGroup: without process groups, cancellation kills the process only.
 func killGroup(cmd *exec.Cmd) {}

@@ -1,0 +1,135 @@
+package parse
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"modernc.org/cc/v4"
+)
+
+// Bounds of the target compiler's check of the headers, which takes ~30 ms
+// on the real ones.
+var compilerTimeout = 60 * time.Second // a variable for the test of the timeout
+
+const (
+	compilerOutputLimit = 1 << 20 // bytes of its output kept
+	compilerMemoryKiB   = 1 << 20 // its address space (ulimit -v): 1 GiB (cc1 takes ~100 MiB on the real headers)
+)
+
+// checkHeaders checks the headers before cc/v4 reads them: the #include
+// graph (checkIncludes: regular files within the size bounds only), then
+// the target compiler of cfg with -fsyntax-only, whose diagnostics are
+// the ones users know. cc/v4 (v4.34.0) loops forever, allocating, on some
+// invalid input (a header ending inside a declarator, `int *`: found by
+// FuzzGenerate), so it only sees what the compiler accepts.
+func checkHeaders(goarch string, cfg *cc.Config, dirs []string, entry string) error {
+	if cfg.CC == "" {
+		return nil
+	}
+	// The entry header itself, not an #include of it, so that an error at
+	// its end is reported in it.
+	path := ""
+	for _, d := range dirs {
+		if fi, err := os.Stat(filepath.Join(d, entry)); err == nil && fi.Mode().IsRegular() {
+			path = filepath.Join(d, entry)
+			break
+		}
+	}
+	if path == "" {
+		return nil
+	}
+	sys := append(append([]string(nil), cfg.IncludePaths...), cfg.SysIncludePaths...)
+	if err := checkIncludes(path, dirs, sys); err != nil {
+		return inputError(goarch, err)
+	}
+	args := []string{"-fsyntax-only", "-x", "c", path}
+	for _, d := range dirs {
+		args = append(args, "-I", d)
+	}
+	out, err := runBounded(cfg.CC, args)
+	var timeout *timeoutError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &timeout):
+		return fmt.Errorf("linux/%s: %s did not finish checking the headers within %v and was stopped; a header may expand macros without bound, or #include through a macro a FIFO or a device (the generator reads only regular files): fix the headers", goarch, cfg.CC, compilerTimeout)
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return fmt.Errorf("linux/%s: running %s: %v", goarch, cfg.CC, err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "error:") {
+			lines = append(lines, strings.TrimSpace(l))
+		}
+		if len(lines) == 10 {
+			break
+		}
+	}
+	if len(lines) == 0 {
+		// Failed without an error line: out of memory (the ulimit), a
+		// crash. Show what it said.
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if len(lines) == 5 {
+				break
+			}
+			lines = append(lines, strings.TrimSpace(l))
+		}
+		return fmt.Errorf("linux/%s: %s failed on the headers (%v) without an error line:\n%s\n(it runs with %d GiB of address space and %v; a header may expand macros without bound: fix the headers)", goarch, cfg.CC, exit, strings.Join(lines, "\n"), compilerMemoryKiB>>20, compilerTimeout)
+	}
+	return frontEndError(goarch, strings.Join(lines, "\n"))
+}
+
+type timeoutError struct{}
+
+func (*timeoutError) Error() string { return "timed out" }
+
+// runBounded runs compiler args with LC_ALL=C (plain ASCII quotes in
+// messages) within compilerTimeout and compilerMemoryKiB (through
+// /bin/sh's ulimit, set before the compiler starts, so it covers the
+// compiler proper, cc1, too), keeping at most compilerOutputLimit bytes of
+// its output. On timeout its whole process group is killed.
+func runBounded(compiler string, args []string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), compilerTimeout)
+	defer cancel()
+	var cmd *exec.Cmd
+	if _, err := os.Stat("/bin/sh"); err == nil {
+		cmd = exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -v %d 2>/dev/null; exec "$0" "$@"`, compilerMemoryKiB), compiler}, args...)...)
+	} else {
+		cmd = exec.CommandContext(ctx, compiler, args...)
+	}
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	out := &boundedBuffer{max: compilerOutputLimit}
+	cmd.Stdout, cmd.Stderr = out, out
+	killGroup(cmd)
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	if ctx.Err() == context.DeadlineExceeded {
+		return out.Bytes(), &timeoutError{}
+	}
+	return out.Bytes(), err
+}
+
+// boundedBuffer keeps the first max bytes written to it. (Not an
+// embedded bytes.Buffer: io.Copy would use its ReadFrom, unbounded.)
+type boundedBuffer struct {
+	buf bytes.Buffer
+	max int
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (b *boundedBuffer) Bytes() []byte { return b.buf.Bytes() }
