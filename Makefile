@@ -8,7 +8,7 @@
 #                                     against the headers generated/ comes from
 #   make abi-check [OFED_INCLUDE=DIR] gen check: current, C layouts, baseline diff
 #   make abi-baseline                 accept generated/abi.json as the new baseline
-#   make bench-gen                    generation time vs go tool cgo -godefs
+#   make bench-gen [OFED_INCLUDE=DIR] generation (cached, headers changed, fresh) vs go tool cgo -godefs
 #   make fuzz [FUZZTIME=30s]          each fuzz target for FUZZTIME
 #   make bench-scale                  generation time and peak RSS vs header size
 #   make bench                        call shims, task posting (Go vs C vs floor), lease scaling
@@ -31,6 +31,8 @@ ABI_ACK      ?= tests/testdata/baseline/ack.txt
 # under the race detector and with cgocheck2 (Go pointers in C memory).
 RUNTIME_PKGS := ./runtime/... ./tests/shimtest ./examples/...
 COUNT        ?= 5
+# Interleaved runs of each make bench-gen scenario (medians are printed).
+BENCH_GEN_RUNS ?= 7
 
 .PHONY: generate test vet fmt-check bench-gen toolchains abi-check abi-baseline test-runtime bench examples origin-test origin-abi-check
 
@@ -86,7 +88,7 @@ test: toolchains origin-test fmt-check vet
 	@$(MAKE) --no-print-directory abi-check
 
 bench-gen: toolchains
-	$(GO) test ./gen -run '^$$' -bench BenchmarkGenerateVsGodefs -benchtime 10x $(if $(OFED_INCLUDE),-ofed $(OFED_INCLUDE))
+	$(GO) test ./gen -run '^$$' -bench BenchmarkGenerateVsGodefs -benchtime $(BENCH_GEN_RUNS)x $(if $(OFED_INCLUDE),-ofed $(OFED_INCLUDE))
 
 test-runtime:
 	$(CGO_ENV) $(GO) test -race $(RUNTIME_PKGS)

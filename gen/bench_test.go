@@ -11,18 +11,32 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verbsexp/verbsexp/gen/internal/generate"
-	"github.com/verbsexp/verbsexp/gen/internal/parse"
 	"github.com/verbsexp/verbsexp/internal/manifest"
-	"github.com/verbsexp/verbsexp/internal/target"
 )
 
 var ofed = flag.String("ofed", "", "also benchmark an MLNX_OFED include directory")
 
-// BenchmarkGenerateVsGodefs times, in the same iterations, the full
-// three-target generation (parse, model, layout, emit, in memory) and
-// `go tool cgo -godefs` producing one target's structs for the same
-// records, and reports the medians and their ratio.
+// genScenarios are the generator runs BenchmarkGenerateVsGodefs times,
+// each with its own cache directory (XDG_CACHE_HOME):
+//
+//   - unchanged: the inputs of the last run (abi-check, a repeated make
+//     generate): the cache holds everything;
+//   - headers-changed: the infiniband/ headers differ from the last run
+//     (a new OFED release on the same machine); the compilers' answers
+//     are cached, nothing else applies;
+//   - fresh: an empty cache (a fresh machine), written by the run;
+//   - no-cache: VERBSEXP_NO_CACHE=1 (for comparison: no reads, no writes).
+var genScenarios = []string{"unchanged", "headers-changed", "fresh", "no-cache"}
+
+// BenchmarkGenerateVsGodefs runs, interleaved in every iteration, the
+// built generator as a subprocess (three targets, writing the package)
+// in each scenario of genScenarios and `go tool cgo -godefs` producing one
+// target's structs for the same records, and prints each scenario's
+// median CPU time (user+system, compilers included) and wall time, and
+// their ratios to godefs'. Every run's package is compared byte for byte
+// with the one generated without the cache.
+//
+//	make bench-gen [OFED_INCLUDE=/work/ofed/4.6/include]
 func BenchmarkGenerateVsGodefs(b *testing.B) {
 	sources := map[string]string{"headers": "../headers"}
 	if *ofed != "" {
@@ -33,63 +47,147 @@ func BenchmarkGenerateVsGodefs(b *testing.B) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	bin := genBinaryB(b)
 	for _, name := range names {
 		inc, err := filepath.Abs(sources[name])
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run(name, func(b *testing.B) {
-			opts := generate.Options{
-				Parse:   parse.Options{IncludeDirs: []string{inc}, Entry: parse.DefaultEntry, ScopeDir: parse.DefaultScope},
-				Targets: target.All,
-				Package: "verbs",
-				Command: "bench",
-			}
-			first, err := generate.Run(opts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defs := godefsInput(b, first)
-			var gen, godefs []time.Duration
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				t0 := time.Now()
-				if _, err := generate.Run(opts); err != nil {
+		b.Run(name, func(b *testing.B) { benchSource(b, bin, name, inc) })
+	}
+}
+
+// benchRun is one measured subprocess.
+type benchRun struct{ cpu, wall time.Duration }
+
+func measureRun(b *testing.B, cmd *exec.Cmd) benchRun {
+	b.Helper()
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+	wall := time.Since(start)
+	// The rusage of a waited-for process includes its waited-for
+	// children: the compilers the generator runs, cgo and gcc under go.
+	return benchRun{cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), wall}
+}
+
+func benchSource(b *testing.B, bin, name, inc string) {
+	tmp := b.TempDir()
+	// headers-changed works on a copy whose entry header gets a new
+	// constant before every run.
+	changed := filepath.Join(tmp, "changed")
+	if err := os.CopyFS(changed, os.DirFS(inc)); err != nil {
+		b.Fatal(err)
+	}
+	entry := filepath.Join(changed, "infiniband", "verbs_exp.h")
+	original, err := os.ReadFile(entry)
+	if err != nil {
+		b.Fatal(err)
+	}
+	caches := map[string]string{}
+	for _, s := range genScenarios {
+		caches[s] = filepath.Join(tmp, "cache-"+s)
+	}
+	// Every run writes "-o pkg" from a directory of its own, so that the
+	// recorded command, and so the bytes, are the same.
+	gen := func(scenario, headers, parent string) *exec.Cmd {
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command(bin, "-q", "-I", headers, "-o", "pkg")
+		cmd.Dir = parent
+		cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+caches[scenario], "VERBSEXP_NO_CACHE=")
+		if scenario == "no-cache" {
+			cmd.Env = append(cmd.Env, "VERBSEXP_NO_CACHE=1")
+		}
+		return cmd
+	}
+	// The reference package, without the cache; it also names the
+	// records godefs gets.
+	ref := filepath.Join(tmp, "ref")
+	measureRun(b, gen("no-cache", inc, ref))
+	want := snapshotB(b, filepath.Join(ref, "pkg"))
+	defs := godefsInput(b, filepath.Join(ref, "pkg", "abi.json"))
+	// Warm the caches that start warm.
+	measureRun(b, gen("unchanged", inc, filepath.Join(tmp, "warm")))
+	measureRun(b, gen("headers-changed", changed, filepath.Join(tmp, "warm")))
+
+	runs := map[string][]benchRun{}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cmd := exec.Command("go", "tool", "cgo", "-godefs", "--", "-I", inc, "defs.go")
+		cmd.Dir = defs
+		runs["godefs"] = append(runs["godefs"], measureRun(b, cmd))
+		for _, s := range genScenarios {
+			headers := inc
+			switch s {
+			case "headers-changed":
+				headers = changed
+				rev := fmt.Sprintf("%s\n#define VERBSEXP_BENCH_REVISION %d\n", original, i)
+				if err := os.WriteFile(entry, []byte(rev), 0o644); err != nil {
 					b.Fatal(err)
 				}
-				t1 := time.Now()
-				cmd := exec.Command("go", "tool", "cgo", "-godefs", "--", "-I", inc, "defs.go")
-				cmd.Dir = defs
-				if out, err := cmd.CombinedOutput(); err != nil {
-					b.Fatalf("cgo -godefs: %v\n%s", err, out)
+			case "fresh":
+				if err := os.RemoveAll(caches[s]); err != nil {
+					b.Fatal(err)
 				}
-				t2 := time.Now()
-				gen, godefs = append(gen, t1.Sub(t0)), append(godefs, t2.Sub(t1))
 			}
-			g, d := median(gen), median(godefs)
-			b.ReportMetric(float64(g.Microseconds())/1000, "gen-3arch-ms")
-			b.ReportMetric(float64(d.Microseconds())/1000, "godefs-1arch-ms")
-			b.ReportMetric(float64(g)/float64(d), "ratio")
-		})
+			out := filepath.Join(tmp, "out-"+s)
+			runs[s] = append(runs[s], measureRun(b, gen(s, headers, out)))
+			if s != "headers-changed" && !equalSnapshots(snapshotB(b, filepath.Join(out, "pkg")), want) {
+				b.Fatalf("%s: the package differs from the one generated without the cache", s)
+			}
+		}
 	}
+	b.StopTimer()
+	// The last headers-changed package equals an uncached run on the same
+	// headers.
+	fromCache := snapshotB(b, filepath.Join(tmp, "out-headers-changed", "pkg"))
+	measureRun(b, gen("no-cache", changed, filepath.Join(tmp, "out-headers-changed")))
+	if !equalSnapshots(fromCache, snapshotB(b, filepath.Join(tmp, "out-headers-changed", "pkg"))) {
+		b.Fatal("headers-changed: the package differs from the one generated without the cache")
+	}
+
+	if b.N == 1 {
+		return // the testing package's first, probing call: the table comes with the real b.N
+	}
+	godefs := medianRun(runs["godefs"])
+	fmt.Printf("\n%s (%s): medians of %d interleaved runs; three targets vs one-target go tool cgo -godefs\n", name, inc, b.N)
+	fmt.Printf("%-16s %9s %9s %9s %9s\n", "", "CPU", "ratio", "wall", "ratio")
+	fmt.Printf("%-16s %9v %9s %9v %9s\n", "godefs", godefs.cpu.Round(time.Millisecond), "1", godefs.wall.Round(time.Millisecond), "1")
+	for _, s := range genScenarios {
+		m := medianRun(runs[s])
+		cpuRatio, wallRatio := float64(m.cpu)/float64(godefs.cpu), float64(m.wall)/float64(godefs.wall)
+		fmt.Printf("%-16s %9v %9.2f %9v %9.2f\n", s, m.cpu.Round(time.Millisecond), cpuRatio, m.wall.Round(time.Millisecond), wallRatio)
+		b.ReportMetric(cpuRatio, "cpu-ratio-"+s)
+		b.ReportMetric(wallRatio, "wall-ratio-"+s)
+	}
+	fmt.Printf("goals (CPU ratio): unchanged ≤ 0.5, headers-changed ≤ 1.5, fresh ≤ 3\n\n")
+}
+
+// medianRun takes the medians of CPU and wall time separately.
+func medianRun(rs []benchRun) benchRun {
+	var cpu, wall []time.Duration
+	for _, r := range rs {
+		cpu, wall = append(cpu, r.cpu), append(wall, r.wall)
+	}
+	return benchRun{median(cpu), median(wall)}
 }
 
 // godefsInput writes defs.go naming every record of the manifest, the
 // same set the generator lays out, into a temporary directory.
-func godefsInput(b *testing.B, res *generate.Result) string {
-	var data []byte
-	for _, f := range res.Files {
-		if f.Name == "abi.json" {
-			data = f.Data
-		}
-	}
-	m, err := manifest.Unmarshal(data)
+func godefsInput(b *testing.B, abi string) string {
+	m, err := manifest.Read(abi)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var src strings.Builder
 	src.WriteString("package verbs\n\n/*\n#include <infiniband/verbs_exp.h>\n*/\nimport \"C\"\n\n")
 	for i, r := range m.Arches["amd64"].Records {
+		if strings.Contains(r.C, ".") {
+			continue // a nested record has no C name of its own
+		}
 		kind, tag, _ := strings.Cut(r.C, " ")
 		fmt.Fprintf(&src, "type T%d C.%s_%s\n", i, kind, tag)
 	}
@@ -98,6 +196,24 @@ func godefsInput(b *testing.B, res *generate.Result) string {
 		b.Fatal(err)
 	}
 	return dir
+}
+
+// snapshotB reads every file of a package directory.
+func snapshotB(b *testing.B, dir string) map[string]string {
+	b.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		m[e.Name()] = string(data)
+	}
+	return m
 }
 
 func median(d []time.Duration) time.Duration {

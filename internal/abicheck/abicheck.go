@@ -78,7 +78,7 @@ func Source(m *manifest.Manifest, arch, entry string) (string, int, error) {
 // Compile checks the assertions for t with t's C compiler, with includes
 // searched first. It returns the compiler's complaints, if any.
 func Compile(src string, t target.Target, includes []string) error {
-	cc, err := t.Compiler()
+	cc, err := compiler(t)
 	if err != nil {
 		return err
 	}
@@ -104,6 +104,32 @@ func Compile(src string, t target.Target, includes []string) error {
 	}
 	return nil
 }
+
+// compiler finds t's C compiler and proves it is that target (its
+// predefined macros name t's architecture, pointer size and byte order),
+// as the generator does before it trusts a layout: a check run with
+// another target's compiler would blame the manifest for the compiler.
+func compiler(t target.Target) (string, error) {
+	cc, err := t.Compiler()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cc, "-dM", "-E", "-x", "c", os.DevNull)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("linux/%s: %s cannot tell its predefined macros (%v): %s", t.GoArch, cc, err, t.Remedy())
+	}
+	if err := t.Check(cc, string(out)); err != nil {
+		return "", err
+	}
+	return cc, nil
+}
+
+// probeTimeout bounds the compiler's macro dump (milliseconds normally).
+const probeTimeout = 30 * time.Second
 
 // Result is what one target's compiler says of a manifest's assertions.
 type Result struct {
@@ -143,7 +169,7 @@ func Check(m *manifest.Manifest, t target.Target, entry string, includes []strin
 	if a == nil {
 		return nil, fmt.Errorf("the manifest has no linux/%s", t.GoArch)
 	}
-	cc, err := t.Compiler()
+	cc, err := compiler(t)
 	if err != nil {
 		return nil, err
 	}

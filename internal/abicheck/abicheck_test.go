@@ -116,3 +116,24 @@ func TestCheckNoArch(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestCheckRefusesAnotherTargetsCompiler: a compiler that is not the
+// target's (VERBSEXP_CC_<ARCH> naming another arch's gcc) is refused
+// before its layouts are compared: otherwise every member it lays out
+// differently would be blamed on the manifest.
+func TestCheckRefusesAnotherTargetsCompiler(t *testing.T) {
+	ts := compilers(t)
+	if len(ts) < 2 {
+		t.Skip("SKIPPED: needs two target compilers to swap them")
+	}
+	host, _ := ts[0].Compiler()
+	other := ts[1]
+	t.Setenv(other.EnvVar(), host)
+	_, err := Check(fixture(t), other, fixtureEntry, []string{fixtureInclude})
+	if err == nil || !strings.Contains(err.Error(), "not "+other.GoArch) || !strings.Contains(err.Error(), other.DebianPkg) {
+		t.Fatalf("linux/%s checked with %s: err = %v; want a refusal naming the arch and %s", other.GoArch, host, err, other.DebianPkg)
+	}
+	if err := Compile("", other, nil); err == nil || !strings.Contains(err.Error(), "not "+other.GoArch) {
+		t.Fatalf("Compile with %s for linux/%s: err = %v", host, other.GoArch, err)
+	}
+}

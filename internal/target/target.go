@@ -18,14 +18,28 @@ type Target struct {
 	GoArch     string // GOARCH value and build constraint
 	GNUTriplet string // prefix of the cross toolchain, e.g. aarch64-linux-gnu
 	DebianPkg  string // Debian package that provides <GNUTriplet>-gcc
+	LibcPkg    string // Debian package with the libc headers <GNUTriplet>-gcc reads
 	CMacro     string // C preprocessor condition true only on this target
+
+	// What the target's compiler must predefine before its answers are
+	// used (see Check): every macro of ArchMacros, __SIZEOF_POINTER__ and
+	// __BYTE_ORDER__ with these values, and __linux__.
+	ArchMacros  []string
+	PointerSize int
+	ByteOrder   string
 }
 
 // All is the table of supported targets, in output order.
 var All = []Target{
-	{GoArch: "amd64", GNUTriplet: "x86_64-linux-gnu", DebianPkg: "gcc-x86-64-linux-gnu", CMacro: "defined(__x86_64__)"},
-	{GoArch: "arm64", GNUTriplet: "aarch64-linux-gnu", DebianPkg: "gcc-aarch64-linux-gnu", CMacro: "defined(__aarch64__)"},
-	{GoArch: "ppc64le", GNUTriplet: "powerpc64le-linux-gnu", DebianPkg: "gcc-powerpc64le-linux-gnu", CMacro: "defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)"},
+	{GoArch: "amd64", GNUTriplet: "x86_64-linux-gnu", DebianPkg: "gcc-x86-64-linux-gnu", LibcPkg: "libc6-dev-amd64-cross",
+		CMacro:     "defined(__x86_64__)",
+		ArchMacros: []string{"__x86_64__"}, PointerSize: 8, ByteOrder: littleEndian},
+	{GoArch: "arm64", GNUTriplet: "aarch64-linux-gnu", DebianPkg: "gcc-aarch64-linux-gnu", LibcPkg: "libc6-dev-arm64-cross",
+		CMacro:     "defined(__aarch64__)",
+		ArchMacros: []string{"__aarch64__"}, PointerSize: 8, ByteOrder: littleEndian},
+	{GoArch: "ppc64le", GNUTriplet: "powerpc64le-linux-gnu", DebianPkg: "gcc-powerpc64le-linux-gnu", LibcPkg: "libc6-dev-ppc64el-cross",
+		CMacro:     "defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)",
+		ArchMacros: []string{"__powerpc64__", "__LITTLE_ENDIAN__"}, PointerSize: 8, ByteOrder: littleEndian},
 }
 
 // Names returns the GOARCH names of All, comma separated.

@@ -4,14 +4,18 @@ package generate
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
 	"modernc.org/cc/v4"
 
+	"github.com/verbsexp/verbsexp/gen/internal/cache"
 	"github.com/verbsexp/verbsexp/gen/internal/emit"
 	"github.com/verbsexp/verbsexp/gen/internal/layout"
 	"github.com/verbsexp/verbsexp/gen/internal/model"
@@ -36,44 +40,64 @@ type Result struct {
 	Files []emit.File
 	Notes []parse.Diag
 	Shims *shim.Plan
+	// Cached says which steps were answered by the cache.
+	Cached Cached
 }
 
-// Run generates the package in memory.
+// Cached counts the steps the cache answered in a run.
+type Cached struct {
+	Units int  // targets whose translation came from the cache
+	Files bool // the rendered files came from the cache
+}
+
+// Run generates the package in memory. Each target's translation and the
+// rendered files are cached (see package cache): a repeated run with
+// unchanged inputs translates and renders nothing, and its output is the
+// same bytes as without the cache.
 func Run(opts Options) (*Result, error) {
 	if err := parse.CheckEntry(opts.Parse); err != nil {
 		return nil, err
 	}
-	// Compiler configurations first and one at a time (cc reads $CC), so a
-	// missing cross compiler is reported before any work is done.
-	cfgs := make([]*cc.Config, len(opts.Targets))
-	for i, t := range opts.Targets {
-		cfg, err := parse.Config(t)
-		if err != nil {
-			return nil, err
-		}
-		cfgs[i] = cfg
-	}
-	// One compiler check of the headers for all targets (syntax errors
-	// and the inputs cc/v4 cannot survive do not depend on the target).
-	if err := parse.CheckWithCompiler(opts.Targets[0].GoArch, cfgs[0], opts.Parse); err != nil {
+	c := cache.Open()
+	n := len(opts.Targets)
+	// Every target's compiler is found and proven first (concurrently:
+	// each may run its compiler), so a missing or wrong compiler is
+	// reported before any work is done.
+	comps := make([]*parse.Compiler, n)
+	errs := make([]error, n)
+	parallel(n, func(i int) { comps[i], errs[i] = parse.FindCompiler(opts.Targets[i], c) })
+	if err := firstError(errs); err != nil {
 		return nil, err
 	}
-	popts := opts.Parse
-	popts.Checked = true
-	units := make([]*parse.Unit, len(opts.Targets))
-	errs := make([]error, len(opts.Targets))
-	var cache cc.SourceCache
-	var wg sync.WaitGroup
-	for i, t := range opts.Targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			units[i], errs[i] = parse.Translate(t.GoArch, cfgs[i], popts, &cache)
-		}()
+	// sums identify the translations ("" without a cache).
+	units, sums, hit := parse.CachedUnits(comps, opts.Parse, c)
+	res := &Result{}
+	for _, h := range hit {
+		if h {
+			res.Cached.Units++
+		}
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
+	if res.Cached.Units == n {
+		if err := parse.CheckCachedInputs(opts.Targets[0].GoArch, comps[0].Config, opts.Parse); err != nil {
+			return nil, err
+		}
+	} else {
+		// One compiler check of the headers for all targets (syntax
+		// errors and the inputs cc/v4 cannot survive do not depend on
+		// the target). A cached translation passed it with the same
+		// files, so it runs only when something is translated.
+		if err := parse.CheckWithCompiler(opts.Targets[0].GoArch, comps[0].Config, opts.Parse); err != nil {
+			return nil, err
+		}
+		popts := opts.Parse
+		popts.Checked = true
+		var src cc.SourceCache
+		parallel(n, func(i int) {
+			if !hit[i] {
+				units[i], sums[i], errs[i] = parse.TranslateUnit(comps[i], popts, &src, c)
+			}
+		})
+		if err := firstError(errs); err != nil {
 			return nil, err
 		}
 	}
@@ -83,6 +107,20 @@ func Run(opts Options) (*Result, error) {
 	}
 	if err := checkInScope(opts.Parse, units[0], pkg); err != nil {
 		return nil, err
+	}
+	hashes, err := hashInputs(pkg.Inputs)
+	if err != nil {
+		return nil, err
+	}
+	shims := shim.Build(pkg, layout.NewPlanner(pkg, 0))
+	res.Pkg, res.Shims = pkg, shims
+	res.Notes = append(append([]parse.Diag(nil), pkg.Notes...), shims.Skipped...)
+	key, keyed := filesKey(c, opts, sums, hashes)
+	if keyed {
+		if files, ok := cachedFiles(c, key); ok {
+			res.Files, res.Cached.Files = files, true
+			return res, nil
+		}
 	}
 	plans := make([][]*layout.Plan, len(pkg.Arches))
 	for i := range pkg.Arches {
@@ -95,11 +133,6 @@ func Run(opts Options) (*Result, error) {
 			plans[i] = append(plans[i], p)
 		}
 	}
-	hashes, err := hashInputs(pkg.Inputs)
-	if err != nil {
-		return nil, err
-	}
-	shims := shim.Build(pkg, layout.NewPlanner(pkg, 0))
 	files, err := emit.Files(emit.Input{
 		Pkg: pkg, Plans: plans, Command: opts.Command, GoGenerate: opts.GoGenerate, Hashes: hashes,
 		Shims: shims, Entry: opts.Parse.Entry, CFlags: opts.CFlags,
@@ -107,8 +140,112 @@ func Run(opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	notes := append(append([]parse.Diag(nil), pkg.Notes...), shims.Skipped...)
-	return &Result{Pkg: pkg, Files: files, Notes: notes, Shims: shims}, nil
+	if keyed {
+		storeFiles(c, key, files)
+	}
+	res.Files = files
+	return res, nil
+}
+
+// parallel runs f(0) … f(n-1) concurrently and waits for them.
+func parallel(n int, f func(int)) {
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// firstError returns the first error in target order, so the report does
+// not depend on which goroutine finished first.
+func firstError(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// filesKey keys the rendered files by everything rendering reads: the
+// options (package name, command, flags, targets, entry), every target's
+// declarations (their parse.UnitSum) and the hashes of the headers in
+// scope. Rendering is a function of these and of the generator's code (in
+// every key).
+func filesKey(c *cache.Cache, opts Options, sums, hashes []string) (cache.Key, bool) {
+	if c == nil || slices.Contains(sums, "") {
+		return cache.Key{}, false
+	}
+	o, err := json.Marshal(opts)
+	if err != nil {
+		return cache.Key{}, false
+	}
+	k := c.NewKey("files").Add(string(o))
+	k.Add(sums...)
+	k.Add(hashes...)
+	return k.Sum(), true
+}
+
+func cachedFiles(c *cache.Cache, key cache.Key) ([]emit.File, bool) {
+	b, ok := c.Get("files", key)
+	if !ok {
+		return nil, false
+	}
+	files, ok := decodeFiles(b)
+	if !ok {
+		c.Discard("files", key)
+		return nil, false
+	}
+	return files, true
+}
+
+func storeFiles(c *cache.Cache, key cache.Key, files []emit.File) {
+	c.Put("files", key, encodeFiles(files))
+}
+
+// encodeFiles stores files as a count, then each name and content with
+// its length (uvarints): a megabyte of Go source decodes in a copy.
+func encodeFiles(files []emit.File) []byte {
+	var b []byte
+	b = binary.AppendUvarint(b, uint64(len(files)))
+	for _, f := range files {
+		b = binary.AppendUvarint(b, uint64(len(f.Name)))
+		b = append(b, f.Name...)
+		b = binary.AppendUvarint(b, uint64(len(f.Data)))
+		b = append(b, f.Data...)
+	}
+	return b
+}
+
+func decodeFiles(b []byte) ([]emit.File, bool) {
+	next := func() ([]byte, bool) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return nil, false
+		}
+		r := b[k : k+int(n)]
+		b = b[k+int(n):]
+		return r, true
+	}
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n == 0 || n > uint64(len(b)) {
+		return nil, false
+	}
+	b = b[k:]
+	files := make([]emit.File, n)
+	for i := range files {
+		name, ok1 := next()
+		data, ok2 := next()
+		if !ok1 || !ok2 || len(name) == 0 {
+			return nil, false
+		}
+		files[i] = emit.File{Name: string(name), Data: data}
+	}
+	return files, len(b) == 0
 }
 
 func hashInputs(inputs []parse.Input) ([]string, error) {

@@ -24,7 +24,9 @@ var pragmaOnceRE = regexp.MustCompile(`(?m)^[ \t]*#[ \t]*pragma[ \t]+once[ \t]*(
 // identifies once-only files: by content and modification time (a
 // symlink, a hard link or an identical copy is the same file).
 func rewritePragmaOnce(b []byte, mtime time.Time) []byte {
-	if !bytes.Contains(b, []byte("once")) || !pragmaOnceRE.Match(b) {
+	// "pragma" first: "once" is common (pthread_once), and the regexp
+	// over a whole header costs more than reading it.
+	if !bytes.Contains(b, []byte("pragma")) || !bytes.Contains(b, []byte("once")) || !pragmaOnceRE.Match(b) {
 		return b
 	}
 	h := sha256.New()

@@ -25,6 +25,8 @@ type Options struct {
 	// Checked says CheckWithCompiler already accepted these headers (for
 	// one target), so Translate need not run the compiler again.
 	Checked bool
+
+	record *depRecorder // set by TranslateUnit (cache.go): what the front end reads
 }
 
 // DefaultEntry and DefaultScope describe MLNX_OFED's layout.
@@ -102,7 +104,7 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 		return nil, err
 	}
 	sfs := newSourceFS(dirs)
-	cfg.FS = sfs
+	cfg.FS = opts.record.wrap(sfs) // record: see cache.go
 	cfg.FSOnly = true
 	cfg.IncludePaths = append(append([]string{""}, dirs...), cfg0.IncludePaths...)
 	cfg.SysIncludePaths = append(append([]string(nil), dirs...), cfg0.SysIncludePaths...)
@@ -303,19 +305,8 @@ func (x *extractor) walk(v reflect.Value) {
 	if e.Kind() != reflect.Struct {
 		return
 	}
-	for i := 0; i < e.NumField(); i++ {
-		f := e.Field(i)
-		if !e.Type().Field(i).IsExported() {
-			continue
-		}
-		switch f.Kind() {
-		case reflect.Ptr:
-			if f.Type().Implements(nodeType) {
-				x.walk(f)
-			}
-		case reflect.Interface:
-			x.walk(f)
-		}
+	for _, i := range nodeFields(e.Type()) {
+		x.walk(e.Field(i))
 	}
 }
 

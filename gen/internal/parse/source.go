@@ -205,10 +205,21 @@ func (e *sourceFile) load() ([]byte, error) {
 			return nil, err
 		}
 	}
-	if fi, err := e.f.Stat(); err == nil {
+	fi, err := e.f.Stat()
+	if err != nil {
+		fi = nil
+	}
+	return servedBytes(b, fi), nil
+}
+
+// servedBytes is what the front end gets of a file that passed the
+// checks: its bytes b rewritten (pragma once, a continued last line). The
+// cache (deps.go) checks a stored translation's files with it.
+func servedBytes(b []byte, fi fs.FileInfo) []byte {
+	if fi != nil {
 		b = rewritePragmaOnce(b, fi.ModTime())
 	}
-	return endContinuedLine(b), nil
+	return endContinuedLine(b)
 }
 
 // endContinuedLine appends newlines to b when its last line ends in a

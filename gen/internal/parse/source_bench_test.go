@@ -12,10 +12,11 @@ import (
 // input checks included), the cost the checks are measured against.
 func BenchmarkTranslateHeaders(b *testing.B) {
 	tg, _ := target.Lookup("amd64")
-	cfg, err := Config(tg)
+	comp, err := FindCompiler(tg, nil)
 	if err != nil {
 		b.Skipf("SKIP: no amd64 compiler: %v", err)
 	}
+	cfg := comp.Config
 	opts := Options{IncludeDirs: []string{"../../../headers"}, Entry: DefaultEntry, ScopeDir: DefaultScope, Checked: true}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -29,10 +30,11 @@ func BenchmarkTranslateHeaders(b *testing.B) {
 // the headers of headers/ alone: what they add to a translation.
 func BenchmarkInputChecks(b *testing.B) {
 	tg, _ := target.Lookup("amd64")
-	cfg, err := Config(tg)
+	comp, err := FindCompiler(tg, nil)
 	if err != nil {
 		b.Skipf("SKIP: no amd64 compiler: %v", err)
 	}
+	cfg := comp.Config
 	dir, _ := filepath.Abs("../../../headers")
 	paths, _ := filepath.Glob(filepath.Join(dir, "infiniband", "*.h"))
 	var srcs []string

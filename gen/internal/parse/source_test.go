@@ -35,10 +35,11 @@ func TestLimitsLeaveRoomForRealHeaders(t *testing.T) {
 			t.Logf("SKIP linux/%s: %v", tg.GoArch, err)
 			continue
 		}
-		cfg, err := Config(tg)
+		comp, err := FindCompiler(tg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
+		cfg := comp.Config
 		for _, inc := range realHeaders(t) {
 			if _, err := os.Stat(filepath.Join(inc, DefaultEntry)); err != nil {
 				continue
