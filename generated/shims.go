@@ -7728,6 +7728,9 @@ func PollCQ(cq *CQ, numEntries int32, wc *WC) (int32, error) {
 	if cq == nil {
 		return 0, abiutil.NilArg("ibv_poll_cq", "cq")
 	}
+	if cq.Context == nil {
+		return 0, abiutil.NilArg("ibv_poll_cq", "cq->context")
+	}
 	if wc == nil {
 		return 0, abiutil.NilArg("ibv_poll_cq", "wc")
 	}
@@ -7743,6 +7746,9 @@ func PollCQ(cq *CQ, numEntries int32, wc *WC) (int32, error) {
 func ReqNotifyCQ(cq *CQ, solicitedOnly int32) error {
 	if cq == nil {
 		return abiutil.NilArg("ibv_req_notify_cq", "cq")
+	}
+	if cq.Context == nil {
+		return abiutil.NilArg("ibv_req_notify_cq", "cq->context")
 	}
 	r, errno := unpack(C.verbsexp_ReqNotifyCQ(unsafe.Pointer(cq), C.int32_t(solicitedOnly)))
 	return abiutil.Status("ibv_req_notify_cq", r, errno)
@@ -7834,6 +7840,9 @@ func PostSend(qp *QP, wr *SendWR, badWR **SendWR) error {
 	if qp == nil {
 		return abiutil.NilArg("ibv_post_send", "qp")
 	}
+	if qp.Context == nil {
+		return abiutil.NilArg("ibv_post_send", "qp->context")
+	}
 	if wr == nil {
 		return abiutil.NilArg("ibv_post_send", "wr")
 	}
@@ -7847,6 +7856,9 @@ func PostSend(qp *QP, wr *SendWR, badWR **SendWR) error {
 func PostRecv(qp *QP, wr *RecvWR, badWR **RecvWR) error {
 	if qp == nil {
 		return abiutil.NilArg("ibv_post_recv", "qp")
+	}
+	if qp.Context == nil {
+		return abiutil.NilArg("ibv_post_recv", "qp->context")
 	}
 	if wr == nil {
 		return abiutil.NilArg("ibv_post_recv", "wr")
@@ -8014,6 +8026,9 @@ func ExpModifyCQ(cq *CQ, cqAttr *ExpCQAttr, cqAttrMask int32) error {
 	if cq == nil {
 		return abiutil.NilArg("ibv_exp_modify_cq", "cq")
 	}
+	if cq.Context == nil {
+		return abiutil.NilArg("ibv_exp_modify_cq", "cq->context")
+	}
 	if cqAttr == nil {
 		return abiutil.NilArg("ibv_exp_modify_cq", "cq_attr")
 	}
@@ -8043,6 +8058,9 @@ func ExpModifyQP(qp *QP, attr *ExpQPAttr, expAttrMask uint64) error {
 	if qp == nil {
 		return abiutil.NilArg("ibv_exp_modify_qp", "qp")
 	}
+	if qp.Context == nil {
+		return abiutil.NilArg("ibv_exp_modify_qp", "qp->context")
+	}
 	if attr == nil {
 		return abiutil.NilArg("ibv_exp_modify_qp", "attr")
 	}
@@ -8057,6 +8075,9 @@ func ExpPostSend(qp *QP, wr *ExpSendWR, badWR **ExpSendWR) error {
 	if qp == nil {
 		return abiutil.NilArg("ibv_exp_post_send", "qp")
 	}
+	if qp.Context == nil {
+		return abiutil.NilArg("ibv_exp_post_send", "qp->context")
+	}
 	if wr == nil {
 		return abiutil.NilArg("ibv_exp_post_send", "wr")
 	}
@@ -8069,6 +8090,9 @@ func ExpPostSend(qp *QP, wr *ExpSendWR, badWR **ExpSendWR) error {
 func ExpPollCQ(ibcq *CQ, numEntries int32, wc *ExpWC, wcSize uint32) (int32, error) {
 	if ibcq == nil {
 		return 0, abiutil.NilArg("ibv_exp_poll_cq", "ibcq")
+	}
+	if ibcq.Context == nil {
+		return 0, abiutil.NilArg("ibv_exp_poll_cq", "ibcq->context")
 	}
 	if wc == nil {
 		return 0, abiutil.NilArg("ibv_exp_poll_cq", "wc")

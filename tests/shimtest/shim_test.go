@@ -95,6 +95,39 @@ func TestNilRequiredArgument(t *testing.T) {
 	}
 }
 
+// TestNilContextMember: a CQ or QP whose context is NULL (zeroed, or never
+// created by a provider) is refused with EINVAL by the wrappers of the
+// inline verbs, which would otherwise crash in the header's own dispatch
+// (cq->context->ops.poll_cq) before any provider could check it.
+func TestNilContextMember(t *testing.T) {
+	cq, qp := Calloc[verbs.CQ](), Calloc[verbs.QP]()
+	wc, ewc := Calloc[verbs.WC](), Calloc[verbs.ExpWC]()
+	wr, rwr, ewr := Calloc[verbs.SendWR](), Calloc[verbs.RecvWR](), Calloc[verbs.ExpSendWR]()
+	defer func() {
+		for _, p := range []unsafe.Pointer{unsafe.Pointer(cq), unsafe.Pointer(qp), unsafe.Pointer(wc), unsafe.Pointer(ewc),
+			unsafe.Pointer(wr), unsafe.Pointer(rwr), unsafe.Pointer(ewr)} {
+			Free(p)
+		}
+	}()
+	calls := map[string]func() error{
+		"ibv_poll_cq":       func() error { _, err := verbs.PollCQ(cq, 1, wc); return err },
+		"ibv_req_notify_cq": func() error { return verbs.ReqNotifyCQ(cq, 0) },
+		"ibv_post_send":     func() error { return verbs.PostSend(qp, wr, nil) },
+		"ibv_post_recv":     func() error { return verbs.PostRecv(qp, rwr, nil) },
+		"ibv_exp_post_send": func() error { return verbs.ExpPostSend(qp, ewr, nil) },
+		"ibv_exp_poll_cq": func() error {
+			_, err := verbs.ExpPollCQ(cq, 1, ewc, uint32(unsafe.Sizeof(*ewc)))
+			return err
+		},
+	}
+	for name, call := range calls {
+		err := call()
+		if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "->context") {
+			t.Errorf("%s on a record with a NULL context = %v, want EINVAL naming ->context", name, err)
+		}
+	}
+}
+
 // TestCreateCQPointerConvention: a pointer result comes back typed; NULL
 // becomes the errno the provider set.
 func TestCreateCQPointerConvention(t *testing.T) {

@@ -263,6 +263,10 @@ func (in Input) wrapper(f *jen.File, w *shim.Wrapper, cmem bool) {
 			body = append(body, jen.If(jen.Id(p.Go).Op("==").Add(none)).Block(
 				fail(jen.Qual(AbiutilPath, "NilArg").Call(jen.Lit(fn.C), jen.Lit(p.C)))))
 		}
+		if p.Context != "" && !cmem {
+			body = append(body, jen.If(jen.Id(p.Go).Dot(p.Context).Op("==").Nil()).Block(
+				fail(jen.Qual(AbiutilPath, "NilArg").Call(jen.Lit(fn.C), jen.Lit(p.C+"->context")))))
+		}
 	}
 	var args []jen.Code
 	if !fn.Inline {

@@ -137,6 +137,12 @@ type Param struct {
 	CType    string // trampoline parameter type
 	Required bool   // nil is refused with EINVAL
 	Slot     bool   // nil gets a slot of the trampoline's own (FailureOut)
+	// Context is the Go name of the record's context member (a struct
+	// ibv_context *) when the function is inline: the header's code
+	// dispatches through it (cq->context->ops…) before any provider can
+	// check anything, so a NULL there is refused with EINVAL instead of
+	// crashing. "" for none.
+	Context string
 }
 
 // Plan is the wrappers of a package and what was skipped.
@@ -182,7 +188,7 @@ func Build(pkg *model.Package, pl *layout.Planner) *Plan {
 		p.Guard = &LegacyGuard
 	}
 	for _, f := range pkg.Funcs {
-		w, why := plan(f, pl)
+		w, why := plan(pkg, f, pl)
 		if why != "" {
 			p.Skipped = append(p.Skipped, parse.Diag{Pos: f.Pos, Msg: fmt.Sprintf("function %s is not wrapped: %s", f.C, why)})
 			continue
@@ -194,7 +200,7 @@ func Build(pkg *model.Package, pl *layout.Planner) *Plan {
 	return p
 }
 
-func plan(f *model.Func, pl *layout.Planner) (*Wrapper, string) {
+func plan(pkg *model.Package, f *model.Func, pl *layout.Planner) (*Wrapper, string) {
 	for _, pre := range skipPrefixes {
 		if strings.HasPrefix(f.C, pre) {
 			return nil, "" // the header set's private helper: silently not API
@@ -227,6 +233,9 @@ func plan(f *model.Func, pl *layout.Planner) (*Wrapper, string) {
 			isRecord := g.Kind == layout.Ptr && g.Elem.Kind == layout.Named
 			p.Required = isRecord && !nullable[cname]
 			p.Slot = failureOut[cname]
+			if p.Required && f.Inline {
+				p.Context = contextMember(pkg, prm.Type.Elem)
+			}
 		}
 		w.Params = append(w.Params, p)
 	}
@@ -266,6 +275,31 @@ func plan(f *model.Func, pl *layout.Planner) (*Wrapper, string) {
 		w.CMem = f.GoName + "CMem"
 	}
 	return w, ""
+}
+
+// contextMember is the Go name of rec's direct member context, a pointer
+// to struct ibv_context, or "" when rec (a pointed-to record) has none.
+func contextMember(pkg *model.Package, rec *parse.Type) string {
+	if rec.Kind != parse.RecordRef {
+		return ""
+	}
+	r := pkg.RecordByC(string(rec.RecordKind) + " " + rec.Tag)
+	if r == nil || len(r.ByArch) == 0 {
+		return ""
+	}
+	for _, def := range r.ByArch {
+		if def == nil {
+			continue
+		}
+		for _, m := range def.Members {
+			t := m.Type
+			if m.Name == "context" && t.Kind == parse.Pointer && t.Elem.Kind == parse.RecordRef && t.Elem.Tag == "ibv_context" {
+				return r.Members["context"]
+			}
+		}
+		break
+	}
+	return ""
 }
 
 // isConstChars reports a const char * (a name or a message the library
