@@ -204,14 +204,6 @@ func (f *fixture) enable(id uint64, op verbs.ExpWROpcode, qp *verbs.QP, count in
 	return w
 }
 
-// link chains WRs in order and returns the first.
-func link(ws ...*verbs.ExpSendWR) *verbs.ExpSendWR {
-	for i := 0; i+1 < len(ws); i++ {
-		ws[i].Next = ws[i+1]
-	}
-	return ws[0]
-}
-
 func (f *fixture) postSend(qp *verbs.QP, ws ...*verbs.ExpSendWR) {
 	f.t.Helper()
 	bad := alloc[*verbs.ExpSendWR](f)

@@ -3,10 +3,7 @@
 package softdev
 
 import (
-	"syscall"
 	"testing"
-	"time"
-	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
 )
@@ -138,32 +135,4 @@ func ids(cs []wcSum) []uint64 {
 		out[i] = c.ID
 	}
 	return out
-}
-
-// pollFD is struct pollfd, for ppoll(2) on the context's async_fd.
-type pollFD struct {
-	fd      int32
-	events  int16
-	revents int16
-}
-
-// readable polls fd (twice in one call, as the vendor does, to see both
-// entries reported) and returns how many entries poll(2) counted.
-func readable(t *testing.T, fd int, wait time.Duration) int {
-	t.Helper()
-	fds := []pollFD{{fd: int32(fd), events: 1}, {fd: int32(fd), events: 1}} // POLLIN
-	ts := syscall.NsecToTimespec(int64(wait))
-	ppoll := func() (uintptr, syscall.Errno) {
-		n, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)),
-			uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-		return n, e
-	}
-	n, e := ppoll()
-	for e == syscall.EINTR { // the Go runtime's signals interrupt it
-		n, e = ppoll()
-	}
-	if e != 0 {
-		t.Fatalf("ppoll: %v", e)
-	}
-	return int(n)
 }

@@ -17,8 +17,9 @@ import (
 // the fixture of the vendor's CORE-Direct gtests (libibverbs-1.2.1mlnx1,
 // tests/api/gtest_cd.h): the device query every test starts with, the
 // manager (mqp, mcq) created in SetUp, and the worker __init_test makes.
-// It deliberately does not use rig_test.go or helpers_test.go: the tests
-// of vendor_test.go are a second, independent reading of the suite.
+// It deliberately does not use rig_test.go or helpers_test.go (only the
+// plain utilities of util_test.go): the tests of vendor_test.go are a
+// second, independent reading of the suite.
 //
 // What a vendor test does through libibverbs' exported functions is done
 // with the Device methods standing in for them (AllocPD, RegMR, CreateCQ,
@@ -388,19 +389,11 @@ func (v *vd) wait(id uint64, cq *verbs.CQ, count int, flags verbs.ExpSendFlags) 
 	return w
 }
 
-// chain links WRs in order and returns the first.
-func vdChain(ws ...*verbs.ExpSendWR) *verbs.ExpSendWR {
-	for i := 0; i+1 < len(ws); i++ {
-		ws[i].Next = ws[i+1]
-	}
-	return ws[0]
-}
-
 // postMgr is ibv_exp_post_send on the manager with a NULL bad_wr, as the
 // vendor posts its enables and waits.
 func (v *vd) postMgr(ws ...*verbs.ExpSendWR) {
 	v.t.Helper()
-	if err := verbs.ExpPostSend(v.mqp, vdChain(ws...), nil); err != nil {
+	if err := verbs.ExpPostSend(v.mqp, link(ws...), nil); err != nil {
 		v.t.Fatalf("ibv_exp_post_send on the manager: %v", err)
 	}
 }
@@ -484,42 +477,18 @@ func vdWRIDs(cs []verbs.WC) []uint64 {
 	return out
 }
 
-// vdPollfd is struct pollfd.
-type vdPollfd struct {
-	fd      int32
-	events  int16
-	revents int16
-}
-
 // pollAsyncFD is the vendor's poll(2) of async_fd: two entries for the
 // same descriptor, POLLIN, the timeout given; it returns poll's count.
 func (v *vd) pollAsyncFD(timeout time.Duration) int {
 	v.t.Helper()
-	fd := int32(v.d.Context().AsyncFD)
-	fds := [2]vdPollfd{{fd: fd, events: 0x1}, {fd: fd, events: 0x1}}
-	ts := syscall.NsecToTimespec(int64(timeout))
-	// The Go runtime's signals (preemption, GC) interrupt ppoll: retry, as
-	// a C program's poll loop does on EINTR.
-	n, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 2, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-	for e == syscall.EINTR {
-		n, _, e = syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 2, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-	}
-	if e != 0 {
-		v.t.Fatalf("poll(async_fd): %v", e)
-	}
-	return int(n)
+	return readable(v.t, int(v.d.Context().AsyncFD), timeout)
 }
 
 // asyncNonblocking is fcntl(async_fd, F_SETFL, flags | O_NONBLOCK).
 func (v *vd) asyncNonblocking() {
 	v.t.Helper()
-	fd := uintptr(v.d.Context().AsyncFD)
-	fl, _, e := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
-	if e == 0 {
-		_, _, e = syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_SETFL, fl|syscall.O_NONBLOCK)
-	}
-	if e != 0 {
-		v.t.Fatalf("fcntl(async_fd, O_NONBLOCK): %v", e)
+	if err := syscall.SetNonblock(int(v.d.Context().AsyncFD), true); err != nil {
+		v.t.Fatalf("fcntl(async_fd, O_NONBLOCK): %v", err)
 	}
 }
 

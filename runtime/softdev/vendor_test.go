@@ -103,7 +103,7 @@ func TestVendorTC2PostTaskTI1(t *testing.T) {
 	tasks[0].Next = &tasks[1]
 	tasks[1].TaskType = verbs.ExpTaskSend
 	tasks[1].Item.QP = v.mqp
-	tasks[1].Item.SetSendWR(vdChain(
+	tasks[1].Item.SetSendWR(link(
 		v.enable(0, verbs.ExpWRSendEnable, 1, verbs.ExpSendSignaled),
 		v.wait(1, v.mcq, 1, verbs.ExpSendSignaled),
 		v.enable(2, verbs.ExpWRSendEnable, 0, 0),
