@@ -228,8 +228,6 @@ static int op_dereg_mr(struct ibv_mr *mr)
 /* ------------------------------------------------------------------ */
 
 /* The exp create op: ibv_exp_create_cq() itself fills context, channel,
- * cq_context, the event counters and the mutex/cond after we return. */
-/* The exp create op: ibv_exp_create_cq() itself fills context, channel,
  * cq_context, the event counters and the mutex/cond after we return.
  * Like mlx4 and mlx5, the ring has the smallest power of two of slots
  * above cqe, and the CQ reports that size minus one as its cqe. */
