@@ -103,49 +103,9 @@ static struct sdl_dev *by_ctx(struct ibv_context *ctx)
 	return e;
 }
 
-enum sdl_kind { SDL_PD, SDL_MR, SDL_CQ, SDL_QP };
-
-/* Is obj one of d's objects of that kind? *live is 0 for a destroyed CQ
- * or QP (their records stay until close). Device lock held. */
-static int owns(struct sd_device *d, enum sdl_kind kind, const void *obj, int *live)
-{
-	*live = 1;
-	switch (kind) {
-	case SDL_PD:
-		for (struct sd_pd *p = d->pds; p != NULL; p = p->next)
-			if (&p->ibv == obj)
-				return 1;
-		return 0;
-	case SDL_MR:
-		for (struct sd_mr *m = d->mrs; m != NULL; m = m->next)
-			if (&m->ibv == obj)
-				return 1;
-		return 0;
-	case SDL_CQ:
-		for (struct sd_cq *c = d->cqs; c != NULL; c = c->next)
-			if (&c->ibv == obj)
-				return 1;
-		*live = 0;
-		for (struct sd_cq *c = d->dead_cqs; c != NULL; c = c->next)
-			if (&c->ibv == obj)
-				return 1;
-		return 0;
-	case SDL_QP:
-		for (struct sd_qp *q = d->qps; q != NULL; q = q->next)
-			if (&q->ibv == obj)
-				return 1;
-		*live = 0;
-		for (struct sd_qp *q = d->dead_qps; q != NULL; q = q->next)
-			if (&q->ibv == obj)
-				return 1;
-		return 0;
-	}
-	return 0;
-}
-
 /* The open device owning obj, held; NULL if none. Compares addresses
  * only: obj may be anything (another provider's object, a stale one). */
-static struct sdl_dev *by_obj(enum sdl_kind kind, const void *obj)
+static struct sdl_dev *by_obj(enum sd_kind kind, const void *obj)
 {
 	if (obj == NULL)
 		return NULL;
@@ -154,9 +114,8 @@ static struct sdl_dev *by_obj(enum sdl_kind kind, const void *obj)
 	for (e = sdl_devs; e != NULL; e = e->next) {
 		if (e->gone)
 			continue;
-		int live;
 		sd_lock(e->d);
-		int mine = owns(e->d, kind, obj, &live);
+		int mine = sd_owns(e->d, kind, obj) != 0;
 		sd_unlock(e->d);
 		if (mine)
 			break;
@@ -340,15 +299,14 @@ enum sdl_counter { SDL_ASYNC, SDL_COMP };
  * waiters, as libibverbs does, if obj is still live (a destroyed one's
  * mutex is gone): a QP's events_completed, a CQ's async or completion
  * events. Nothing else in the device takes these mutexes. */
-static void bump(struct sdl_dev *e, enum sdl_kind kind, void *obj, enum sdl_counter which, unsigned int n)
+static void bump(struct sdl_dev *e, enum sd_kind kind, void *obj, enum sdl_counter which, unsigned int n)
 {
-	int live;
 	sd_lock(e->d);
-	if (owns(e->d, kind, obj, &live) && live) {
+	if (sd_owns(e->d, kind, obj) == 1) {
 		pthread_mutex_t *mu;
 		pthread_cond_t *cond;
 		uint32_t *counter;
-		if (kind == SDL_CQ) {
+		if (kind == SD_CQ) {
 			struct ibv_cq *cq = obj;
 			mu = &cq->mutex, cond = &cq->cond;
 			counter = which == SDL_COMP ? &cq->comp_events_completed : &cq->async_events_completed;
@@ -370,9 +328,9 @@ static void bump(struct sdl_dev *e, enum sdl_kind kind, void *obj, enum sdl_coun
 static int ack_event(struct sdl_dev *e, struct ibv_async_event *ev)
 {
 	if (ev->event_type == IBV_EVENT_CQ_ERR)
-		bump(e, SDL_CQ, ev->element.cq, SDL_ASYNC, 1);
+		bump(e, SD_CQ, ev->element.cq, SDL_ASYNC, 1);
 	else if (qp_event(ev->event_type))
-		bump(e, SDL_QP, ev->element.qp, SDL_ASYNC, 1);
+		bump(e, SD_QP, ev->element.qp, SDL_ASYNC, 1);
 	return sd_ack_async_event(ctx_of(e));
 }
 
@@ -394,9 +352,9 @@ static void sdl_ack_async_event(struct ibv_async_event *ev)
 {
 	struct sdl_dev *e = NULL;
 	if (ev->event_type == IBV_EVENT_CQ_ERR)
-		e = by_obj(SDL_CQ, ev->element.cq);
+		e = by_obj(SD_CQ, ev->element.cq);
 	else if (qp_event(ev->event_type))
-		e = by_obj(SDL_QP, ev->element.qp);
+		e = by_obj(SD_QP, ev->element.qp);
 	if (e == NULL) {
 		__typeof__(&ibv_ack_async_event) f = REAL(ibv_ack_async_event);
 		if (f == NULL)
@@ -436,7 +394,7 @@ SAME_TYPE(sdl_dealloc_pd, ibv_dealloc_pd);
 
 static int sdl_dealloc_pd(struct ibv_pd *pd)
 {
-	struct sdl_dev *e = by_obj(SDL_PD, pd);
+	struct sdl_dev *e = by_obj(SD_PD, pd);
 	if (e == NULL) {
 		__typeof__(&ibv_dealloc_pd) f = REAL(ibv_dealloc_pd);
 		return f ? f(pd) : (errno = ENOSYS, ENOSYS);
@@ -453,7 +411,7 @@ SAME_TYPE(sdl_reg_mr, ibv_reg_mr);
  * with the access asked for, as an HCA pinning it finds out): EFAULT. */
 static struct ibv_mr *sdl_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
-	struct sdl_dev *e = by_obj(SDL_PD, pd);
+	struct sdl_dev *e = by_obj(SD_PD, pd);
 	if (e == NULL) {
 		__typeof__(&ibv_reg_mr) f = REAL(ibv_reg_mr);
 		return f ? f(pd, addr, length, access) : (errno = ENOSYS, NULL);
@@ -474,7 +432,7 @@ SAME_TYPE(sdl_dereg_mr, ibv_dereg_mr);
 
 static int sdl_dereg_mr(struct ibv_mr *mr)
 {
-	struct sdl_dev *e = by_obj(SDL_MR, mr);
+	struct sdl_dev *e = by_obj(SD_MR, mr);
 	if (e == NULL) {
 		__typeof__(&ibv_dereg_mr) f = REAL(ibv_dereg_mr);
 		return f ? f(mr) : (errno = ENOSYS, ENOSYS);
@@ -545,7 +503,7 @@ SAME_TYPE(sdl_resize_cq, ibv_resize_cq);
  * returns ENOSYS. */
 static int sdl_resize_cq(struct ibv_cq *cq, int cqe)
 {
-	struct sdl_dev *e = by_obj(SDL_CQ, cq);
+	struct sdl_dev *e = by_obj(SD_CQ, cq);
 	if (e == NULL) {
 		__typeof__(&ibv_resize_cq) f = REAL(ibv_resize_cq);
 		return f ? f(cq, cqe) : (errno = ENOSYS, ENOSYS);
@@ -559,7 +517,7 @@ SAME_TYPE(sdl_destroy_cq, ibv_destroy_cq);
 
 static int sdl_destroy_cq(struct ibv_cq *cq)
 {
-	struct sdl_dev *e = by_obj(SDL_CQ, cq);
+	struct sdl_dev *e = by_obj(SD_CQ, cq);
 	if (e == NULL) {
 		__typeof__(&ibv_destroy_cq) f = REAL(ibv_destroy_cq);
 		return f ? f(cq) : (errno = ENOSYS, ENOSYS);
@@ -576,7 +534,7 @@ SAME_TYPE(sdl_ack_cq_events, ibv_ack_cq_events);
  * delivers any here, but the bookkeeping is the verb's). */
 static void sdl_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 {
-	struct sdl_dev *e = by_obj(SDL_CQ, cq);
+	struct sdl_dev *e = by_obj(SD_CQ, cq);
 	if (e == NULL) {
 		__typeof__(&ibv_ack_cq_events) f = REAL(ibv_ack_cq_events);
 		if (f == NULL)
@@ -586,7 +544,7 @@ static void sdl_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 		return;
 	}
 	if (nevents > 0)
-		bump(e, SDL_CQ, cq, SDL_COMP, nevents);
+		bump(e, SD_CQ, cq, SDL_COMP, nevents);
 	release(e);
 }
 
@@ -604,7 +562,7 @@ SAME_TYPE(sdl_create_qp, ibv_create_qp);
  * undefined. */
 static struct ibv_qp *sdl_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 {
-	struct sdl_dev *e = by_obj(SDL_PD, pd);
+	struct sdl_dev *e = by_obj(SD_PD, pd);
 	if (e == NULL) {
 		__typeof__(&ibv_create_qp) f = REAL(ibv_create_qp);
 		return f ? f(pd, attr) : (errno = ENOSYS, NULL);
@@ -624,7 +582,7 @@ SAME_TYPE(sdl_modify_qp, ibv_modify_qp);
  * the device moving the QP to the error state). */
 static int sdl_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
-	struct sdl_dev *e = by_obj(SDL_QP, qp);
+	struct sdl_dev *e = by_obj(SD_QP, qp);
 	if (e == NULL) {
 		__typeof__(&ibv_modify_qp) f = REAL(ibv_modify_qp);
 		return f ? f(qp, attr, mask) : (errno = ENOSYS, ENOSYS);
@@ -641,7 +599,7 @@ SAME_TYPE(sdl_query_qp, ibv_query_qp);
 static int sdl_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
                         struct ibv_qp_init_attr *init)
 {
-	struct sdl_dev *e = by_obj(SDL_QP, qp);
+	struct sdl_dev *e = by_obj(SD_QP, qp);
 	if (e == NULL) {
 		__typeof__(&ibv_query_qp) f = REAL(ibv_query_qp);
 		return f ? f(qp, attr, mask, init) : (errno = ENOSYS, ENOSYS);
@@ -691,7 +649,7 @@ SAME_TYPE(sdl_destroy_qp, ibv_destroy_qp);
 
 static int sdl_destroy_qp(struct ibv_qp *qp)
 {
-	struct sdl_dev *e = by_obj(SDL_QP, qp);
+	struct sdl_dev *e = by_obj(SD_QP, qp);
 	if (e == NULL) {
 		__typeof__(&ibv_destroy_qp) f = REAL(ibv_destroy_qp);
 		return f ? f(qp) : (errno = ENOSYS, ENOSYS);
@@ -707,7 +665,7 @@ SAME_TYPE(sdl_create_ah, ibv_create_ah);
 /* Address handles (UD) are not supported: only RC QPs exist. */
 static struct ibv_ah *sdl_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
-	struct sdl_dev *e = by_obj(SDL_PD, pd);
+	struct sdl_dev *e = by_obj(SD_PD, pd);
 	if (e == NULL) {
 		__typeof__(&ibv_create_ah) f = REAL(ibv_create_ah);
 		return f ? f(pd, attr) : (errno = ENOSYS, NULL);

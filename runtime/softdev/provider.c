@@ -41,14 +41,36 @@ void sd_unlock(struct sd_device *d) { pthread_mutex_unlock(&d->lock); }
 	if ((o)->next) (o)->next->prev = (o)->prev; else (tail) = (o)->prev; \
 } while (0)
 
-/* Is cq one of this device's CQs? Users hand us raw pointers; only
- * pointers we gave out are converted. */
+/* Does the list from head hold the record whose verbs struct is obj? */
+#define LIST_HAS(head, obj) ({                                         \
+	__typeof__(head) o_ = (head);                                  \
+	while (o_ != NULL && (const void *)&o_->ibv != (obj))          \
+		o_ = o_->next;                                         \
+	o_ != NULL;                                                    \
+})
+
+/* Users hand us raw pointers: only pointers we gave out are converted,
+ * found by address in the device's lists (destroyed CQs and QPs are in
+ * the dead lists until close). */
+int sd_owns(struct sd_device *d, enum sd_kind kind, const void *obj)
+{
+	switch (kind) {
+	case SD_PD:
+		return LIST_HAS(d->pds, obj);
+	case SD_MR:
+		return LIST_HAS(d->mrs, obj);
+	case SD_CQ:
+		return LIST_HAS(d->cqs, obj) ? 1 : LIST_HAS(d->dead_cqs, obj) ? -1 : 0;
+	case SD_QP:
+		return LIST_HAS(d->qps, obj) ? 1 : LIST_HAS(d->dead_qps, obj) ? -1 : 0;
+	}
+	return 0;
+}
+
+/* Is cq one of this device's live CQs? */
 struct sd_cq *sd_cq_of(struct sd_device *d, struct ibv_cq *cq)
 {
-	for (struct sd_cq *c = d->cqs; c != NULL; c = c->next)
-		if (&c->ibv == cq)
-			return c;
-	return NULL;
+	return sd_owns(d, SD_CQ, cq) == 1 ? (struct sd_cq *)cq : NULL;
 }
 
 /* The QP behind a handle the verbs hand us (the header's inline code has
@@ -79,8 +101,6 @@ struct sd_mr *sd_mr_by_key(struct sd_device *d, uint32_t key)
 	struct sd_mr *m = d->keys[slot];
 	return (m->ibv.lkey == key || m->ibv.rkey == key) ? m : NULL;
 }
-
-static int owns_pd(struct sd_device *d, struct ibv_pd *pd);
 
 static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elem)
 {
@@ -440,7 +460,7 @@ static struct ibv_qp *op_exp_create_qp(struct ibv_context *ctx, struct ibv_exp_q
 	struct sd_pd *pd = (struct sd_pd *)a->pd;
 	/* A live PD of this device, found by address: a stale or foreign
 	 * one is never read. */
-	int ok = scq && rcq && owns_pd(d, a->pd);
+	int ok = scq && rcq && sd_owns(d, SD_PD, a->pd) == 1;
 	if (!ok || grow((void **)&d->qpn, &d->qpncap, d->nqpn + 1, sizeof *d->qpn)) {
 		sd_unlock(d);
 		queue_free(&q->sq);
@@ -976,36 +996,12 @@ struct ibv_pd *sd_alloc_pd(struct ibv_context *ctx, int *err)
 /* The ops trust their argument; the Go API may be handed anything (nil,
  * a destroyed object, one of another device), so these wrappers first
  * look the pointer up among this device's live objects, comparing
- * addresses only. */
-static int owns_pd(struct sd_device *d, struct ibv_pd *pd)
-{
-	for (struct sd_pd *p = d->pds; p != NULL; p = p->next)
-		if (&p->ibv == pd)
-			return 1;
-	return 0;
-}
-
-static int owns_mr(struct sd_device *d, struct ibv_mr *mr)
-{
-	for (struct sd_mr *m = d->mrs; m != NULL; m = m->next)
-		if (&m->ibv == mr)
-			return 1;
-	return 0;
-}
-
-static int owns_qp(struct sd_device *d, struct ibv_qp *qp)
-{
-	for (struct sd_qp *q = d->qps; q != NULL; q = q->next)
-		if (&q->ibv == qp)
-			return 1;
-	return 0;
-}
-
+ * addresses only (sd_owns). */
 int sd_dealloc_pd(struct ibv_context *ctx, struct ibv_pd *pd)
 {
 	struct sd_device *d = sd_dev(ctx);
 	sd_lock(d);
-	int err = owns_pd(d, pd) ? dealloc_pd_locked(d, (struct sd_pd *)pd) : EINVAL;
+	int err = sd_owns(d, SD_PD, pd) == 1 ? dealloc_pd_locked(d, (struct sd_pd *)pd) : EINVAL;
 	sd_unlock(d);
 	return err;
 }
@@ -1017,7 +1013,7 @@ struct ibv_mr *sd_reg_mr(struct ibv_context *ctx, struct ibv_pd *pd, void *addr,
 	struct ibv_mr *mr = NULL;
 	sd_lock(d);
 	errno = 0;
-	if (!owns_pd(d, pd))
+	if (sd_owns(d, SD_PD, pd) != 1)
 		errno = EINVAL;
 	else
 		mr = reg_mr_locked(d, (struct sd_pd *)pd, addr, len, access);
@@ -1031,7 +1027,7 @@ int sd_dereg_mr(struct ibv_context *ctx, struct ibv_mr *mr)
 {
 	struct sd_device *d = sd_dev(ctx);
 	sd_lock(d);
-	int ok = owns_mr(d, mr);
+	int ok = sd_owns(d, SD_MR, mr) == 1;
 	if (ok)
 		dereg_mr_locked(d, (struct sd_mr *)mr);
 	sd_unlock(d);
@@ -1051,7 +1047,7 @@ int sd_destroy_qp(struct ibv_context *ctx, struct ibv_qp *qp)
 {
 	struct sd_device *d = sd_dev(ctx);
 	sd_lock(d);
-	int ok = owns_qp(d, qp);
+	int ok = sd_owns(d, SD_QP, qp) == 1;
 	sd_unlock(d);
 	return ok ? ctx->ops.destroy_qp(qp) : EINVAL;
 }
@@ -1063,7 +1059,7 @@ int sd_modify_qp(struct ibv_context *ctx, struct ibv_qp *qp, struct ibv_qp_attr 
 {
 	struct sd_device *d = sd_dev(ctx);
 	sd_lock(d);
-	int ok = owns_qp(d, qp);
+	int ok = sd_owns(d, SD_QP, qp) == 1;
 	sd_unlock(d);
 	return ok ? ctx->ops.modify_qp(qp, attr, mask) : EINVAL;
 }

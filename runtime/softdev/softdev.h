@@ -300,6 +300,12 @@ void sd_task_failure(struct ibv_context *ctx, void **task, void **wr, int *err);
 struct sd_device *sd_dev(struct ibv_context *ctx);
 void sd_lock(struct sd_device *d);
 void sd_unlock(struct sd_device *d);
+/* The kinds of object the device hands out. sd_owns says whether obj is
+ * one of d's objects of that kind, comparing addresses only (obj is
+ * never read): 1 live, -1 destroyed (a CQ's or QP's record stays until
+ * close), 0 not d's. Device lock held, as for the lookups after it. */
+enum sd_kind { SD_PD, SD_MR, SD_CQ, SD_QP };
+int sd_owns(struct sd_device *d, enum sd_kind kind, const void *obj);
 struct sd_cq *sd_cq_of(struct sd_device *d, struct ibv_cq *cq);
 struct sd_qp *sd_qp_of(struct sd_device *d, struct ibv_qp *qp);
 struct sd_qp *sd_qp_by_num(struct sd_device *d, uint32_t qpn);
