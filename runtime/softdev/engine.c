@@ -537,24 +537,18 @@ int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max)
 
 /* Both polls run the engine first, so completions appear without an
  * explicit progress call, then take the CQEs the ring holds for them.
- * The CQ is looked up among the device's live ones by address (the one
- * polled last first: polls repeat on a CQ), never read as a struct
- * sd_cq before: a destroyed CQ (kept until close) or a copy of a CQ's
- * struct ibv_cq (whose context led the dispatch here) is refused, not
- * read past its end. Returns the CQ with the device lock held, or NULL
- * with *err set (lock held too). */
-static struct sd_cq *poll_begin(struct ibv_cq *cq, int n, int *err)
+ * The CQ is looked up among the device's live ones by address
+ * (sd_cq_of), never read as a struct sd_cq before: a destroyed CQ (kept
+ * until close) or a copy of a CQ's struct ibv_cq (whose context led the
+ * dispatch here) is refused, not read past its end. Returns the CQ with
+ * the device lock held, or NULL (EINVAL) with it released. */
+static struct sd_cq *poll_begin(struct ibv_cq *cq, int n)
 {
 	struct sd_device *d = sd_dev(cq->context);
 	sd_lock(d);
-	struct sd_cq *c = d->last_cq;
-	if (c == NULL || &c->ibv != cq) {
-		c = sd_cq_of(d, cq);
-		if (c != NULL)
-			d->last_cq = c;
-	}
+	struct sd_cq *c = sd_cq_of(d, cq);
 	if (c == NULL || n < 0) {
-		*err = EINVAL;
+		sd_unlock(d);
 		return NULL;
 	}
 	sd_run(d);
@@ -563,12 +557,9 @@ static struct sd_cq *poll_begin(struct ibv_cq *cq, int n, int *err)
 
 int sd_op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
-	int err = 0;
-	struct sd_cq *c = poll_begin(cq, n, &err);
-	if (c == NULL) {
-		sd_unlock(sd_dev(cq->context));
-		return -err;
-	}
+	struct sd_cq *c = poll_begin(cq, n);
+	if (c == NULL)
+		return -EINVAL;
 	int k = 0;
 	while (k < n && cq_ready(c, c->cons)) {
 		const struct sd_cqe *e = &c->ring[c->cons++ % c->size];
@@ -591,12 +582,9 @@ int sd_op_exp_poll_cq(struct ibv_cq *cq, int n, struct ibv_exp_wc *wc, uint32_t 
 {
 	if (wc_size < offsetof(struct ibv_exp_wc, src_qp))
 		return -EINVAL;
-	int err = 0;
-	struct sd_cq *c = poll_begin(cq, n, &err);
-	if (c == NULL) {
-		sd_unlock(sd_dev(cq->context));
-		return -err;
-	}
+	struct sd_cq *c = poll_begin(cq, n);
+	if (c == NULL)
+		return -EINVAL;
 	int k = 0;
 	while (k < n && cq_ready(c, c->cons)) {
 		const struct sd_cqe *e = &c->ring[c->cons++ % c->size];

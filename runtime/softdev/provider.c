@@ -67,10 +67,22 @@ int sd_owns(struct sd_device *d, enum sd_kind kind, const void *obj)
 	return 0;
 }
 
-/* Is cq one of this device's live CQs? */
+/* Is cq one of this device's live CQs? The one found moves to the front
+ * of the list (whose order means nothing else): polls repeat on a CQ, and
+ * so do the waits of a schedule, so its next lookup is one step. */
 struct sd_cq *sd_cq_of(struct sd_device *d, struct ibv_cq *cq)
 {
-	return sd_owns(d, SD_CQ, cq) == 1 ? (struct sd_cq *)cq : NULL;
+	if (sd_owns(d, SD_CQ, cq) != 1)
+		return NULL;
+	struct sd_cq *c = (struct sd_cq *)cq;
+	if (d->cqs != c) {
+		LIST_REMOVE(d->cqs, d->cqs_tail, c);
+		c->prev = NULL;
+		c->next = d->cqs;
+		d->cqs->prev = c;
+		d->cqs = c;
+	}
+	return c;
 }
 
 /* The QP behind a handle the verbs hand us (the header's inline code has
@@ -351,8 +363,6 @@ static int op_destroy_cq(struct ibv_cq *cq)
 	}
 	LIST_REMOVE(d->cqs, d->cqs_tail, c);
 	drop_events(d, cq);
-	if (d->last_cq == c)
-		d->last_cq = NULL;
 	c->dead = 1;
 	free(c->ring);
 	c->ring = NULL;

@@ -198,10 +198,9 @@ struct sd_device {
 	pthread_mutex_t          lock;    /* everything below */
 	struct sd_pd            *pds, *pds_tail;
 	struct sd_mr            *mrs, *mrs_tail;
-	struct sd_cq            *cqs, *cqs_tail;
+	struct sd_cq            *cqs, *cqs_tail; /* the one looked up last first (sd_cq_of) */
 	struct sd_qp            *qps, *qps_tail; /* creation order: the round-robin order */
 	struct sd_cq            *dead_cqs;       /* destroyed, freed at close */
-	struct sd_cq            *last_cq;        /* the live CQ polled last (poll's lookup cache) */
 	struct sd_qp            *dead_qps;
 	struct sd_mr           **keys;    /* MR per key slot */
 	uint32_t                 nkeys, keycap;
