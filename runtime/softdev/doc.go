@@ -112,9 +112,11 @@
 // ENABLE naming it) fails with EBUSY. A PD, MR, CQ or QP that is not a
 // live object of this device (nil, destroyed, another device's, a copy
 // of one's struct) is refused with EINVAL by every method and every verb
-// that reaches the provider (objects are looked up by address, never
-// read before): destroyed CQs and QPs keep their records (not their rings)
-// until Close, so a stale handle reads valid memory and fails cleanly.
+// that reaches the provider (an object is found by its address among the
+// device's own, or a QP through the qp_num its struct ibv_qp holds, before
+// anything else of it is read): destroyed CQs and QPs keep their records
+// (not their rings) until Close, so a stale handle reads valid memory and
+// fails cleanly.
 // Each method looks its object up and uses it under one hold of the
 // device's lock, so the same object freed or destroyed from several
 // goroutines at once is freed once (the others get EINVAL), and Close
