@@ -240,22 +240,7 @@ func (c *checker) setup(g genFlags, given map[string]bool) error {
 // generated from other headers cannot be current with these, and saying
 // so in one line beats hundreds of failed assertions.
 func (c *checker) sameRun(g, rec genFlags, given map[string]bool) error {
-	abs := func(ds []string) []string {
-		var r []string
-		for _, d := range ds {
-			a, err := filepath.Abs(d)
-			if err != nil {
-				a = d
-			}
-			if e, err := filepath.EvalSymlinks(a); err == nil {
-				a = e
-			}
-			r = append(r, a)
-		}
-		return r
-	}
-	was, now := abs(rec.includes), abs(g.includes)
-	if !slices.Equal(was, now) {
+	if !slices.Equal(gencmd.Canonical(rec.includes), gencmd.Canonical(g.includes)) {
 		return &mismatch{fmt.Sprintf("%s was generated from %s (%s records it), this check reads %s: check it with -I %s, or regenerate it from %s",
 			c.label, strings.Join(rec.includes, " "), c.label+gencmd.DocFile, strings.Join(g.includes, " "), strings.Join(rec.includes, " -I "), strings.Join(g.includes, " "))}
 	}

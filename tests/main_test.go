@@ -33,20 +33,12 @@ func originMismatch() string {
 	if err != nil {
 		return fmt.Sprintf("tests: cannot tell which headers generated/ comes from: %v; run make generate", err)
 	}
-	canon := func(d string) string {
-		if e, err := filepath.EvalSymlinks(d); err == nil {
-			return e
-		}
-		return d
-	}
-	if len(got) == 1 && canon(got[0]) == canon(want) {
+	got = gencmd.Canonical(got)
+	if slices.Equal(got, gencmd.Canonical([]string{want})) {
 		return ""
 	}
-	for i := range got {
-		got[i] = canon(got[i])
-	}
 	from := strings.Join(got, " ")
-	if slices.Equal(got, []string{canon(filepath.Join(root, "headers"))}) {
+	if slices.Equal(got, gencmd.Canonical([]string{filepath.Join(root, "headers")})) {
 		return fmt.Sprintf("tests: generated/ comes from headers/, not VERBSEXP_HEADERS=%s: unset it (make test), or make generate OFED_INCLUDE=%s first", want, want)
 	}
 	return fmt.Sprintf("tests: generated/ comes from %s (make generate OFED_INCLUDE=%s), not %s: run make test OFED_INCLUDE=%s (or VERBSEXP_HEADERS=%s go test ./tests), or make generate to regenerate it from headers/", from, from, want, from, from)
