@@ -107,7 +107,7 @@ func benchSource(b *testing.B, bin, name, inc string) {
 	// records godefs gets.
 	ref := filepath.Join(tmp, "ref")
 	measureRun(b, gen("no-cache", inc, ref))
-	want := snapshotB(b, filepath.Join(ref, "pkg"))
+	want := snapshot(b, filepath.Join(ref, "pkg"))
 	defs := godefsInput(b, filepath.Join(ref, "pkg", "abi.json"))
 	// Warm the caches that start warm.
 	measureRun(b, gen("unchanged", inc, filepath.Join(tmp, "warm")))
@@ -135,7 +135,7 @@ func benchSource(b *testing.B, bin, name, inc string) {
 			}
 			out := filepath.Join(tmp, "out-"+s)
 			runs[s] = append(runs[s], measureRun(b, gen(s, headers, out)))
-			if s != "headers-changed" && !equalSnapshots(snapshotB(b, filepath.Join(out, "pkg")), want) {
+			if s != "headers-changed" && !equalSnapshots(snapshot(b, filepath.Join(out, "pkg")), want) {
 				b.Fatalf("%s: the package differs from the one generated without the cache", s)
 			}
 		}
@@ -143,9 +143,9 @@ func benchSource(b *testing.B, bin, name, inc string) {
 	b.StopTimer()
 	// The last headers-changed package equals an uncached run on the same
 	// headers.
-	fromCache := snapshotB(b, filepath.Join(tmp, "out-headers-changed", "pkg"))
+	fromCache := snapshot(b, filepath.Join(tmp, "out-headers-changed", "pkg"))
 	measureRun(b, gen("no-cache", changed, filepath.Join(tmp, "out-headers-changed")))
-	if !equalSnapshots(fromCache, snapshotB(b, filepath.Join(tmp, "out-headers-changed", "pkg"))) {
+	if !equalSnapshots(fromCache, snapshot(b, filepath.Join(tmp, "out-headers-changed", "pkg"))) {
 		b.Fatal("headers-changed: the package differs from the one generated without the cache")
 	}
 
@@ -196,24 +196,6 @@ func godefsInput(b *testing.B, abi string) string {
 		b.Fatal(err)
 	}
 	return dir
-}
-
-// snapshotB reads every file of a package directory.
-func snapshotB(b *testing.B, dir string) map[string]string {
-	b.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	m := map[string]string{}
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		m[e.Name()] = string(data)
-	}
-	return m
 }
 
 func median(d []time.Duration) time.Duration {

@@ -177,7 +177,7 @@ func checkFiles(t *testing.T, out string, res *generate.Result) {
 		}
 		switch {
 		case strings.HasSuffix(f.Name, ".go"):
-			if !generate.IsGenerated(filepath.Join(out, f.Name)) {
+			if !generate.Owned(filepath.Join(out, f.Name)) {
 				t.Errorf("%s lacks the generated-code marker", f.Name)
 			}
 			if _, err := parser.ParseFile(token.NewFileSet(), f.Name, f.Data, parser.ParseComments); err != nil {

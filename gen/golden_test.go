@@ -65,7 +65,7 @@ func TestGolden(t *testing.T) {
 			}
 			entries, _ := os.ReadDir(dir)
 			for _, e := range entries {
-				if !want[e.Name()] && generate.IsGenerated(filepath.Join(dir, e.Name())) {
+				if !want[e.Name()] && generate.Owned(filepath.Join(dir, e.Name())) {
 					t.Errorf("%s/%s is a stale generated file", dir, e.Name())
 				}
 			}

@@ -46,7 +46,8 @@ func TestRegenerateInPlace(t *testing.T) {
 	}
 }
 
-func snapshot(t *testing.T, dir string) map[string]string {
+// snapshot reads every file of a package directory.
+func snapshot(t testing.TB, dir string) map[string]string {
 	t.Helper()
 	m := map[string]string{}
 	entries, err := os.ReadDir(dir)

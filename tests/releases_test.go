@@ -88,7 +88,7 @@ func sortReleases(rs []realRelease) {
 	sort.Slice(rs, func(i, j int) bool { return versionLess(rs[i].name, rs[j].name) })
 }
 
-// runDiff runs `gen diff -json` and returns its changes and exit status.
+// runDiffJSON runs `gen diff -json` and returns its changes and exit status.
 func runDiffJSON(t *testing.T, bin, old, new string) ([]diffChange, int) {
 	t.Helper()
 	cmd := exec.Command(bin, "diff", "-json", old, new)

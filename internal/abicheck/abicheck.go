@@ -65,14 +65,24 @@ func Source(m *manifest.Manifest, arch, entry string) (string, int, error) {
 	if a == nil {
 		return "", 0, fmt.Errorf("manifest has no arch %s", arch)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "/* ABI assertions for linux/%s, generated from abi.json. */\n", arch)
-	fmt.Fprintf(&b, "#include <stddef.h>\n#include <%s>\n\n", entry)
 	as := Assertions(a, arch, "")
+	return source(arch, entry, as), len(as), nil
+}
+
+// headerLines is how many lines of source come before the first
+// assertion.
+const headerLines = 3
+
+// source spells the assertions as C, assertion i (from 0) on line
+// headerLines+1+i.
+func source(arch, entry string, as []Assertion) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "/* ABI assertions for linux/%s, generated from abi.json: line %d + i is assertion i. */\n", arch, headerLines)
+	fmt.Fprintf(&b, "#include <stddef.h>\n#include <%s>\n", entry)
 	for _, x := range as {
 		fmt.Fprintf(&b, "_Static_assert(%s, %q);\n", x.Cond, x.Msg)
 	}
-	return b.String(), len(as), nil
+	return b.String()
 }
 
 // Compile checks the assertions for t with t's C compiler, with includes
@@ -82,27 +92,55 @@ func Compile(src string, t target.Target, includes []string) error {
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "abicheck-")
+	c, err := compile(cc, t, src, includes, "-fmax-errors=50")
 	if err != nil {
 		return err
+	}
+	if c.err != nil {
+		return fmt.Errorf("linux/%s: %s rejects the manifest:\n%s", t.GoArch, filepath.Base(cc), c.out)
+	}
+	return nil
+}
+
+// checkTimeout bounds one compiler run; the real headers take well under
+// a second per target.
+const checkTimeout = 2 * time.Minute
+
+// compilation is one run of the compiler on a scratch file.
+type compilation struct {
+	out  string // what it printed
+	file string // the scratch file, as out names it
+	err  error  // its exit: nil when it accepted the file
+}
+
+// compile writes src to a scratch file and runs cc -fsyntax-only
+// -std=gnu11 on it, with flags and includes searched first. The error is
+// for a run that could not happen or did not finish within checkTimeout.
+func compile(cc string, t target.Target, src string, includes []string, flags ...string) (*compilation, error) {
+	dir, err := os.MkdirTemp("", "abicheck-")
+	if err != nil {
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	file := filepath.Join(dir, "abi_"+t.GoArch+".c")
 	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
-		return err
+		return nil, err
 	}
-	args := []string{"-fsyntax-only", "-std=gnu11", "-fmax-errors=50"}
+	args := append([]string{"-fsyntax-only", "-std=gnu11"}, flags...)
 	for _, d := range includes {
 		args = append(args, "-I", d)
 	}
-	args = append(args, file)
-	cmd := exec.Command(cc, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cc, append(args, file)...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("linux/%s: %s rejects the manifest:\n%s", t.GoArch, filepath.Base(cc), out.String())
+	runErr := cmd.Run()
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("linux/%s: %s did not finish the check in %v", t.GoArch, filepath.Base(cc), checkTimeout)
 	}
-	return nil
+	return &compilation{out.String(), file, runErr}, nil
 }
 
 // compiler finds t's C compiler and proves it is that target (its
@@ -153,10 +191,6 @@ type Failure struct {
 // OK says the compiler accepted every assertion.
 func (r *Result) OK() bool { return len(r.Failures) == 0 && r.Other == "" }
 
-// checkTimeout bounds one compiler run; the real headers take well under
-// a second per target.
-const checkTimeout = 2 * time.Minute
-
 // errorLine is a compiler diagnostic: file:line:col: error: message.
 var errorLine = regexp.MustCompile(`^(.*?):(\d+):(?:\d+:)? (?:fatal )?error: (.*)$`)
 
@@ -174,48 +208,23 @@ func Check(m *manifest.Manifest, t target.Target, entry string, includes []strin
 		return nil, err
 	}
 	as := Assertions(a, t.GoArch, "")
-	var b strings.Builder
-	fmt.Fprintf(&b, "/* ABI assertions for linux/%s, generated from abi.json: line %d + i is assertion i. */\n", t.GoArch, headerLines)
-	fmt.Fprintf(&b, "#include <stddef.h>\n#include <%s>\n", entry)
-	for _, x := range as {
-		fmt.Fprintf(&b, "_Static_assert(%s, %q);\n", x.Cond, x.Msg)
-	}
-	dir, err := os.MkdirTemp("", "abicheck-")
+	c, err := compile(cc, t, source(t.GoArch, entry, as), includes, "-fmax-errors=0", "-fno-diagnostics-show-caret", "-w")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	file := filepath.Join(dir, "abi_"+t.GoArch+".c")
-	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
-		return nil, err
-	}
-	args := []string{"-fsyntax-only", "-std=gnu11", "-fmax-errors=0", "-fno-diagnostics-show-caret", "-w"}
-	for _, d := range includes {
-		args = append(args, "-I", d)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, cc, append(args, file)...)
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	runErr := cmd.Run()
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("linux/%s: %s did not finish the check in %v", t.GoArch, filepath.Base(cc), checkTimeout)
-	}
 	r := &Result{Target: t, Compiler: cc, Assertions: len(as)}
-	if runErr == nil {
+	if c.err == nil {
 		return r, nil
 	}
 	failed := map[int]string{}
 	var other []string
-	for _, line := range strings.Split(out.String(), "\n") {
+	for _, line := range strings.Split(c.out, "\n") {
 		mt := errorLine.FindStringSubmatch(line)
 		if mt == nil {
 			continue
 		}
 		n, _ := strconv.Atoi(mt[2])
-		if i := n - headerLines - 1; mt[1] == file && i >= 0 && i < len(as) {
+		if i := n - headerLines - 1; mt[1] == c.file && i >= 0 && i < len(as) {
 			if _, seen := failed[i]; !seen {
 				msg := strings.TrimSpace(mt[3])
 				if strings.HasPrefix(msg, "static assertion failed") {
@@ -225,7 +234,7 @@ func Check(m *manifest.Manifest, t target.Target, entry string, includes []strin
 			}
 			continue
 		}
-		other = append(other, strings.ReplaceAll(line, file, filepath.Base(file)))
+		other = append(other, strings.ReplaceAll(line, c.file, filepath.Base(c.file)))
 	}
 	idx := make([]int, 0, len(failed))
 	for i := range failed {
@@ -241,13 +250,10 @@ func Check(m *manifest.Manifest, t target.Target, entry string, includes []strin
 	r.Other = strings.Join(other, "\n")
 	if r.Other == "" && len(r.Failures) == 0 {
 		// Failed without an error line we understand: show what it said.
-		r.Other = strings.TrimSpace(out.String())
+		r.Other = strings.TrimSpace(c.out)
 		if r.Other == "" {
-			r.Other = runErr.Error()
+			r.Other = c.err.Error()
 		}
 	}
 	return r, nil
 }
-
-// headerLines is how many lines come before the first assertion.
-const headerLines = 3

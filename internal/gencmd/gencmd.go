@@ -154,3 +154,20 @@ func IncludeDirs(pkgDir string) ([]string, error) {
 	}
 	return dirs, nil
 }
+
+// Canonical spells directories so that two spellings of one directory
+// compare equal: absolute, symbolic links resolved (a directory that
+// cannot be resolved stays as far as it got).
+func Canonical(dirs []string) []string {
+	var r []string
+	for _, d := range dirs {
+		if a, err := filepath.Abs(d); err == nil {
+			d = a
+		}
+		if e, err := filepath.EvalSymlinks(d); err == nil {
+			d = e
+		}
+		r = append(r, d)
+	}
+	return r
+}

@@ -43,7 +43,7 @@ func main() {
 	if e := gencmd.Value(args, "entry"); len(e) > 0 {
 		was = e[len(e)-1]
 	}
-	if slices.Equal(canonical(dirs), canonical([]string{headers})) {
+	if slices.Equal(gencmd.Canonical(dirs), gencmd.Canonical([]string{headers})) {
 		if was == entry {
 			return
 		}
@@ -80,18 +80,4 @@ func mustAbs(p string) string {
 		return p
 	}
 	return a
-}
-
-// canonical makes directories comparable: absolute, symbolic links
-// resolved.
-func canonical(ds []string) []string {
-	var r []string
-	for _, d := range ds {
-		a := mustAbs(d)
-		if e, err := filepath.EvalSymlinks(a); err == nil {
-			a = e
-		}
-		r = append(r, a)
-	}
-	return r
 }

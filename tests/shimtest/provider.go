@@ -82,7 +82,6 @@ static long get_calls(void) { return calls; }
 
 // Empty functions: the price of one cgo transition, and of one with the
 // post's shape (three uintptr_t arguments, an int64 result).
-static void nop(void) {}
 static int64_t nop3(uintptr_t a, uintptr_t b, uintptr_t c) { return 0; }
 
 // The C baseline of the benchmark: n calls of the inline verb from C.
@@ -139,9 +138,6 @@ func Seen() (ctx, task, bad unsafe.Pointer) {
 
 // Calls counts the operations called so far.
 func Calls() int64 { return int64(C.get_calls()) }
-
-// Nop makes one cgo call that does nothing.
-func Nop() { C.nop() }
 
 // Nop3 makes one cgo call of the post's shape that does nothing.
 func Nop3(a, b, c uintptr) int64 {

@@ -119,7 +119,7 @@ type group struct {
 	arches []string
 }
 
-// Groups merges changes that are identical but for the arch, keeping the
+// groups merges changes that are identical but for the arch, keeping the
 // order of first appearance.
 func groups(cs []Change) []group {
 	var gs []group

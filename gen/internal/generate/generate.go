@@ -173,9 +173,9 @@ func firstError(errs []error) error {
 
 // filesKey keys the rendered files by everything rendering reads: the
 // options (package name, command, flags, targets, entry), every target's
-// declarations (their parse.UnitSum) and the hashes of the headers in
-// scope. Rendering is a function of these and of the generator's code (in
-// every key).
+// declarations (the sums parse.CachedUnits and parse.TranslateUnit
+// return) and the hashes of the headers in scope. Rendering is a function
+// of these and of the generator's code (in every key).
 func filesKey(c *cache.Cache, opts Options, sums, hashes []string) (cache.Key, bool) {
 	if c == nil || slices.Contains(sums, "") {
 		return cache.Key{}, false

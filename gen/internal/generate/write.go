@@ -232,9 +232,6 @@ func Owned(path string) bool {
 	return false
 }
 
-// IsGenerated is Owned, for the tests that look for generated files.
-func IsGenerated(path string) bool { return Owned(path) }
-
 // manifestGenerator returns the "generator" member of the JSON object r
 // holds (near its start in abi.json), or "".
 func manifestGenerator(r io.Reader) string {

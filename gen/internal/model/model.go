@@ -268,25 +268,13 @@ func (b *builder) nested(rec *Record) []*Record {
 func reachable(defs []*parse.Record) []*parse.Member {
 	seen := map[string]bool{}
 	var r []*parse.Member
-	var walk func(rec *parse.Record)
-	walk = func(rec *parse.Record) {
-		for _, m := range rec.Members {
-			if m.Name == "" {
-				if m.Type.Kind == parse.Nested {
-					walk(m.Type.Record)
-				}
-				continue
-			}
+	for _, d := range defs {
+		walkReachable(d, func(m *parse.Member) {
 			if !seen[m.Name] {
 				seen[m.Name] = true
 				r = append(r, m)
 			}
-		}
-	}
-	for _, d := range defs {
-		if d != nil {
-			walk(d)
-		}
+		})
 	}
 	return r
 }
@@ -295,22 +283,28 @@ func reachable(defs []*parse.Record) []*parse.Member {
 // anonymous members) to the member; the first one wins, as C's lookup.
 func reachableIndex(rec *parse.Record) map[string]*parse.Member {
 	idx := map[string]*parse.Member{}
-	var walk func(r *parse.Record)
-	walk = func(r *parse.Record) {
-		for _, m := range r.Members {
-			if m.Name == "" {
-				if m.Type.Kind == parse.Nested {
-					walk(m.Type.Record)
-				}
-				continue
-			}
-			if _, ok := idx[m.Name]; !ok {
-				idx[m.Name] = m
-			}
+	walkReachable(rec, func(m *parse.Member) {
+		if _, ok := idx[m.Name]; !ok {
+			idx[m.Name] = m
+		}
+	})
+	return idx
+}
+
+// walkReachable calls f for each named member of rec, in order, and of
+// the records of its anonymous members, where they stand (rec may be nil).
+func walkReachable(rec *parse.Record, f func(*parse.Member)) {
+	if rec == nil {
+		return
+	}
+	for _, m := range rec.Members {
+		switch {
+		case m.Name != "":
+			f(m)
+		case m.Type.Kind == parse.Nested:
+			walkReachable(m.Type.Record, f)
 		}
 	}
-	walk(rec)
-	return idx
 }
 
 // memberNames gives each reachable member a Go name unique on its type.

@@ -7,8 +7,6 @@ import (
 	"encoding/gob"
 	"encoding/hex"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 
 	"modernc.org/cc/v4"
@@ -154,15 +152,6 @@ func CheckCachedInputs(goarch string, cfg *cc.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	for _, d := range dirs {
-		path := filepath.Join(d, opts.Entry)
-		if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
-			sys := append(append([]string(nil), cfg.IncludePaths...), cfg.SysIncludePaths...)
-			if err := checkIncludes(path, dirs, sys); err != nil {
-				return inputError(goarch, err)
-			}
-			return nil
-		}
-	}
-	return nil
+	_, err = checkEntryIncludes(goarch, cfg, dirs, opts.Entry)
+	return err
 }

@@ -33,21 +33,9 @@ func checkHeaders(goarch string, cfg *cc.Config, dirs []string, entry string) er
 	if cfg.CC == "" {
 		return nil
 	}
-	// The entry header itself, not an #include of it, so that an error at
-	// its end is reported in it.
-	path := ""
-	for _, d := range dirs {
-		if fi, err := os.Stat(filepath.Join(d, entry)); err == nil && fi.Mode().IsRegular() {
-			path = filepath.Join(d, entry)
-			break
-		}
-	}
-	if path == "" {
-		return nil
-	}
-	sys := append(append([]string(nil), cfg.IncludePaths...), cfg.SysIncludePaths...)
-	if err := checkIncludes(path, dirs, sys); err != nil {
-		return inputError(goarch, err)
+	path, err := checkEntryIncludes(goarch, cfg, dirs, entry)
+	if path == "" || err != nil {
+		return err
 	}
 	args := []string{"-fsyntax-only", "-x", "c", path}
 	for _, d := range dirs {
@@ -88,34 +76,72 @@ func checkHeaders(goarch string, cfg *cc.Config, dirs []string, entry string) er
 	return frontEndError(goarch, strings.Join(lines, "\n"))
 }
 
+// checkEntryIncludes walks the #include graph from the entry header
+// (checkIncludes) and returns the entry's path: the header itself, not
+// an #include of it, so that an error at its end is reported in it. The
+// path is "" when no -I directory holds the entry as a regular file.
+func checkEntryIncludes(goarch string, cfg *cc.Config, dirs []string, entry string) (string, error) {
+	for _, d := range dirs {
+		path := filepath.Join(d, entry)
+		if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+			sys := append(append([]string(nil), cfg.IncludePaths...), cfg.SysIncludePaths...)
+			if err := checkIncludes(path, dirs, sys); err != nil {
+				return "", inputError(goarch, err)
+			}
+			return path, nil
+		}
+	}
+	return "", nil
+}
+
 type timeoutError struct{}
 
 func (*timeoutError) Error() string { return "timed out" }
 
-// runBounded runs compiler args with LC_ALL=C (plain ASCII quotes in
-// messages) within compilerTimeout and compilerMemoryKiB (through
-// /bin/sh's ulimit, set before the compiler starts, so it covers the
-// compiler proper, cc1, too), keeping at most compilerOutputLimit bytes of
-// its output. On timeout its whole process group is killed.
+// runBounded runs compiler args as runTool does, and within
+// compilerMemoryKiB too (through /bin/sh's ulimit, set before the
+// compiler starts, so it covers the compiler proper, cc1, too), with
+// stdout and stderr in one buffer.
 func runBounded(compiler string, args []string) ([]byte, error) {
+	name := compiler
+	if _, err := os.Stat("/bin/sh"); err == nil {
+		name, args = "/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -v %d 2>/dev/null; exec "$0" "$@"`, compilerMemoryKiB), compiler}, args...)
+	}
+	out := &boundedBuffer{max: compilerOutputLimit}
+	err := run(name, args, out, out)
+	return out.Bytes(), err
+}
+
+// runTool runs name with args and keeps stdout and stderr apart (at most
+// compilerOutputLimit bytes of each): the compiler probe reads the
+// predefined macros from one and the search lists from the other.
+func runTool(name string, args ...string) (stdout, stderr []byte, err error) {
+	out, errOut := &boundedBuffer{max: compilerOutputLimit}, &boundedBuffer{max: compilerOutputLimit}
+	err = run(name, args, out, errOut)
+	var timeout *timeoutError
+	if errors.As(err, &timeout) {
+		err = fmt.Errorf("did not finish within %v and was killed", compilerTimeout)
+	}
+	return out.Bytes(), errOut.Bytes(), err
+}
+
+// run is the one way the generator runs the target compiler: with
+// LC_ALL=C (plain ASCII quotes in messages), empty stdin, and within
+// compilerTimeout, after which its whole process group is killed and the
+// error is a *timeoutError.
+func run(name string, args []string, stdout, stderr *boundedBuffer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), compilerTimeout)
 	defer cancel()
-	var cmd *exec.Cmd
-	if _, err := os.Stat("/bin/sh"); err == nil {
-		cmd = exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -v %d 2>/dev/null; exec "$0" "$@"`, compilerMemoryKiB), compiler}, args...)...)
-	} else {
-		cmd = exec.CommandContext(ctx, compiler, args...)
-	}
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	out := &boundedBuffer{max: compilerOutputLimit}
-	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	killGroup(cmd)
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
-	if ctx.Err() == context.DeadlineExceeded {
-		return out.Bytes(), &timeoutError{}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &timeoutError{}
 	}
-	return out.Bytes(), err
+	return err
 }
 
 // boundedBuffer keeps the first max bytes written to it. (Not an

@@ -53,8 +53,8 @@ type lexer struct {
 
 func newLexer(src string) *lexer { return &lexer{src: src, line: 1, col: 1} }
 
-// peekByte returns the byte at i+k after skipping backslash-newlines,
-// and how many raw bytes that skips; 0 at the end.
+// at returns the byte at raw index j after skipping backslash-newlines,
+// and the raw index where it stands; 0 (and len(src)) at the end.
 func (l *lexer) at(j int) (byte, int) {
 	for j < len(l.src) {
 		c := l.src[j]
@@ -73,7 +73,7 @@ func (l *lexer) at(j int) (byte, int) {
 	return 0, j
 }
 
-// advance moves past the byte at raw index j (found by at), keeping the
+// advanceTo moves up to raw index j (found by at), keeping the
 // physical line and column.
 func (l *lexer) advanceTo(j int) {
 	for l.i < j {

@@ -83,7 +83,7 @@ func CheckEntry(opts Options) error {
 }
 
 // Translate preprocesses, parses and type-checks the entry header with cfg
-// (from Config) and extracts the declarations in scope. cache may be nil.
+// (a Compiler's, from FindCompiler) and extracts the declarations in scope. cache may be nil.
 func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCache) (u *Unit, err error) {
 	defer func() {
 		// cc/v4 is a large front end fed with arbitrary headers; a panic
@@ -151,9 +151,6 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	return x.unit, nil
 }
 
-// frontEndError reports headers that do not compile, with
-// file:line:col lines (the target compiler's, or cc's when only cc
-// rejects them) and what to do.
 // CheckWithCompiler runs the target compiler of cfg over the headers, the
 // check Translate makes unless Options.Checked: callers translating for
 // several targets run it once and set Checked.
@@ -182,6 +179,9 @@ func inputError(goarch string, err error) error {
 	return fmt.Errorf("linux/%s: %v", goarch, err)
 }
 
+// frontEndError reports headers that do not compile, with
+// file:line:col lines (the target compiler's, or cc's when only cc
+// rejects them) and what to do.
 func frontEndError(goarch, msg string) error {
 	hint := "fix the header or pass the right -I directories"
 	if strings.Contains(msg, "include file not found") || strings.Contains(msg, "No such file") {

@@ -84,9 +84,6 @@ func (s sourceFS) refuse(err error) error {
 	return err
 }
 
-// inDirs reports whether name is inside one of the -I directories.
-func (s sourceFS) inDirs(name string) bool { return s.relPath(name) != "" }
-
 // relPath returns name relative to the -I directory holding it, or ""
 // outside them.
 func (s sourceFS) relPath(name string) string {
