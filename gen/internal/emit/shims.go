@@ -186,7 +186,7 @@ func cmemTrampoline(w *shim.Wrapper) string {
 		params, args = append(params, "void *fn"), append(args, "fn")
 	}
 	for i, p := range w.Params {
-		if p.CType == "void *" {
+		if isPointer(p) {
 			params = append(params, fmt.Sprintf("uintptr_t p%d", i))
 			args = append(args, fmt.Sprintf("(void *)p%d", i))
 		} else {
