@@ -685,10 +685,12 @@ static int op_exp_modify_qp(struct ibv_qp *qp, struct ibv_exp_qp_attr *attr, uin
 /* Device queries                                                       */
 /* ------------------------------------------------------------------ */
 
-static void fill_common_attr(struct sd_device *d, char *fw_ver, int *max_qp, int *max_qp_wr,
-                             int *max_sge, int *max_cq, int *max_cqe, int *max_mr, int *max_pd)
+static void fill_common_attr(struct sd_device *d, char *fw_ver, uint64_t *node_guid, int *max_qp,
+                             int *max_qp_wr, int *max_sge, int *max_cq, int *max_cqe, int *max_mr,
+                             int *max_pd)
 {
 	strcpy(fw_ver, "softdev-1");
+	*node_guid = d->node_guid;
 	*max_qp = 1 << 16;
 	*max_qp_wr = (int)d->max_qp_wr;
 	*max_sge = SD_MAX_SGE;
@@ -701,7 +703,7 @@ static void fill_common_attr(struct sd_device *d, char *fw_ver, int *max_qp, int
 static int op_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 {
 	memset(a, 0, sizeof *a);
-	fill_common_attr(sd_dev(ctx), a->fw_ver, &a->max_qp, &a->max_qp_wr, &a->max_sge,
+	fill_common_attr(sd_dev(ctx), a->fw_ver, &a->node_guid, &a->max_qp, &a->max_qp_wr, &a->max_sge,
 	                 &a->max_cq, &a->max_cqe, &a->max_mr, &a->max_pd);
 	a->phys_port_cnt = 1;
 	return 0;
@@ -716,7 +718,7 @@ static int op_exp_query_device(struct ibv_context *ctx, struct ibv_exp_device_at
 	const uint64_t ops = 1ull << IBV_EXP_CALC_OP_ADD | 1ull << IBV_EXP_CALC_OP_BAND |
 	                     1ull << IBV_EXP_CALC_OP_BXOR | 1ull << IBV_EXP_CALC_OP_BOR;
 	memset(a, 0, offsetof(struct ibv_exp_device_attr, comp_mask));
-	fill_common_attr(sd_dev(ctx), a->fw_ver, &a->max_qp, &a->max_qp_wr, &a->max_sge,
+	fill_common_attr(sd_dev(ctx), a->fw_ver, &a->node_guid, &a->max_qp, &a->max_qp_wr, &a->max_sge,
 	                 &a->max_cq, &a->max_cqe, &a->max_mr, &a->max_pd);
 	a->phys_port_cnt = 1;
 	a->comp_mask = want & (IBV_EXP_DEVICE_ATTR_CALC_CAP | IBV_EXP_DEVICE_ATTR_EXP_CAP_FLAGS);
@@ -877,6 +879,10 @@ struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe)
 	pthread_mutex_init(&d->lock, NULL);
 	d->max_qp_wr = max_qp_wr;
 	d->max_cqe = max_cqe;
+	/* Devices are not linked, so each is its own fabric: a distinct
+	 * node GUID (every port has LID 1) lets a peer tell them apart. */
+	static uint64_t opened;
+	d->node_guid = 0x50f7de0000000000ull | __atomic_add_fetch(&opened, 1, __ATOMIC_RELAXED);
 	d->wake_fd = wfd;
 
 	/* The verbs context: extended, and carrying the exp record. */

@@ -209,6 +209,7 @@ struct sd_device {
 	uint32_t                 next_handle;
 	uint32_t                 key_gen;
 	uint32_t                 max_qp_wr, max_cqe;
+	uint64_t                 node_guid; /* unique per device opened in the process */
 	uint64_t                 executed; /* WQEs retired since open */
 	/* Asynchronous events: queued here, one eventfd count each (the
 	 * context's async_fd), so the fd is readable exactly while some are

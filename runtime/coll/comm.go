@@ -1,0 +1,527 @@
+//go:build linux && cgo
+
+package coll
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/runtime/lease"
+)
+
+// Options tune a communicator. The zero value is usable.
+type Options struct {
+	// Port is the HCA port the queue pairs use (default 1).
+	Port uint8
+	// Depth bounds what one run of a schedule may put on one queue: the
+	// send and receive work requests per peer queue pair (and so the
+	// elements of an allreduce). Default 64. The manager's send queue
+	// gets 4×Depth, every CQ Depth or more.
+	Depth int
+	// Progress, if set, is called by Schedule.Wait when a run is not yet
+	// complete; an error it returns ends the Wait. With a software
+	// device it runs the device and reports a deadlock (collsoft sets
+	// it); with an HCA leave it nil: Wait then polls until the run is
+	// complete.
+	Progress func() error
+}
+
+// DefaultDepth is Options.Depth's default.
+const DefaultDepth = 64
+
+// Comm is one rank's communicator: its queue pairs connected to its
+// neighbors' and the schedules built on them. Its methods may be called
+// from several goroutines; one schedule runs at a time (a collective
+// must be complete on this rank before the next is posted, as with MPI's
+// blocking collectives).
+type Comm struct {
+	ctx        *verbs.Context
+	rank, size int
+	opts       Options
+	pd         *verbs.PD
+	mgr        *verbs.QP
+	doneCQ     *verbs.CQ // the manager's send CQ: the one completion of a run
+	selfCQ     *verbs.CQ // the manager's receive CQ (its loopback)
+	sendCQ     *verbs.CQ // every peer QP's send CQ
+	peers      []*peer   // by rank; nil for ranks that are not neighbors
+	caps       caps
+	eps        []Endpoint // every rank's, from the exchange
+	qpOwner    map[uint32]string
+
+	mu        sync.Mutex
+	closed    bool
+	broken    error // a run failed: the queues are in an unknown state
+	inflight  *Schedule
+	schedules map[*Schedule]struct{}
+	memories  map[*Memory]struct{}
+}
+
+type peer struct {
+	rank   int
+	qp     *verbs.QP
+	recvCQ *verbs.CQ
+	psn    uint32
+}
+
+// caps are what a communicator's queues hold.
+type caps struct {
+	depth, mgrDepth int
+	sendSGE         int
+	calc            verbs.ExpDeviceCalcCap
+	calcReported    bool
+}
+
+// Errors of misuse; each wraps syscall.EINVAL or EBUSY.
+var (
+	ErrClosed   = fmt.Errorf("coll: communicator is closed: %w", syscall.EINVAL)
+	ErrInFlight = fmt.Errorf("coll: a run is in flight on this rank: wait for it first: %w", syscall.EBUSY)
+)
+
+// New creates rank's communicator among size ranks on ctx: it creates a
+// PD, a management QP (cross-channel, connected to itself) and one RC
+// QP per neighbor (cross-channel, managed send), describes them in an
+// Endpoint, trades endpoints through exchange and connects every QP to
+// its peer with ibv_exp_modify_qp (INIT, RTR with the peer's LID or GID,
+// QP number and PSN and the smaller active MTU, RTS). Every rank must
+// call New with the same size and options; exchange must deliver every
+// rank's endpoint to every rank.
+func New(ctx *verbs.Context, rank, size int, exchange Exchange, opts Options) (c *Comm, err error) {
+	switch {
+	case ctx == nil:
+		return nil, fmt.Errorf("coll: New: nil context: %w", syscall.EINVAL)
+	case size < 1 || rank < 0 || rank >= size:
+		return nil, fmt.Errorf("coll: New: rank %d of %d: need 0 ≤ rank < size: %w", rank, size, syscall.EINVAL)
+	case exchange == nil:
+		return nil, fmt.Errorf("coll: New: nil exchange: %w", syscall.EINVAL)
+	case opts.Depth < 0 || opts.Depth > 1<<20:
+		return nil, fmt.Errorf("coll: New: Depth %d: need 0 (default) to %d: %w", opts.Depth, 1<<20, syscall.EINVAL)
+	}
+	if opts.Port == 0 {
+		opts.Port = 1
+	}
+	if opts.Depth == 0 {
+		opts.Depth = DefaultDepth
+	}
+	c = &Comm{ctx: ctx, rank: rank, size: size, opts: opts,
+		peers: make([]*peer, size), schedules: map[*Schedule]struct{}{}, memories: map[*Memory]struct{}{}}
+	defer func() {
+		if err != nil {
+			c.release()
+			c = nil
+		}
+	}()
+	local, err := c.setUp()
+	if err != nil {
+		return nil, fmt.Errorf("coll: rank %d: %w", rank, err)
+	}
+	b, err := local.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	all, err := exchange(b)
+	if err != nil {
+		return nil, fmt.Errorf("coll: rank %d: exchange: %w", rank, err)
+	}
+	if err := c.accept(local, all); err != nil {
+		return nil, fmt.Errorf("coll: rank %d: %w", rank, err)
+	}
+	if err := c.connectAll(local); err != nil {
+		return nil, fmt.Errorf("coll: rank %d: %w", rank, err)
+	}
+	return c, nil
+}
+
+// Rank and Size are this communicator's rank and the number of ranks.
+func (c *Comm) Rank() int { return c.rank }
+func (c *Comm) Size() int { return c.size }
+
+// Endpoints returns every rank's endpoint as the exchange delivered it.
+func (c *Comm) Endpoints() []Endpoint { return append([]Endpoint(nil), c.eps...) }
+
+// setUp queries the device and port and creates every queue; it returns
+// this rank's endpoint.
+func (c *Comm) setUp() (Endpoint, error) {
+	ep := Endpoint{Rank: c.rank, Size: c.size, Port: c.opts.Port}
+	dev := cmem[verbs.ExpDeviceAttr]()
+	defer free(unsafe.Pointer(dev))
+	dev.CompMask = uint32(verbs.ExpDeviceAttrCalcCap)
+	if err := verbs.ExpQueryDevice(c.ctx, dev); err != nil {
+		return ep, fmt.Errorf("ibv_exp_query_device: %w", err)
+	}
+	ep.NodeGUID = dev.NodeGUID
+	c.caps.calcReported = dev.CompMask&uint32(verbs.ExpDeviceAttrCalcCap) != 0
+	c.caps.calc = dev.CalcCap
+	port := cmem[verbs.PortAttr]()
+	defer free(unsafe.Pointer(port))
+	if err := verbs.QueryPort(c.ctx, c.opts.Port, port); err != nil {
+		return ep, fmt.Errorf("ibv_query_port %d: %w", c.opts.Port, err)
+	}
+	if port.State != verbs.PortActive {
+		return ep, fmt.Errorf("port %d is %v, not active: %w", c.opts.Port, port.State, syscall.ENETDOWN)
+	}
+	ep.LinkLayer, ep.LID, ep.MTU = port.LinkLayer, port.LID, uint8(port.ActiveMTU)
+	gid := cmem[verbs.GID]()
+	defer free(unsafe.Pointer(gid))
+	if err := verbs.QueryGID(c.ctx, c.opts.Port, 0, gid); err == nil {
+		ep.GID = *gid.Raw()
+	} else if ep.LinkLayer == verbs.LinkLayerEthernet {
+		return ep, fmt.Errorf("ibv_query_gid: an Ethernet (RoCE) port is addressed by its GID: %w", err)
+	}
+
+	depth := c.opts.Depth
+	k := bits.Len(uint(c.size)) // steps of recursive doubling, rounded up
+	c.caps.depth, c.caps.mgrDepth = depth, 4*depth
+	c.caps.sendSGE = min(max(k+2, 2), int(dev.MaxSGE))
+	if int(dev.MaxQPWR) > 0 && c.caps.mgrDepth > int(dev.MaxQPWR) {
+		return ep, fmt.Errorf("Options.Depth %d needs %d work requests on the management queue, the device's max_qp_wr is %d: %w",
+			depth, c.caps.mgrDepth, dev.MaxQPWR, syscall.EINVAL)
+	}
+	pd, err := verbs.AllocPD(c.ctx)
+	if err != nil {
+		return ep, fmt.Errorf("ibv_alloc_pd: %w", err)
+	}
+	c.pd = pd
+	if c.doneCQ, err = c.createCQ(c.caps.mgrDepth, false); err != nil {
+		return ep, err
+	}
+	if c.selfCQ, err = c.createCQ(depth, true); err != nil {
+		return ep, err
+	}
+	if c.sendCQ, err = c.createCQ(depth, true); err != nil {
+		return ep, err
+	}
+	if c.mgr, err = c.createQP(c.doneCQ, c.selfCQ, c.caps.mgrDepth, verbs.ExpQPCreateCrossChannel); err != nil {
+		return ep, err
+	}
+	ep.Manager = QPAddr{Rank: c.rank, QPNum: c.mgr.QPNum, PSN: rand.Uint32() & 0xffffff}
+	for _, r := range neighbors(c.rank, c.size) {
+		p := &peer{rank: r, psn: rand.Uint32() & 0xffffff}
+		c.peers[r] = p
+		if p.recvCQ, err = c.createCQ(depth, true); err != nil {
+			return ep, err
+		}
+		if p.qp, err = c.createQP(c.sendCQ, p.recvCQ, depth, verbs.ExpQPCreateCrossChannel|verbs.ExpQPCreateManagedSend); err != nil {
+			return ep, err
+		}
+		ep.Peers = append(ep.Peers, QPAddr{Rank: r, QPNum: p.qp.QPNum, PSN: p.psn})
+	}
+	return ep, nil
+}
+
+// createCQ creates a CQ of at least n entries; crossChannel ones are
+// those only waits look at before the drain.
+func (c *Comm) createCQ(n int, crossChannel bool) (*verbs.CQ, error) {
+	attr := cmem[verbs.ExpCQInitAttr]()
+	defer free(unsafe.Pointer(attr))
+	if crossChannel {
+		attr.CompMask = uint32(verbs.ExpCQInitAttrFlags)
+		attr.Flags = uint32(verbs.ExpCQCreateCrossChannel)
+	}
+	cq, err := verbs.ExpCreateCQ(c.ctx, int32(n), nil, nil, 0, attr)
+	if err != nil {
+		return nil, fmt.Errorf("ibv_exp_create_cq(%d): %w", n, err)
+	}
+	return cq, nil
+}
+
+func (c *Comm) createQP(send, recv *verbs.CQ, depth int, flags verbs.ExpQPCreateFlags) (*verbs.QP, error) {
+	attr := cmem[verbs.ExpQPInitAttr]()
+	defer free(unsafe.Pointer(attr))
+	attr.SendCQ, attr.RecvCQ = send, recv
+	attr.Cap = verbs.QPCap{MaxSendWR: uint32(depth), MaxRecvWR: uint32(c.caps.depth),
+		MaxSendSGE: uint32(c.caps.sendSGE), MaxRecvSGE: 2}
+	attr.QPType = verbs.QptRC
+	attr.CompMask = uint32(verbs.ExpQPInitAttrPD | verbs.ExpQPInitAttrCreateFlags)
+	attr.PD = c.pd
+	attr.ExpCreateFlags = uint32(flags)
+	qp, err := verbs.ExpCreateQP(c.ctx, attr)
+	if err != nil {
+		return nil, fmt.Errorf("ibv_exp_create_qp: %w", err)
+	}
+	return qp, nil
+}
+
+// accept decodes and checks every rank's endpoint.
+func (c *Comm) accept(local Endpoint, all [][]byte) error {
+	if len(all) != c.size {
+		return fmt.Errorf("exchange returned %d endpoints for %d ranks", len(all), c.size)
+	}
+	c.eps = make([]Endpoint, c.size)
+	c.qpOwner = map[uint32]string{}
+	for r, b := range all {
+		e := &c.eps[r]
+		if err := e.UnmarshalBinary(b); err != nil {
+			return fmt.Errorf("endpoint %d: %w", r, err)
+		}
+		if e.Rank != r || e.Size != c.size {
+			return fmt.Errorf("endpoint %d says rank %d of %d (this communicator: %d ranks): the exchange mixed communicators", r, e.Rank, e.Size, c.size)
+		}
+		want := neighbors(r, c.size)
+		if len(e.Peers) != len(want) {
+			return fmt.Errorf("endpoint of rank %d lists %d peers, want %d", r, len(e.Peers), len(want))
+		}
+		for i, q := range e.Peers {
+			if q.Rank != want[i] {
+				return fmt.Errorf("endpoint of rank %d: peer %d is rank %d, want %d", r, i, q.Rank, want[i])
+			}
+			c.qpOwner[q.QPNum] = fmt.Sprintf("rank %d's QP to rank %d", r, q.Rank)
+		}
+		c.qpOwner[e.Manager.QPNum] = fmt.Sprintf("rank %d's manager", r)
+		if err := sameFabric(local, *e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ErrOtherDevice is wrapped when ranks cannot reach each other.
+var ErrOtherDevice = fmt.Errorf("coll: ranks on devices that share no fabric: %w", syscall.EINVAL)
+
+// sameFabric says whether this rank can reach e's port: one link layer,
+// and on InfiniBand a LID that is not another device's (a LID names one
+// port of a subnet, so two devices with the same LID are on different
+// subnets: softdev's devices, which are not linked, all have LID 1).
+func sameFabric(local, e Endpoint) error {
+	switch {
+	case e.LinkLayer != local.LinkLayer:
+		return fmt.Errorf("%w: rank %d's port has link layer %d, rank %d's %d", ErrOtherDevice, e.Rank, e.LinkLayer, local.Rank, local.LinkLayer)
+	case e.LinkLayer == verbs.LinkLayerEthernet:
+		return nil
+	case e.LID == 0:
+		return fmt.Errorf("%w: rank %d's port has no LID (is a subnet manager running?)", ErrOtherDevice, e.Rank)
+	case e.LID == local.LID && e.NodeGUID != local.NodeGUID:
+		return fmt.Errorf("%w: ranks %d and %d are on devices %#x and %#x with the same LID %d (with softdev: make every rank's communicator on one Device)",
+			ErrOtherDevice, local.Rank, e.Rank, local.NodeGUID, e.NodeGUID, e.LID)
+	}
+	return nil
+}
+
+// connectAll connects the manager to itself and every peer QP to the
+// neighbor's QP for this rank.
+func (c *Comm) connectAll(local Endpoint) error {
+	if err := c.connect(c.mgr, local, local.Manager, local.Manager.PSN); err != nil {
+		return fmt.Errorf("connect the manager to itself: %w", err)
+	}
+	for _, p := range c.peers {
+		if p == nil {
+			continue
+		}
+		remote := c.eps[p.rank]
+		var addr QPAddr
+		for _, q := range remote.Peers {
+			if q.Rank == c.rank {
+				addr = q
+			}
+		}
+		if err := c.connect(p.qp, remote, addr, p.psn); err != nil {
+			return fmt.Errorf("connect the QP to rank %d: %w", p.rank, err)
+		}
+	}
+	return nil
+}
+
+// connect moves qp through INIT, RTR and RTS to remote's QP addr, with
+// the attributes of an RC connection to another host's HCA.
+func (c *Comm) connect(qp *verbs.QP, remote Endpoint, addr QPAddr, psn uint32) error {
+	attr := cmem[verbs.ExpQPAttr]()
+	defer free(unsafe.Pointer(attr))
+	*attr = verbs.ExpQPAttr{QPState: verbs.QpsInit, PortNum: c.opts.Port,
+		QPAccessFlags: int32(verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead)}
+	if err := verbs.ExpModifyQP(qp, attr, uint64(verbs.ExpQPState|verbs.ExpQPPkeyIndex|verbs.ExpQPPort|verbs.ExpQPAccessFlags)); err != nil {
+		return fmt.Errorf("to INIT: %w", err)
+	}
+	local := c.eps[c.rank]
+	*attr = verbs.ExpQPAttr{QPState: verbs.QpsRtr, PathMTU: verbs.MTU(min(local.MTU, remote.MTU)),
+		DestQPNum: addr.QPNum, RQPSN: addr.PSN, MaxDestRdAtomic: 1, MinRnrTimer: 12}
+	attr.AHAttr.Dlid, attr.AHAttr.PortNum = remote.LID, c.opts.Port
+	if remote.LinkLayer == verbs.LinkLayerEthernet {
+		attr.AHAttr.IsGlobal = 1
+		*attr.AHAttr.GRH.Dgid.Raw() = remote.GID
+		attr.AHAttr.GRH.HopLimit = 64
+	}
+	if err := verbs.ExpModifyQP(qp, attr, uint64(verbs.ExpQPState|verbs.ExpQPAv|verbs.ExpQPPathMTU|verbs.ExpQPDestQPN|
+		verbs.ExpQPRQPSN|verbs.ExpQPMaxDestRdAtomic|verbs.ExpQPMinRnrTimer)); err != nil {
+		return fmt.Errorf("to RTR: %w", err)
+	}
+	// rnr_retry 7 retries forever: a peer that has not posted this run's
+	// receives yet is late, not gone.
+	*attr = verbs.ExpQPAttr{QPState: verbs.QpsRts, SQPSN: psn, Timeout: 14, RetryCnt: 7, RnrRetry: 7, MaxRdAtomic: 1}
+	if err := verbs.ExpModifyQP(qp, attr, uint64(verbs.ExpQPState|verbs.ExpQPTimeout|verbs.ExpQPRetryCnt|verbs.ExpQPRnrRetry|
+		verbs.ExpQPSQPSN|verbs.ExpQPMaxQPRdAtomic)); err != nil {
+		return fmt.Errorf("to RTS: %w", err)
+	}
+	return nil
+}
+
+// Describe names a QP of this communicator (any rank's) by its number,
+// for error reports: "rank 3's manager", "rank 3's QP to rank 5".
+func (c *Comm) Describe(qpNum uint32) (string, bool) {
+	s, ok := c.qpOwner[qpNum]
+	return s, ok
+}
+
+// DescribeCQ names one of this rank's CQs.
+func (c *Comm) DescribeCQ(cq *verbs.CQ) (string, bool) {
+	switch cq {
+	case nil:
+		return "", false
+	case c.doneCQ:
+		return fmt.Sprintf("rank %d's completion CQ", c.rank), true
+	case c.selfCQ:
+		return fmt.Sprintf("rank %d's loopback receive CQ", c.rank), true
+	case c.sendCQ:
+		return fmt.Sprintf("rank %d's send CQ", c.rank), true
+	}
+	for _, p := range c.peers {
+		if p != nil && p.recvCQ == cq {
+			return fmt.Sprintf("rank %d's receive CQ from rank %d", c.rank, p.rank), true
+		}
+	}
+	return "", false
+}
+
+// qpFor is the QP this rank uses to reach rank r (the manager for itself).
+func (c *Comm) qpFor(r int) *verbs.QP {
+	if r == c.rank {
+		return c.mgr
+	}
+	return c.peers[r].qp
+}
+
+// recvCQFor is the CQ of the receives from rank r.
+func (c *Comm) recvCQFor(r int) *verbs.CQ {
+	if r == c.rank {
+		return c.selfCQ
+	}
+	return c.peers[r].recvCQ
+}
+
+// Memory is caller memory registered for collectives in a
+// communicator's PD.
+type Memory struct {
+	c     *Comm
+	buf   *lease.Buffer
+	mr    *verbs.MR
+	users int // schedules using it (under c.mu)
+}
+
+// Register registers b for the schedules of c (local write: receives
+// land in it). b must stay allocated until the Memory is closed;
+// schedules lease it, so b.Free fails while one uses it.
+func (c *Comm) Register(b *lease.Buffer) (*Memory, error) {
+	if b == nil || b.Len() == 0 {
+		return nil, fmt.Errorf("coll: Register: nil or freed buffer: %w", syscall.EINVAL)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	mr, err := verbs.RegMR(c.pd, b.Pointer(), uint64(b.Len()), int32(verbs.AccessLocalWrite))
+	if err != nil {
+		return nil, fmt.Errorf("coll: Register %d bytes: ibv_reg_mr: %w", b.Len(), err)
+	}
+	m := &Memory{c: c, buf: b, mr: mr}
+	c.memories[m] = struct{}{}
+	return m, nil
+}
+
+// Bytes is the registered memory.
+func (m *Memory) Bytes() []byte { return m.buf.Bytes() }
+
+// Close deregisters the memory: EBUSY while a schedule uses it.
+func (m *Memory) Close() error {
+	c := m.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return m.closeLocked()
+}
+
+func (m *Memory) closeLocked() error {
+	c := m.c
+	if _, ok := c.memories[m]; !ok {
+		return fmt.Errorf("coll: Memory closed twice (or its communicator was): %w", syscall.EINVAL)
+	}
+	if m.users > 0 {
+		return fmt.Errorf("coll: Memory is used by %d schedules: close them first: %w", m.users, syscall.EBUSY)
+	}
+	delete(c.memories, m)
+	if err := verbs.DeregMR(m.mr); err != nil {
+		return fmt.Errorf("coll: ibv_dereg_mr: %w", err)
+	}
+	return nil
+}
+
+// LeakError counts what the caller had not closed when its
+// communicator was closed (Close closed it).
+type LeakError struct {
+	Rank                int
+	Schedules, Memories int
+}
+
+func (e *LeakError) Error() string {
+	return fmt.Sprintf("coll: rank %d closed with %d schedules and %d memories still open (closed now)", e.Rank, e.Schedules, e.Memories)
+}
+
+// Close closes the schedules and memories still open, destroys the
+// queues and the PD and reports what was left open as a *LeakError. A
+// run in flight is abandoned (its queues are destroyed under it).
+func (c *Comm) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	c.closed = true
+	var errs []error
+	leak := &LeakError{Rank: c.rank, Schedules: len(c.schedules), Memories: len(c.memories)}
+	for s := range c.schedules {
+		errs = append(errs, s.closeLocked())
+	}
+	for m := range c.memories {
+		errs = append(errs, m.closeLocked())
+	}
+	errs = append(errs, c.release())
+	if leak.Schedules+leak.Memories > 0 {
+		errs = append(errs, leak)
+	}
+	return errors.Join(errs...)
+}
+
+// release destroys what setUp created (whatever part of it exists).
+func (c *Comm) release() error {
+	var errs []error
+	keep := func(what string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("coll: rank %d: %s: %w", c.rank, what, err))
+		}
+	}
+	if c.mgr != nil {
+		keep("destroy the manager", verbs.DestroyQP(c.mgr))
+	}
+	for _, p := range c.peers {
+		if p != nil && p.qp != nil {
+			keep("destroy a QP", verbs.DestroyQP(p.qp))
+		}
+	}
+	for _, p := range c.peers {
+		if p != nil && p.recvCQ != nil {
+			keep("destroy a CQ", verbs.DestroyCQ(p.recvCQ))
+		}
+	}
+	for _, cq := range []*verbs.CQ{c.doneCQ, c.selfCQ, c.sendCQ} {
+		if cq != nil {
+			keep("destroy a CQ", verbs.DestroyCQ(cq))
+		}
+	}
+	if c.pd != nil {
+		keep("dealloc the PD", verbs.DeallocPD(c.pd))
+	}
+	return errors.Join(errs...)
+}

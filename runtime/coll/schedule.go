@@ -1,0 +1,512 @@
+//go:build linux && cgo
+
+package coll
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../headers
+#include <stdlib.h>
+#include "drain.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"syscall"
+	"unsafe"
+
+	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/runtime/lease"
+	"github.com/verbsexp/verbsexp/runtime/task"
+)
+
+// Schedule is a collective built once into a standing task list: each
+// Post is one ibv_exp_post_task, each Test one C call that polls the
+// run's completion. Not safe for concurrent use.
+type Schedule struct {
+	c    *Comm
+	name string // "allreduce", … for errors
+	pl   *plan
+	list *task.List
+	test *C.struct_coll_test
+	// Leases on the caller's memories and the scratch, for the life of
+	// the schedule.
+	leases  *lease.Table
+	mems    []*Memory
+	scratch *lease.Buffer
+	scrMR   *verbs.MR
+	refs    [3]memRef // by memID
+	// What the drain's CQs are, for errors.
+	cqNames []string
+	waits   int // signaled waits per run
+	closed  bool
+}
+
+// wr_ids of the manager's closing waits (the others carry their op's
+// index in the plan).
+const (
+	wrSends = 1<<62 + iota // all of the run's sends have completed
+	wrDone                 // the run's one completion
+	wrTrail                // consumes it, so the next run counts from there
+)
+
+// build turns pl into a standing schedule over in, out and a scratch of
+// scratchLen bytes. dropWait ≥ 0 leaves out that wait (tests: a broken
+// schedule).
+func (c *Comm) build(name string, pl *plan, in, out *Memory, need [2]int, scratchLen int, dropWait int) (s *Schedule, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	s = &Schedule{c: c, name: name, pl: pl, leases: lease.NewTable()}
+	partial := s
+	defer func() {
+		if err != nil {
+			partial.release()
+		}
+	}()
+	// Lease what the run touches.
+	if in != nil && in == out { // in place: one lease covers both
+		need = [2]int{0, max(need[0], need[1])}
+	}
+	for i, m := range []*Memory{in, out} {
+		if m == nil || i == 0 && m == out {
+			continue
+		}
+		if m.c != c {
+			return nil, fmt.Errorf("coll: %s: a Memory of another communicator: %w", name, syscall.EINVAL)
+		}
+		if _, ok := c.memories[m]; !ok {
+			return nil, fmt.Errorf("coll: %s: a closed Memory: %w", name, syscall.EINVAL)
+		}
+		if need[i] > m.buf.Len() {
+			return nil, fmt.Errorf("coll: %s: the %s memory is %d bytes, the collective needs %d: %w",
+				name, [2]string{"input", "output"}[i], m.buf.Len(), need[i], syscall.EINVAL)
+		}
+		if need[i] > 0 {
+			sge, err := s.leases.Lease(uint64(i+1), m.buf, 0, need[i], m.mr.Lkey)
+			if err != nil {
+				return nil, fmt.Errorf("coll: %s: lease the %s memory: %w", name, [2]string{"input", "output"}[i], err)
+			}
+			s.refs[i] = memRef{sge.Addr, sge.Lkey}
+		}
+		m.users++
+		s.mems = append(s.mems, m)
+	}
+	if in != nil && in == out {
+		s.refs[memIn] = s.refs[memOut]
+	}
+	if scratchLen > 0 {
+		if s.scratch, err = lease.Alloc(scratchLen); err != nil {
+			return nil, err
+		}
+		if s.scrMR, err = verbs.RegMR(c.pd, s.scratch.Pointer(), uint64(scratchLen), int32(verbs.AccessLocalWrite)); err != nil {
+			return nil, fmt.Errorf("coll: %s: register the scratch: %w", name, err)
+		}
+		sge, err := s.leases.Lease(3, s.scratch, 0, scratchLen, s.scrMR.Lkey)
+		if err != nil {
+			return nil, err
+		}
+		s.refs[memScratch] = memRef{sge.Addr, sge.Lkey}
+	}
+	if err := c.checkFits(name, pl); err != nil {
+		return nil, err
+	}
+
+	// Group the plan by queue: receives and sends per peer, in plan
+	// order; the manager's walk follows.
+	var order []int // peers in order of first use
+	recvs, sends := map[int][]int{}, map[int][]int{}
+	seen := map[int]bool{}
+	for i, o := range pl.ops {
+		if !seen[o.peer] {
+			seen[o.peer] = true
+			order = append(order, o.peer)
+		}
+		switch {
+		case o.kind == opRecv:
+			recvs[o.peer] = append(recvs[o.peer], i)
+		case (o.kind == opSend || o.kind == opCalc) && o.peer != c.rank:
+			sends[o.peer] = append(sends[o.peer], i)
+		}
+	}
+	capa := task.Capacity{Tasks: 2*len(order) + 1, SendWRs: 3, RecvWRs: 0}
+	for _, o := range pl.ops {
+		capa.SGEs += len(o.rs)
+		switch o.kind {
+		case opRecv:
+			capa.RecvWRs++
+		case opSend, opCalc:
+			capa.SendWRs += 2 // the WR and at most one enable
+		case opWait:
+			capa.SendWRs++
+		}
+	}
+	if s.list, err = task.New(c.ctx, capa); err != nil {
+		return nil, err
+	}
+	l := s.list
+	add := func(_ any, err error) error { return err }
+	for _, p := range order {
+		if len(recvs[p]) == 0 {
+			continue
+		}
+		if _, err := l.RecvTask(c.qpFor(p)); err != nil {
+			return nil, err
+		}
+		for _, i := range recvs[p] {
+			if err := add(l.Recv(uint64(i), s.sgesOf(pl.ops[i].rs)...)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	sendQPs := 0
+	for _, p := range order {
+		if len(sends[p]) == 0 {
+			continue
+		}
+		sendQPs++
+		if _, err := l.SendTask(c.qpFor(p)); err != nil {
+			return nil, err
+		}
+		for n, i := range sends[p] {
+			var flags verbs.ExpSendFlags
+			if n == len(sends[p])-1 {
+				flags = verbs.ExpSendSignaled // the QP's sends are complete when this one is
+			}
+			if err := s.addSend(i, flags); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if _, err := l.SendTask(c.mgr); err != nil {
+		return nil, err
+	}
+	last := verbs.ExpSendWaitEnLast // every wait and enable moves its base past itself
+	var enable *verbs.ExpSendWR
+	enablePeer, waitIndex := -1, 0
+	for i, o := range pl.ops {
+		switch {
+		case o.kind == opRecv:
+		case o.kind == opWait:
+			enable = nil
+			waitIndex++
+			if waitIndex-1 == dropWait {
+				s.waits++ // counted by the done wait all the same: the run cannot complete
+				continue
+			}
+			if err := add(l.Wait(uint64(i), last|verbs.ExpSendSignaled, c.recvCQFor(o.peer), o.n)); err != nil {
+				return nil, err
+			}
+			s.waits++
+		case o.peer == c.rank: // the manager's own loopback
+			enable = nil
+			if err := s.addSend(i, 0); err != nil {
+				return nil, err
+			}
+		case enable != nil && enablePeer == o.peer:
+			enable.Task.WQEEnable().WQECount++
+		default:
+			if enable, err = l.SendEnable(uint64(i), last, c.qpFor(o.peer), 1); err != nil {
+				return nil, err
+			}
+			enablePeer = o.peer
+		}
+	}
+	if sendQPs > 0 {
+		if err := add(l.Wait(wrSends, last|verbs.ExpSendSignaled, c.sendCQ, sendQPs)); err != nil {
+			return nil, err
+		}
+		s.waits++
+	}
+	if err := add(l.Wait(wrDone, last|verbs.ExpSendSignaled, c.doneCQ, s.waits)); err != nil {
+		return nil, err
+	}
+	if err := add(l.Wait(wrTrail, last, c.doneCQ, 1)); err != nil {
+		return nil, err
+	}
+
+	// The drain: every CQ the run feeds, with its count.
+	var cqs []*verbs.CQ
+	var expect []uint32
+	for _, p := range order {
+		if n := len(recvs[p]); n > 0 {
+			cqs, expect = append(cqs, c.recvCQFor(p)), append(expect, uint32(n))
+			s.cqNames = append(s.cqNames, fmt.Sprintf("the receives from rank %d", p))
+		}
+	}
+	if sendQPs > 0 {
+		cqs, expect = append(cqs, c.sendCQ), append(expect, uint32(sendQPs))
+		s.cqNames = append(s.cqNames, "the sends")
+	}
+	if s.test = C.coll_test_new(C.int(len(cqs))); s.test == nil {
+		return nil, fmt.Errorf("coll: %s: %w", name, syscall.ENOMEM)
+	}
+	s.test.done = (*C.struct_ibv_cq)(unsafe.Pointer(c.doneCQ))
+	s.test.done_expect = C.uint32_t(s.waits + 1)
+	s.test.done_id = wrDone
+	cq := unsafe.Slice(s.test.cq, len(cqs))
+	ex := unsafe.Slice(s.test.expect, len(cqs))
+	for i := range cqs {
+		cq[i] = (*C.struct_ibv_cq)(unsafe.Pointer(cqs[i]))
+		ex[i] = C.uint32_t(expect[i])
+	}
+	c.schedules[s] = struct{}{}
+	return s, nil
+}
+
+// memRef is where a memory starts and its lkey.
+type memRef struct {
+	addr uint64
+	lkey uint32
+}
+
+// sgesOf is the SGEs of regions.
+func (s *Schedule) sgesOf(rs []region) []verbs.SGE {
+	out := make([]verbs.SGE, len(rs))
+	for i, r := range rs {
+		m := s.refs[r.mem]
+		out[i] = verbs.SGE{Addr: m.addr + uint64(r.off), Length: uint32(r.len), Lkey: m.lkey}
+	}
+	return out
+}
+
+// addSend appends op i of the plan (a send or calc) to the current task.
+func (s *Schedule) addSend(i int, flags verbs.ExpSendFlags) error {
+	o := s.pl.ops[i]
+	g := s.sgesOf(o.rs)
+	var err error
+	if o.kind == opCalc {
+		_, err = s.list.Calc(uint64(i), flags, s.pl.calcOp, s.pl.calcType, g...)
+	} else {
+		_, err = s.list.Send(uint64(i), flags, g...)
+	}
+	return err
+}
+
+// checkFits refuses a plan whose run would not fit the queues.
+func (c *Comm) checkFits(name string, pl *plan) error {
+	sends, recvs := map[int]int{}, map[int]int{}
+	mgr := 4
+	for _, o := range pl.ops {
+		switch o.kind {
+		case opRecv:
+			recvs[o.peer]++
+		case opSend, opCalc:
+			if len(o.rs) > c.caps.sendSGE {
+				return fmt.Errorf("coll: %s: a send of %d SGEs; the queue pairs take %d: %w", name, len(o.rs), c.caps.sendSGE, syscall.EINVAL)
+			}
+			if o.peer == c.rank {
+				mgr++
+			} else {
+				sends[o.peer]++
+			}
+			mgr++ // an enable, at most
+		case opWait:
+			mgr++
+		}
+	}
+	depth := c.caps.depth
+	for p, n := range sends {
+		if n > depth {
+			return fmt.Errorf("coll: %s: %d sends to rank %d in one run; the communicator's Depth is %d (Options.Depth): %w", name, n, p, depth, syscall.EINVAL)
+		}
+	}
+	for p, n := range recvs {
+		if n > depth {
+			return fmt.Errorf("coll: %s: %d receives from rank %d in one run; the communicator's Depth is %d (Options.Depth): %w", name, n, p, depth, syscall.EINVAL)
+		}
+	}
+	if mgr > c.caps.mgrDepth {
+		return fmt.Errorf("coll: %s: %d work requests on the manager in one run; it holds %d (4 × Options.Depth): %w", name, mgr, c.caps.mgrDepth, syscall.EINVAL)
+	}
+	return nil
+}
+
+// Post starts a run: one ibv_exp_post_task. ErrInFlight while a run of
+// any schedule of the communicator is not yet complete on this rank.
+func (s *Schedule) Post() error {
+	c := s.c
+	c.mu.Lock()
+	switch {
+	case s.closed:
+		c.mu.Unlock()
+		return fmt.Errorf("coll: %s: post of a closed schedule: %w", s.name, syscall.EINVAL)
+	case c.broken != nil:
+		c.mu.Unlock()
+		return fmt.Errorf("coll: rank %d: an earlier run failed, the communicator cannot run more: %w", c.rank, c.broken)
+	case c.inflight != nil:
+		name := c.inflight.name
+		c.mu.Unlock()
+		return fmt.Errorf("coll: rank %d: %s posted while a run of %s is in flight: %w", c.rank, s.name, name, ErrInFlight)
+	}
+	c.inflight = s
+	c.mu.Unlock()
+	if err := s.list.Post(); err != nil {
+		c.mu.Lock()
+		c.inflight = nil
+		c.broken = err
+		c.mu.Unlock()
+		return fmt.Errorf("coll: rank %d: post %s: %w", c.rank, s.name, err)
+	}
+	return nil
+}
+
+// Test polls the run's completion once (one C call, no allocation): true
+// once the run is complete on this rank. The schedule's output is then
+// the caller's to read and its input to rewrite, and the next Post may
+// follow.
+func (s *Schedule) Test() (bool, error) {
+	c := s.c
+	c.mu.Lock()
+	inflight := c.inflight == s
+	c.mu.Unlock()
+	if !inflight {
+		return false, fmt.Errorf("coll: rank %d: Test of %s, which is not in flight: %w", c.rank, s.name, syscall.EINVAL)
+	}
+	switch C.coll_test(s.test) {
+	case 0:
+		return false, nil
+	case 1:
+		c.mu.Lock()
+		c.inflight = nil
+		c.mu.Unlock()
+		return true, nil
+	}
+	err := s.failure()
+	c.mu.Lock()
+	c.inflight, c.broken = nil, err
+	c.mu.Unlock()
+	return false, err
+}
+
+// RunError is a run that completed wrongly: an error completion, or a
+// CQ that held more or fewer completions than the schedule produces.
+type RunError struct {
+	Rank     int
+	Schedule string
+	CQ       string // whose completions
+	Status   verbs.WCStatus
+	QP       string // the completion's QP, when it is an error completion
+	WRID     uint64
+	Got      uint32 // completions found, when the count is wrong
+	Want     uint32
+	Errno    syscall.Errno // a failed poll
+}
+
+func (e *RunError) Error() string {
+	head := fmt.Sprintf("coll: rank %d: %s: %s", e.Rank, e.Schedule, e.CQ)
+	switch {
+	case e.Errno != 0:
+		return fmt.Sprintf("%s: ibv_exp_poll_cq: %v", head, e.Errno)
+	case e.QP != "":
+		return fmt.Sprintf("%s: completion %d (wr_id %#x) on %s has status %v", head, e.Got, e.WRID, e.QP, e.Status)
+	}
+	return fmt.Sprintf("%s: %d completions in one run, the schedule produces %d", head, e.Got, e.Want)
+}
+
+func (s *Schedule) failure() error {
+	t := s.test
+	e := &RunError{Rank: s.c.rank, Schedule: s.name, Got: uint32(t.got)}
+	if t.bad_cq < 0 {
+		e.CQ, e.Want = "the completion CQ", uint32(t.done_expect)
+	} else {
+		e.CQ, e.Want = "the CQ of "+s.cqNames[t.bad_cq], uint32(unsafe.Slice(t.expect, t.ncq)[t.bad_cq])
+	}
+	switch {
+	case t.poll_ret < 0:
+		e.Errno = syscall.Errno(-t.poll_ret)
+	case t.status >= 0:
+		e.Status, e.WRID = verbs.WCStatus(t.status), uint64(t.wr_id)
+		e.QP, _ = s.c.Describe(uint32(t.qp_num))
+		if e.QP == "" {
+			e.QP = fmt.Sprintf("QP %#x", uint32(t.qp_num))
+		}
+	}
+	return e
+}
+
+// Wait polls until the run is complete. With Options.Progress (a
+// software device), a run that cannot complete is reported with the
+// error Progress gives (collsoft: a deadlock naming ranks, QPs and
+// counts), never a hang.
+func (s *Schedule) Wait() error {
+	for polls := 0; ; polls++ {
+		done, err := s.Test()
+		if done || err != nil {
+			return err
+		}
+		p := s.c.opts.Progress
+		if p == nil {
+			runtime.Gosched()
+			continue
+		}
+		if err := p(); err != nil {
+			return fmt.Errorf("coll: rank %d: %s cannot complete: %w", s.c.rank, s.name, err)
+		}
+		if polls > 0 { // Progress ran everything there is and found nothing stuck
+			return fmt.Errorf("coll: rank %d: %s: the device is idle and the run is not complete: %w", s.c.rank, s.name, syscall.EIO)
+		}
+	}
+}
+
+// Close releases the schedule: its task list, leases and scratch. EBUSY
+// while its run is in flight.
+func (s *Schedule) Close() error {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("coll: %s closed twice: %w", s.name, syscall.EINVAL)
+	}
+	if c.inflight == s && !c.closed {
+		return fmt.Errorf("coll: close %s: %w", s.name, ErrInFlight)
+	}
+	return s.closeLocked()
+}
+
+func (s *Schedule) closeLocked() error {
+	s.closed = true
+	delete(s.c.schedules, s)
+	if s.c.inflight == s {
+		s.c.inflight = nil
+	}
+	return s.release()
+}
+
+func (s *Schedule) release() error {
+	var errs []error
+	for _, m := range s.mems {
+		m.users--
+	}
+	s.mems = nil
+	if s.list != nil {
+		errs = append(errs, s.list.Free())
+	}
+	if s.test != nil {
+		C.coll_test_free(s.test)
+		s.test = nil
+	}
+	errs = append(errs, s.leases.Close())
+	if s.scrMR != nil {
+		errs = append(errs, verbs.DeregMR(s.scrMR))
+	}
+	if s.scratch != nil {
+		errs = append(errs, s.scratch.Free())
+	}
+	return errors.Join(errs...)
+}
+
+// cmem is one zeroed T in C memory, for the verbs' in and out arguments.
+func cmem[T any]() *T {
+	var t T
+	p := C.calloc(1, C.size_t(unsafe.Sizeof(t)))
+	if p == nil {
+		panic("coll: out of C memory")
+	}
+	return (*T)(p)
+}
+
+func free(p unsafe.Pointer) { C.free(p) }
