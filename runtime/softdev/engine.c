@@ -449,12 +449,16 @@ static int step(struct sd_device *d, struct sd_qp *q)
 long sd_run(struct sd_device *d)
 {
 	long total = 0;
+	if (d->quiet)
+		return 0;
 	for (;;) {
 		long n = 0;
 		for (struct sd_qp *q = d->qps; q != NULL; q = q->next)
 			n += step(d, q);
-		if (n == 0)
+		if (n == 0) {
+			d->quiet = 1;
 			return total;
+		}
 		total += n;
 	}
 }
@@ -472,7 +476,7 @@ struct sd_progress_result sd_progress(struct ibv_context *ctx)
 {
 	struct sd_device *d = sd_dev(ctx);
 	struct sd_progress_result r = { 0, 0 };
-	sd_lock(d);
+	sd_lock_clean(d);
 	r.executed = sd_run(d);
 	for (struct sd_qp *q = d->qps; q != NULL; q = q->next)
 		if (blocked(q))
@@ -545,7 +549,7 @@ int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max)
 static struct sd_cq *poll_begin(struct ibv_cq *cq, int n)
 {
 	struct sd_device *d = sd_dev(cq->context);
-	sd_lock(d);
+	sd_lock_clean(d);
 	struct sd_cq *c = sd_cq_of(d, cq);
 	if (c == NULL || n < 0) {
 		sd_unlock(d);

@@ -26,7 +26,18 @@ struct sd_device *sd_dev(struct ibv_context *ctx)
 	return container_of(ctx, struct sd_device, vctx.context);
 }
 
-void sd_lock(struct sd_device *d) { pthread_mutex_lock(&d->lock); }
+/* Every hold of the lock may change what the engine can run (a post, an
+ * enable's target reset, a state change), so it marks the device dirty;
+ * the poll and progress paths, which change nothing the engine reads
+ * (a poll only moves a CQ's consumer index, and a full ring never
+ * blocks a producer), take it with sd_lock_clean and let sd_run skip a
+ * device that has run to quiescence since. */
+void sd_lock(struct sd_device *d)
+{
+	pthread_mutex_lock(&d->lock);
+	d->quiet = 0;
+}
+void sd_lock_clean(struct sd_device *d) { pthread_mutex_lock(&d->lock); }
 void sd_unlock(struct sd_device *d) { pthread_mutex_unlock(&d->lock); }
 
 /* Doubly linked lists in creation order; the same four lines for each

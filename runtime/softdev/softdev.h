@@ -211,6 +211,7 @@ struct sd_device {
 	uint32_t                 max_qp_wr, max_cqe;
 	uint64_t                 node_guid; /* unique per device opened in the process */
 	uint64_t                 executed; /* WQEs retired since open */
+	int                      quiet;    /* sd_run found nothing to do and nothing changed since */
 	/* Asynchronous events: queued here, one eventfd count each (the
 	 * context's async_fd), so the fd is readable exactly while some are
 	 * pending. wake_fd interrupts a blocked reader at close. */
@@ -299,6 +300,7 @@ void sd_task_failure(struct ibv_context *ctx, void **task, void **wr, int *err);
 
 struct sd_device *sd_dev(struct ibv_context *ctx);
 void sd_lock(struct sd_device *d);
+void sd_lock_clean(struct sd_device *d);
 void sd_unlock(struct sd_device *d);
 /* The kinds of object the device hands out. sd_owns says whether obj is
  * one of d's objects of that kind, comparing addresses only (obj is
