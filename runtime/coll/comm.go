@@ -150,9 +150,12 @@ func (c *Comm) setUp() (Endpoint, error) {
 	ep := Endpoint{Rank: c.rank, Size: c.size, Port: c.opts.Port}
 	dev := cmem[verbs.ExpDeviceAttr]()
 	defer free(unsafe.Pointer(dev))
-	dev.CompMask = uint32(verbs.ExpDeviceAttrCalcCap)
+	dev.CompMask = uint32(verbs.ExpDeviceAttrCalcCap | verbs.ExpDeviceAttrExpCapFlags)
 	if err := verbs.ExpQueryDevice(c.ctx, dev); err != nil {
 		return ep, fmt.Errorf("ibv_exp_query_device: %w", err)
+	}
+	if dev.CompMask&uint32(verbs.ExpDeviceAttrExpCapFlags) == 0 || dev.ExpDeviceCapFlags&uint64(verbs.ExpDeviceCrossChannel) == 0 {
+		return ep, fmt.Errorf("the device does not report cross-channel (IBV_EXP_DEVICE_CROSS_CHANNEL in ibv_exp_query_device): %w", syscall.EOPNOTSUPP)
 	}
 	ep.NodeGUID = dev.NodeGUID
 	c.caps.calcReported = dev.CompMask&uint32(verbs.ExpDeviceAttrCalcCap) != 0
