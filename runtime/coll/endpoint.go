@@ -103,7 +103,10 @@ func readQPAddr(b []byte) QPAddr {
 // Exchange is the caller's all-gather of endpoints: given this rank's
 // encoded endpoint, it returns every rank's, indexed by rank (this one's
 // included). MPI_Allgather, PMIx or a key-value store can each provide
-// it; InProcess provides it for ranks in one process.
+// it; InProcess provides it for ranks in one process. New calls it in
+// two rounds (the endpoints, then a barrier once connected), so it must
+// keep rounds apart, as MPI_Allgather does (a key-value store keys by
+// round).
 type Exchange func(local []byte) (all [][]byte, err error)
 
 // InProcess is an Exchange for ranks that are goroutines of one
