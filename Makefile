@@ -11,7 +11,8 @@
 #   make bench-gen [OFED_INCLUDE=DIR] generation (cached, headers changed, fresh) vs go tool cgo -godefs
 #   make fuzz [FUZZTIME=30s]          each fuzz target for FUZZTIME
 #   make bench-scale                  generation time and peak RSS vs header size
-#   make bench                        call shims, task posting (Go vs C vs floor), lease scaling
+#   make bench                        call shims, task posting (Go vs C vs floor), lease scaling,
+#                                     collectives (coll's schedules vs the same plans from Go)
 #   make examples                     run the cross-channel examples on the software device
 
 GO           ?= go
@@ -96,7 +97,7 @@ test-runtime:
 
 # Benchmarks with allocations, COUNT runs each: quote medians.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count $(COUNT) ./tests/shimtest ./runtime/task ./runtime/lease
+	$(GO) test -run '^$$' -bench . -benchmem -count $(COUNT) ./tests/shimtest ./runtime/task ./runtime/lease ./runtime/coll
 
 examples:
 	$(GO) run ./examples/pingpong -rounds 1000 -size 64
