@@ -105,6 +105,7 @@ examples:
 	@for op in sum max and or xor; do $(GO) run ./examples/allreduce -ranks 16 -op $$op -type uint || exit 1; done
 	$(GO) run ./examples/allreduce -ranks 16 -op sum -type float
 	$(GO) run ./examples/allreduce -ranks 12 -op max -type int
+	$(GO) run ./examples/collectives -ranks 12 -root 5
 
 # Fuzzing (go test -fuzz): one target per go test invocation, each for
 # FUZZTIME. Crashers land in the package's testdata/fuzz/<Fuzz…>/ and
