@@ -31,7 +31,13 @@ const bufSize = 1 << 16
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	d, err := Open()
+	return newFixtureOn(t)
+}
+
+// newFixtureOn is newFixture on a device opened with opts.
+func newFixtureOn(t testing.TB, opts ...DeviceOption) *fixture {
+	t.Helper()
+	d, err := Open(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -593,12 +593,14 @@ void sd_queue_release_refs(struct sd_queue *q)
 	}
 }
 
-/* RESET: everything posted is discarded, the enable base goes back to 0,
- * and enables posted before (by other QPs) release nothing any more. */
+/* RESET: everything posted is discarded and every slot is free (CQEs of
+ * the old generation still in a CQ free nothing when polled), the enable
+ * base goes back to 0, and enables posted before (by other QPs) release
+ * nothing any more. */
 void sd_queue_reset(struct sd_queue *q)
 {
 	sd_queue_release_refs(q);
-	q->head = q->tail = q->released = q->en_base = q->en_count = 0;
+	q->head = q->tail = q->freed = q->released = q->en_base = q->en_count = 0;
 	q->gen++;
 }
 
@@ -907,7 +909,7 @@ void sd_wake(struct ibv_context *ctx)
 /* Open and close                                                       */
 /* ------------------------------------------------------------------ */
 
-struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe)
+struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe, int reclaim)
 {
 	struct sd_device *d = calloc(1, sizeof *d);
 	if (d == NULL)
@@ -932,6 +934,7 @@ struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe)
 	pthread_mutex_init(&d->lock, NULL);
 	d->max_qp_wr = max_qp_wr;
 	d->max_cqe = max_cqe;
+	d->reclaim = reclaim;
 	/* Devices are not linked, so each is its own fabric: a distinct
 	 * node GUID (every port has LID 1) lets a peer tell them apart. */
 	static uint64_t opened;

@@ -43,16 +43,21 @@ var ErrNilDevice = fmt.Errorf("softdev: nil *Device (did Open fail?): %w", sysca
 // Open creates a device. Close it when done. Without options it has the
 // limits DefaultLimits gives.
 func Open(opts ...DeviceOption) (*Device, error) {
-	l := DefaultLimits
+	c := deviceConfig{Limits: DefaultLimits}
 	for _, o := range opts {
 		if o != nil { // a nil option is no option
-			o(&l)
+			o(&c)
 		}
 	}
+	l := c.Limits
 	if l.MaxQPWR <= 0 || l.MaxQPWR > int(C.SD_LIMIT_QP_WR) || l.MaxCQE <= 0 || l.MaxCQE > int(C.SD_LIMIT_CQE) {
 		return nil, fmt.Errorf("softdev: open: limits %+v: each must be in 1..%d: %w", l, int(C.SD_LIMIT_QP_WR), syscall.EINVAL)
 	}
-	ctx := C.sd_open(C.uint32_t(l.MaxQPWR), C.uint32_t(l.MaxCQE))
+	reclaim := C.int(0)
+	if c.reclaimOnPoll {
+		reclaim = 1
+	}
+	ctx := C.sd_open(C.uint32_t(l.MaxQPWR), C.uint32_t(l.MaxCQE), reclaim)
 	if ctx == nil {
 		return nil, fmt.Errorf("softdev: open: %w", syscall.ENOMEM)
 	}
@@ -439,20 +444,21 @@ type QueueStats struct {
 	Posted  uint64 // producer index
 	Done    uint64 // consumer index: WQEs retired
 	Enabled uint64 // WQEs below this position may run: released by enables (Posted if not managed)
+	Freed   uint64 // slots below this position may take new WRs: Done, or with ReclaimOnPoll up to the CQEs polled
 }
 
 // QPStats returns the state and the queue counters of one of the
 // device's QPs.
 func (d *Device) QPStats(qp *verbs.QP) (state verbs.QPState, send, recv QueueStats, err error) {
 	err = d.use(func() error {
-		var sp, sd, se, rp, rd, re C.uint64_t
+		var sp, sd, se, sf, rp, rd, re, rf C.uint64_t
 		var st C.int
-		if e := C.sd_qp_state(d.ctx, (*C.struct_ibv_qp)(unsafe.Pointer(qp)), &st, &sp, &sd, &se, &rp, &rd, &re); e != 0 {
+		if e := C.sd_qp_state(d.ctx, (*C.struct_ibv_qp)(unsafe.Pointer(qp)), &st, &sp, &sd, &se, &sf, &rp, &rd, &re, &rf); e != 0 {
 			return callErr("qp_stats", e)
 		}
 		state = verbs.QPState(st)
-		send = QueueStats{uint64(sp), uint64(sd), uint64(se)}
-		recv = QueueStats{uint64(rp), uint64(rd), uint64(re)}
+		send = QueueStats{Posted: uint64(sp), Done: uint64(sd), Enabled: uint64(se), Freed: uint64(sf)}
+		recv = QueueStats{Posted: uint64(rp), Done: uint64(rd), Enabled: uint64(re), Freed: uint64(rf)}
 		return nil
 	})
 	return

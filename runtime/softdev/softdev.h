@@ -103,6 +103,8 @@ struct sd_queue {
 	int             managed;    /* WQEs run only once released by an enable */
 	uint64_t        head;       /* WQEs posted (producer index) */
 	uint64_t        tail;       /* WQEs retired (consumer index) */
+	uint64_t        freed;      /* slots below this position may be posted into again: tail,
+	                             * or, with reclaim on poll, up to the polled CQEs */
 	uint64_t        released;   /* managed: WQEs below this position may run */
 	uint64_t        en_base;    /* managed: the enable base (moved by WAIT_EN_LAST) */
 	uint64_t        en_count;   /* managed: largest release beyond the base since it moved */
@@ -136,12 +138,20 @@ struct sd_cqe {
 	uint64_t      exp_flags; /* enum ibv_exp_wc_flags bits */
 	struct ibv_qp *qp;
 	uint64_t      idx;
+	uint64_t      wqe_pos;   /* the position of the WQE it completes in its queue */
+	uint32_t      wqe_gen;   /* that queue's generation when the WQE retired */
+	uint32_t      wqe_queue; /* SD_CQE_SEND or SD_CQE_RECV: the queue a poll frees slots of */
 	uint32_t      status;    /* enum ibv_wc_status */
 	uint32_t      opcode;    /* enum ibv_exp_wc_opcode (same values as ibv_wc_opcode) */
 	uint32_t      byte_len;
 	uint32_t      imm;
 	uint32_t      qp_num;
 	uint32_t      src_qp;
+};
+
+enum {
+	SD_CQE_SEND = 1,
+	SD_CQE_RECV = 2,
 };
 
 enum {
@@ -221,6 +231,7 @@ struct sd_device {
 	uint32_t                 max_qp_wr, max_cqe;
 	uint64_t                 node_guid; /* unique per device opened in the process */
 	uint64_t                 executed; /* WQEs retired since open */
+	int                      reclaim;  /* ring slots are freed when their CQE is polled, not at retirement */
 	int                      quiet;    /* sd_run found nothing to do and nothing changed since */
 	/* Asynchronous events: queued here, one eventfd count each (the
 	 * context's async_fd), so the fd is readable exactly while some are
@@ -270,7 +281,7 @@ struct sd_leaks {
 
 /* ---- entry points used by the Go side ---- */
 
-struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe);
+struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe, int reclaim);
 void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks);
 
 /* Control path, dispatched through ctx->ops like libibverbs would. Each
@@ -302,8 +313,8 @@ int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max);
 int sd_cq_state(struct ibv_context *ctx, struct ibv_cq *cq, uint64_t *produced,
                 uint64_t *queued, uint64_t *dropped, int *overrun);
 int sd_qp_state(struct ibv_context *ctx, struct ibv_qp *qp, int *state,
-                uint64_t *sq_posted, uint64_t *sq_done, uint64_t *sq_enabled,
-                uint64_t *rq_posted, uint64_t *rq_done, uint64_t *rq_enabled);
+                uint64_t *sq_posted, uint64_t *sq_done, uint64_t *sq_enabled, uint64_t *sq_freed,
+                uint64_t *rq_posted, uint64_t *rq_done, uint64_t *rq_enabled, uint64_t *rq_freed);
 void sd_task_failure(struct ibv_context *ctx, void **task, void **wr, int *err);
 
 /* ---- shared between the C files ---- */
