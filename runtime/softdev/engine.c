@@ -258,16 +258,12 @@ static struct sd_wqe *head_wqe(struct sd_queue *q, struct ibv_sge **sg)
 	return &q->ring[idx];
 }
 
-/* Retires the head WQE of a queue. Its slot stays taken until the CQE
- * covering it is polled if the device reclaims on poll (then poll_free
- * frees it), and is free at once otherwise. Returns its position. */
+/* Retires the head WQE of a queue and returns its position. Its slot
+ * stays taken until a polled CQE covers it (poll_free). */
 static uint64_t retire(struct sd_device *d, struct sd_queue *q)
 {
-	uint64_t pos = q->tail++;
 	d->executed++;
-	if (!d->reclaim)
-		q->freed = q->tail;
-	return pos;
+	return q->tail++;
 }
 
 /* Drops the references a WAIT or ENABLE WQE holds. */
@@ -567,10 +563,8 @@ int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max)
  * destroyed QP, frees nothing (their queues are empty). The QP's record
  * outlives its destruction until close, so reading it is safe.
  */
-static void poll_free(const struct sd_device *d, const struct sd_cqe *e)
+static void poll_free(const struct sd_cqe *e)
 {
-	if (!d->reclaim)
-		return;
 	const struct sd_qp *q = (const struct sd_qp *)e->qp; /* ibv is its first member */
 	if (q == NULL || q->dead)
 		return;
@@ -614,7 +608,7 @@ int sd_op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	int k = 0;
 	while (k < n && cq_ready(c, c->cons)) {
 		const struct sd_cqe *e = &c->ring[c->cons++ % c->size];
-		poll_free(c->dev, e);
+		poll_free(e);
 		struct ibv_wc *o = &wc[k++];
 		memset(o, 0, sizeof *o);
 		o->wr_id = e->wr_id;
@@ -640,7 +634,7 @@ int sd_op_exp_poll_cq(struct ibv_cq *cq, int n, struct ibv_exp_wc *wc, uint32_t 
 	int k = 0;
 	while (k < n && cq_ready(c, c->cons)) {
 		const struct sd_cqe *e = &c->ring[c->cons++ % c->size];
-		poll_free(c->dev, e);
+		poll_free(e);
 		struct ibv_exp_wc o;
 		memset(&o, 0, sizeof o);
 		o.wr_id = e->wr_id;

@@ -31,13 +31,7 @@ const bufSize = 1 << 16
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	return newFixtureOn(t)
-}
-
-// newFixtureOn is newFixture on a device opened with opts.
-func newFixtureOn(t testing.TB, opts ...DeviceOption) *fixture {
-	t.Helper()
-	d, err := Open(opts...)
+	d, err := Open()
 	if err != nil {
 		t.Fatal(err)
 	}

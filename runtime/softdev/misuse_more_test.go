@@ -156,10 +156,10 @@ func TestMisuseOptionsAndSizes(t *testing.T) {
 		MaxQPWR(0), MaxQPWR(-1), MaxQPWR(1<<24 + 1), MaxQPWR(math.MaxInt32 + 1), MaxQPWR(1<<32 + 1), MaxQPWR(math.MaxInt), MaxQPWR(math.MinInt),
 		MaxCQE(0), MaxCQE(-1), MaxCQE(1<<24 + 1), MaxCQE(1<<32 + 1), MaxCQE(math.MaxInt), MaxCQE(math.MinInt),
 	} {
-		var c deviceConfig
-		opt(&c)
+		var l Limits
+		opt(&l)
 		if d2, err := Open(opt); !isErrno(err, syscall.EINVAL) || d2 != nil {
-			t.Errorf("Open(%+v) = %v, %v; want EINVAL", c.Limits, d2, err)
+			t.Errorf("Open(%+v) = %v, %v; want EINVAL", l, d2, err)
 		}
 	}
 	for _, n := range []int{0, -1, math.MinInt, 65, 1<<32 + 1, math.MaxInt32 + 1, math.MaxInt} {

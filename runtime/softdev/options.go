@@ -78,26 +78,13 @@ type Limits struct {
 // DefaultLimits are the limits of a device opened without options.
 var DefaultLimits = Limits{MaxQPWR: 1 << 15, MaxCQE: 1 << 20}
 
-// deviceConfig is what Open's options set.
-type deviceConfig struct {
-	Limits
-	reclaimOnPoll bool
-}
-
 // DeviceOption configures Open.
-type DeviceOption func(*deviceConfig)
+type DeviceOption func(*Limits)
 
 // MaxQPWR sets the device's max_qp_wr: CreateQP refuses deeper queues
 // with EINVAL, as an HCA does. At most 1<<24.
-func MaxQPWR(n int) DeviceOption { return func(c *deviceConfig) { c.MaxQPWR = n } }
+func MaxQPWR(n int) DeviceOption { return func(l *Limits) { l.MaxQPWR = n } }
 
 // MaxCQE sets the device's max_cqe: CreateCQ refuses larger CQs with
 // EINVAL. At most 1<<24.
-func MaxCQE(n int) DeviceOption { return func(c *deviceConfig) { c.MaxCQE = n } }
-
-// ReclaimOnPoll makes a send or receive queue's slot free for a new WR
-// only once the CQE covering its WQE has been polled, as mlx4 and mlx5
-// free them, instead of as soon as the WQE executes: a queue whose CQEs
-// nobody polls fills after max_send_wr / max_recv_wr WRs and posts fail
-// with ENOMEM (see "Post path" in the package doc).
-func ReclaimOnPoll() DeviceOption { return func(c *deviceConfig) { c.reclaimOnPoll = true } }
+func MaxCQE(n int) DeviceOption { return func(l *Limits) { l.MaxCQE = n } }

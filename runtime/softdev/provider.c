@@ -909,7 +909,7 @@ void sd_wake(struct ibv_context *ctx)
 /* Open and close                                                       */
 /* ------------------------------------------------------------------ */
 
-struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe, int reclaim)
+struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe)
 {
 	struct sd_device *d = calloc(1, sizeof *d);
 	if (d == NULL)
@@ -934,7 +934,6 @@ struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe, int reclaim)
 	pthread_mutex_init(&d->lock, NULL);
 	d->max_qp_wr = max_qp_wr;
 	d->max_cqe = max_cqe;
-	d->reclaim = reclaim;
 	/* Devices are not linked, so each is its own fabric: a distinct
 	 * node GUID (every port has LID 1) lets a peer tell them apart. */
 	static uint64_t opened;

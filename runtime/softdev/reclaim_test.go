@@ -14,6 +14,7 @@ import (
 // once a polled CQE covers it (see "Post path" in the package doc). Each
 // test fills a queue of depth reclaimDepth, checks that the next post
 // fails with ENOMEM although every WQE executed, and what frees it.
+// Before the rule, each of them failed at its first Freed check.
 
 const reclaimDepth = 8
 
@@ -95,7 +96,7 @@ func (f *fixture) setState(qp *verbs.QP, state verbs.QPState) {
 func TestReclaimSendQueue(t *testing.T) {
 	const k = 4
 	for _, legacy := range []bool{false, true} {
-		f := newFixtureOn(t, ReclaimOnPoll())
+		f := newFixture(t)
 		scq, rcq := f.cq(64), f.cq(64)
 		qp := reclaimQP(t, f, scq, rcq)
 		id := uint64(0)
@@ -148,7 +149,7 @@ func TestReclaimSendQueue(t *testing.T) {
 // A receive queue: each polled receive CQE frees one slot, flush CQEs
 // included.
 func TestReclaimRecvQueue(t *testing.T) {
-	f := newFixtureOn(t, ReclaimOnPoll())
+	f := newFixture(t)
 	scq, rcq := f.cq(64), f.cq(64)
 	qp := f.qp(scq, rcq, QPCaps(Caps{SendWR: 1, RecvWR: reclaimDepth, SendSGE: 1, RecvSGE: 1}))
 	src := f.qp(scq, f.cq(4), QPCaps(Caps{SendWR: 64, RecvWR: 1, SendSGE: 1, RecvSGE: 1}))
@@ -216,7 +217,7 @@ func TestReclaimRecvQueue(t *testing.T) {
 // the wait completes, yet the queue is full after depth WRs, as on an
 // HCA. That is a standing schedule that never drains one of its CQs.
 func TestReclaimWaitOnlyCQ(t *testing.T) {
-	f := newFixtureOn(t, ReclaimOnPoll())
+	f := newFixture(t)
 	mqp, mcq := f.mgr()
 	scq, rcq := f.cq(64), f.cq(64)
 	qp := reclaimQP(t, f, scq, rcq)
@@ -253,7 +254,7 @@ func TestReclaimWaitOnlyCQ(t *testing.T) {
 // 2 slots) free nothing: the poll finds no CQE, the queue stays full.
 func TestReclaimOverwrittenCQEs(t *testing.T) {
 	for _, opt := range []CQOption{IgnoreOverrun(), CrossChannelCQ()} {
-		f := newFixtureOn(t, ReclaimOnPoll())
+		f := newFixture(t)
 		scq := f.cq(1, opt) // 2 slots
 		qp := reclaimQP(t, f, scq, f.cq(4))
 		for i := range reclaimDepth {
@@ -281,7 +282,7 @@ func TestReclaimOverwrittenCQEs(t *testing.T) {
 // nothing either; the QP goes to the error state, and what the ring kept
 // frees the slots of its WQEs only.
 func TestReclaimOverrunCQE(t *testing.T) {
-	f := newFixtureOn(t, ReclaimOnPoll())
+	f := newFixture(t)
 	scq := f.cq(3) // 4 slots
 	qp := reclaimQP(t, f, scq, f.cq(4))
 	for i := range 5 {
@@ -304,7 +305,7 @@ func TestReclaimOverrunCQE(t *testing.T) {
 // RESET empties both queues and frees every slot; CQEs of the WQEs from
 // before it, polled afterwards, free nothing of the new queue.
 func TestReclaimReset(t *testing.T) {
-	f := newFixtureOn(t, ReclaimOnPoll())
+	f := newFixture(t)
 	scq, rcq := f.cq(64), f.cq(64)
 	qp := reclaimQP(t, f, scq, rcq)
 	fill := func() {

@@ -43,21 +43,16 @@ var ErrNilDevice = fmt.Errorf("softdev: nil *Device (did Open fail?): %w", sysca
 // Open creates a device. Close it when done. Without options it has the
 // limits DefaultLimits gives.
 func Open(opts ...DeviceOption) (*Device, error) {
-	c := deviceConfig{Limits: DefaultLimits}
+	l := DefaultLimits
 	for _, o := range opts {
 		if o != nil { // a nil option is no option
-			o(&c)
+			o(&l)
 		}
 	}
-	l := c.Limits
 	if l.MaxQPWR <= 0 || l.MaxQPWR > int(C.SD_LIMIT_QP_WR) || l.MaxCQE <= 0 || l.MaxCQE > int(C.SD_LIMIT_CQE) {
 		return nil, fmt.Errorf("softdev: open: limits %+v: each must be in 1..%d: %w", l, int(C.SD_LIMIT_QP_WR), syscall.EINVAL)
 	}
-	reclaim := C.int(0)
-	if c.reclaimOnPoll {
-		reclaim = 1
-	}
-	ctx := C.sd_open(C.uint32_t(l.MaxQPWR), C.uint32_t(l.MaxCQE), reclaim)
+	ctx := C.sd_open(C.uint32_t(l.MaxQPWR), C.uint32_t(l.MaxCQE))
 	if ctx == nil {
 		return nil, fmt.Errorf("softdev: open: %w", syscall.ENOMEM)
 	}
@@ -444,7 +439,7 @@ type QueueStats struct {
 	Posted  uint64 // producer index
 	Done    uint64 // consumer index: WQEs retired
 	Enabled uint64 // WQEs below this position may run: released by enables (Posted if not managed)
-	Freed   uint64 // slots below this position may take new WRs: Done, or with ReclaimOnPoll up to the CQEs polled
+	Freed   uint64 // slots below this position may take new WRs: up to the WQEs whose CQEs were polled
 }
 
 // QPStats returns the state and the queue counters of one of the

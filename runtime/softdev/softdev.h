@@ -103,8 +103,8 @@ struct sd_queue {
 	int             managed;    /* WQEs run only once released by an enable */
 	uint64_t        head;       /* WQEs posted (producer index) */
 	uint64_t        tail;       /* WQEs retired (consumer index) */
-	uint64_t        freed;      /* slots below this position may be posted into again: tail,
-	                             * or, with reclaim on poll, up to the polled CQEs */
+	uint64_t        freed;      /* slots below this position may be posted into again: moved
+	                             * by polling the CQEs of retired WQEs, as on mlx4/mlx5 */
 	uint64_t        released;   /* managed: WQEs below this position may run */
 	uint64_t        en_base;    /* managed: the enable base (moved by WAIT_EN_LAST) */
 	uint64_t        en_count;   /* managed: largest release beyond the base since it moved */
@@ -231,7 +231,6 @@ struct sd_device {
 	uint32_t                 max_qp_wr, max_cqe;
 	uint64_t                 node_guid; /* unique per device opened in the process */
 	uint64_t                 executed; /* WQEs retired since open */
-	int                      reclaim;  /* ring slots are freed when their CQE is polled, not at retirement */
 	int                      quiet;    /* sd_run found nothing to do and nothing changed since */
 	/* Asynchronous events: queued here, one eventfd count each (the
 	 * context's async_fd), so the fd is readable exactly while some are
@@ -281,7 +280,7 @@ struct sd_leaks {
 
 /* ---- entry points used by the Go side ---- */
 
-struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe, int reclaim);
+struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe);
 void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks);
 
 /* Control path, dispatched through ctx->ops like libibverbs would. Each
