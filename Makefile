@@ -11,7 +11,8 @@
 #   make bench-gen [OFED_INCLUDE=DIR] generation (cached, headers changed, fresh) vs go tool cgo -godefs
 #   make fuzz [FUZZTIME=30s]          each fuzz target for FUZZTIME
 #   make bench-scale                  generation time and peak RSS vs header size
-#   make bench                        call shims, task posting (Go vs C vs floor), lease scaling
+#   make bench                        call shims, task posting (Go vs C vs floor), lease scaling,
+#                                     collectives (coll's schedules vs the same plans from Go)
 #   make examples                     run the cross-channel examples on the software device
 
 GO           ?= go
@@ -96,7 +97,7 @@ test-runtime:
 
 # Benchmarks with allocations, COUNT runs each: quote medians.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count $(COUNT) ./tests/shimtest ./runtime/task ./runtime/lease
+	$(GO) test -run '^$$' -bench . -benchmem -count $(COUNT) ./tests/shimtest ./runtime/task ./runtime/lease ./runtime/coll
 
 examples:
 	$(GO) run ./examples/pingpong -rounds 1000 -size 64
@@ -104,6 +105,7 @@ examples:
 	@for op in sum max and or xor; do $(GO) run ./examples/allreduce -ranks 16 -op $$op -type uint || exit 1; done
 	$(GO) run ./examples/allreduce -ranks 16 -op sum -type float
 	$(GO) run ./examples/allreduce -ranks 12 -op max -type int
+	$(GO) run ./examples/collectives -ranks 12 -root 5
 
 # Fuzzing (go test -fuzz): one target per go test invocation, each for
 # FUZZTIME. Crashers land in the package's testdata/fuzz/<Fuzz…>/ and

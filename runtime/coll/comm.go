@@ -90,7 +90,9 @@ var (
 // its peer with ibv_exp_modify_qp (INIT, RTR with the peer's LID or GID,
 // QP number and PSN and the smaller active MTU, RTS). Every rank must
 // call New with the same size and options; exchange must deliver every
-// rank's endpoint to every rank.
+// rank's endpoint to every rank. New calls exchange a second time once
+// its QPs are connected, as a barrier, so that when New returns on any
+// rank every rank's QPs are ready and a Post may follow at once.
 func New(ctx *verbs.Context, rank, size int, exchange Exchange, opts Options) (c *Comm, err error) {
 	switch {
 	case ctx == nil:
@@ -134,7 +136,36 @@ func New(ctx *verbs.Context, rank, size int, exchange Exchange, opts Options) (c
 	if err := c.connectAll(local); err != nil {
 		return nil, fmt.Errorf("coll: rank %d: %w", rank, err)
 	}
+	if err := connected(rank, size, exchange); err != nil {
+		return nil, fmt.Errorf("coll: rank %d: exchange: %w", rank, err)
+	}
 	return c, nil
+}
+
+// connectedMark is what every rank contributes to the exchange's second
+// round.
+const connectedMark = "vxep connected"
+
+// connected is a second round of the exchange, used as a barrier: once
+// it returns, every rank has moved its QPs to RTS, so this rank's first
+// send cannot reach a peer QP that is not yet ready to receive (softdev
+// fails such a send at once with IBV_WC_RETRY_EXC_ERR, an HCA once its
+// transport retries run out). Without it, a rank that posts as soon as
+// its own New returns races its peers' connection.
+func connected(rank, size int, exchange Exchange) error {
+	all, err := exchange([]byte(connectedMark))
+	if err != nil {
+		return err
+	}
+	if len(all) != size {
+		return fmt.Errorf("the second round returned %d entries for %d ranks", len(all), size)
+	}
+	for r, b := range all {
+		if string(b) != connectedMark {
+			return fmt.Errorf("the second round (every rank connected) got %d bytes from rank %d that are not its mark: the exchange mixed rounds", len(b), r)
+		}
+	}
+	return nil
 }
 
 // Rank and Size are this communicator's rank and the number of ranks.
@@ -150,9 +181,12 @@ func (c *Comm) setUp() (Endpoint, error) {
 	ep := Endpoint{Rank: c.rank, Size: c.size, Port: c.opts.Port}
 	dev := cmem[verbs.ExpDeviceAttr]()
 	defer free(unsafe.Pointer(dev))
-	dev.CompMask = uint32(verbs.ExpDeviceAttrCalcCap)
+	dev.CompMask = uint32(verbs.ExpDeviceAttrCalcCap | verbs.ExpDeviceAttrExpCapFlags)
 	if err := verbs.ExpQueryDevice(c.ctx, dev); err != nil {
 		return ep, fmt.Errorf("ibv_exp_query_device: %w", err)
+	}
+	if dev.CompMask&uint32(verbs.ExpDeviceAttrExpCapFlags) == 0 || dev.ExpDeviceCapFlags&uint64(verbs.ExpDeviceCrossChannel) == 0 {
+		return ep, fmt.Errorf("the device does not report cross-channel (IBV_EXP_DEVICE_CROSS_CHANNEL in ibv_exp_query_device): %w", syscall.EOPNOTSUPP)
 	}
 	ep.NodeGUID = dev.NodeGUID
 	c.caps.calcReported = dev.CompMask&uint32(verbs.ExpDeviceAttrCalcCap) != 0

@@ -27,55 +27,66 @@ void coll_test_free(struct coll_test *t)
 
 enum { BATCH = 16 };
 
-/* Polls cq until it is empty, adding what it held to *got; -1 on the
- * first unsuccessful CQE or poll error (recorded in t). */
-static int drain(struct coll_test *t, struct ibv_cq *cq, int which, uint32_t *got, uint64_t done_id, int *done)
+/* Keeps the error that says most: the first one, unless it is a flush
+ * (a QP in error flushes what it held) and a later one is not, as the
+ * cause of a flush (a failed send, say) usually sits on another CQ. */
+static void record(struct coll_test *t, int which, const struct ibv_exp_wc *wc, uint32_t got)
+{
+	if (t->failed && !(t->status == IBV_WC_WR_FLUSH_ERR && wc->status != IBV_WC_WR_FLUSH_ERR))
+		return;
+	t->failed = 1;
+	t->bad_cq = which, t->poll_ret = 0, t->status = wc->status;
+	t->wr_id = wc->wr_id, t->qp_num = wc->qp_num, t->got = got;
+}
+
+/* Polls cq until it is empty, adding what it held to *got; the
+ * unsuccessful CQEs are recorded (record), a poll error ends it. */
+static void drain(struct coll_test *t, struct ibv_cq *cq, int which, uint32_t *got, uint64_t done_id, int *done)
 {
 	struct ibv_exp_wc wc[BATCH];
 	for (;;) {
 		int n = ibv_exp_poll_cq(cq, BATCH, wc, sizeof wc[0]);
 		if (n < 0) {
-			t->bad_cq = which, t->poll_ret = n, t->status = -1;
-			return -1;
+			if (!t->failed)
+				t->failed = 1, t->bad_cq = which, t->poll_ret = n, t->status = -1;
+			return;
 		}
 		for (int i = 0; i < n; i++) {
-			if (wc[i].status != IBV_WC_SUCCESS) {
-				t->bad_cq = which, t->poll_ret = 0, t->status = wc[i].status;
-				t->wr_id = wc[i].wr_id, t->qp_num = wc[i].qp_num, t->got = *got + (uint32_t)i;
-				return -1;
-			}
-			if (done != NULL && wc[i].wr_id == done_id)
+			if (wc[i].status != IBV_WC_SUCCESS)
+				record(t, which, &wc[i], *got + (uint32_t)i);
+			else if (done != NULL && wc[i].wr_id == done_id)
 				*done = 1;
 		}
 		*got += (uint32_t)n;
 		if (n < BATCH)
-			return 0;
+			return;
 	}
 }
 
+static void count_error(struct coll_test *t, int which, uint32_t got)
+{
+	if (!t->failed)
+		t->failed = 1, t->bad_cq = which, t->poll_ret = 0, t->status = -1, t->got = got;
+}
+
 /* 1: the run is complete and every CQ held what it should; 0: not yet;
- * -1: it failed (t says how). */
+ * -1: it failed (t says how; every CQ has been drained). */
 int coll_test(struct coll_test *t)
 {
 	int done = 0;
-	if (drain(t, t->done, -1, &t->seen, t->done_id, &done) < 0)
-		return -1;
-	if (!done)
+	t->failed = 0;
+	drain(t, t->done, -1, &t->seen, t->done_id, &done);
+	if (!done && !t->failed)
 		return 0;
 	uint32_t seen = t->seen;
 	t->seen = 0;
-	if (seen != t->done_expect) {
-		t->bad_cq = -1, t->poll_ret = 0, t->status = -1, t->got = seen;
-		return -1;
-	}
+	if (seen != t->done_expect)
+		count_error(t, -1, seen);
 	for (int i = 0; i < t->ncq; i++) {
 		uint32_t got = 0;
-		if (drain(t, t->cq[i], i, &got, 0, NULL) < 0)
-			return -1;
-		if (got != t->expect[i]) {
-			t->bad_cq = i, t->poll_ret = 0, t->status = -1, t->got = got;
-			return -1;
-		}
+		drain(t, t->cq[i], i, &got, 0, NULL);
+		if (got != t->expect[i])
+			count_error(t, i, got);
 	}
-	return 1;
+	return t->failed ? -1 : 1;
 }

@@ -20,6 +20,7 @@ struct coll_test {
 	struct ibv_cq **cq;          /* the others, with their per-run counts */
 	uint32_t       *expect;
 	/* What went wrong (coll_test returned -1). */
+	int             failed;
 	int             bad_cq;      /* -1: done; else the index in cq */
 	int             status;      /* enum ibv_wc_status, or -1: a count */
 	int             poll_ret;    /* a negative ibv_exp_poll_cq result, or 0 */

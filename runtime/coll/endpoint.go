@@ -103,7 +103,10 @@ func readQPAddr(b []byte) QPAddr {
 // Exchange is the caller's all-gather of endpoints: given this rank's
 // encoded endpoint, it returns every rank's, indexed by rank (this one's
 // included). MPI_Allgather, PMIx or a key-value store can each provide
-// it; InProcess provides it for ranks in one process.
+// it; InProcess provides it for ranks in one process. New calls it in
+// two rounds (the endpoints, then a barrier once connected), so it must
+// keep rounds apart, as MPI_Allgather does (a key-value store keys by
+// round).
 type Exchange func(local []byte) (all [][]byte, err error)
 
 // InProcess is an Exchange for ranks that are goroutines of one
@@ -118,6 +121,7 @@ type InProcess struct {
 	cur  [][]byte // this round's contributions
 	n    int      // how many so far
 	last [][]byte // the previous round's result
+	err  error    // set by Fail
 }
 
 // NewInProcess returns an exchange among size ranks.
@@ -135,6 +139,9 @@ func (x *InProcess) For(rank int) Exchange {
 		}
 		x.mu.Lock()
 		defer x.mu.Unlock()
+		if x.err != nil {
+			return nil, x.err
+		}
 		if x.cur[rank] != nil {
 			return nil, fmt.Errorf("coll: in-process exchange: rank %d contributed twice to one round", rank)
 		}
@@ -146,9 +153,25 @@ func (x *InProcess) For(rank int) Exchange {
 			x.gen++
 			x.cond.Broadcast()
 		}
-		for x.gen == gen {
+		for x.gen == gen && x.err == nil {
 			x.cond.Wait()
 		}
+		if x.gen == gen {
+			return nil, x.err
+		}
 		return append([][]byte(nil), x.last...), nil
+	}
+}
+
+// Fail ends the exchange for every rank: a rank that cannot take part
+// (its New failed before it reached the exchange) calls it, so that the
+// others get err instead of waiting for it forever, as a job launcher
+// would abort the other processes.
+func (x *InProcess) Fail(rank int, err error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.err == nil {
+		x.err = fmt.Errorf("coll: in-process exchange: rank %d failed: %w", rank, err)
+		x.cond.Broadcast()
 	}
 }

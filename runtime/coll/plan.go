@@ -56,10 +56,16 @@ type op struct {
 	n    int // opWait
 }
 
-func (p *plan) recv(peer int, rs ...region) { p.ops = append(p.ops, op{kind: opRecv, peer: peer, rs: rs}) }
-func (p *plan) send(peer int, rs ...region) { p.ops = append(p.ops, op{kind: opSend, peer: peer, rs: rs}) }
-func (p *plan) calc(peer int, rs ...region) { p.ops = append(p.ops, op{kind: opCalc, peer: peer, rs: rs}) }
-func (p *plan) wait(peer, n int)            { p.ops = append(p.ops, op{kind: opWait, peer: peer, n: n}) }
+func (p *plan) recv(peer int, rs ...region) {
+	p.ops = append(p.ops, op{kind: opRecv, peer: peer, rs: rs})
+}
+func (p *plan) send(peer int, rs ...region) {
+	p.ops = append(p.ops, op{kind: opSend, peer: peer, rs: rs})
+}
+func (p *plan) calc(peer int, rs ...region) {
+	p.ops = append(p.ops, op{kind: opCalc, peer: peer, rs: rs})
+}
+func (p *plan) wait(peer, n int) { p.ops = append(p.ops, op{kind: opWait, peer: peer, n: n}) }
 
 // selfRoundTrip gives a plan without messages (one rank) one loopback
 // message, so that every schedule completes through a wait like the

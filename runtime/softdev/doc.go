@@ -105,7 +105,9 @@
 //	fmt.Println(d.Close()) // a *LeakError if something was left
 //
 // (runtime/task's ExampleList builds one with a task list.) Only RC
-// QPs exist, connected in loopback to a QP of the same device. QP numbers
+// QPs exist, connected in loopback to a QP of the same device: devices
+// are not linked, so each is a fabric of its own, with port 1 at LID 1
+// and a node GUID (ibv_query_device) unique in the process. QP numbers
 // start at 0x100 and MR keys are derived from a slot and a generation,
 // with lkey != rkey, so a stale or mistyped key is caught. Destroying a
 // PD, CQ or QP still in use (by MRs or QPs, or by a pending CQE_WAIT or
@@ -254,7 +256,9 @@
 // # Execution
 //
 // Nothing executes during a post. The device runs in Progress and at the
-// start of every poll (so polling alone drives a schedule). A run is a
+// start of every poll (so polling alone drives a schedule); once it has
+// run to quiescence, polls skip the run until something is posted or
+// changed. A run is a
 // sequence of rounds; each round visits the QPs in creation order and
 // lets each execute (or flush) at most the one WQE at the head of its send
 // queue; rounds repeat until one makes no progress. Everything happens

@@ -63,6 +63,52 @@ void sd_unlock(struct sd_device *d) { pthread_mutex_unlock(&d->lock); }
 /* Users hand us raw pointers: only pointers we gave out are converted,
  * found by address in the device's lists (destroyed CQs and QPs are in
  * the dead lists until close). */
+static uint32_t addr_slot(const struct sd_addrset *s, const void *p)
+{
+	return (uint32_t)((((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull) >> 32) & (s->cap - 1);
+}
+
+static int addrset_get(const struct sd_addrset *s, const void *p)
+{
+	if (s->cap == 0)
+		return 0;
+	for (uint32_t i = addr_slot(s, p);; i = (i + 1) & (s->cap - 1)) {
+		if (s->keys[i] == NULL)
+			return 0;
+		if (s->keys[i] == p)
+			return s->state[i];
+	}
+}
+
+/* Sets p's state, adding p if it is new; ENOMEM if the set cannot grow. */
+static int addrset_put(struct sd_addrset *s, const void *p, int8_t state)
+{
+	if (2 * (s->n + 1) > s->cap) {
+		struct sd_addrset g = { NULL, NULL, s->cap ? 2 * s->cap : 64, 0 };
+		g.keys = calloc(g.cap, sizeof *g.keys);
+		g.state = calloc(g.cap, sizeof *g.state);
+		if (g.keys == NULL || g.state == NULL) {
+			free(g.keys);
+			free(g.state);
+			return ENOMEM;
+		}
+		for (uint32_t i = 0; i < s->cap; i++)
+			if (s->keys[i] != NULL)
+				addrset_put(&g, s->keys[i], s->state[i]);
+		free(s->keys);
+		free(s->state);
+		*s = g;
+	}
+	uint32_t i = addr_slot(s, p);
+	while (s->keys[i] != NULL && s->keys[i] != p)
+		i = (i + 1) & (s->cap - 1);
+	if (s->keys[i] == NULL)
+		s->n++;
+	s->keys[i] = p;
+	s->state[i] = state;
+	return 0;
+}
+
 int sd_owns(struct sd_device *d, enum sd_kind kind, const void *obj)
 {
 	switch (kind) {
@@ -71,29 +117,17 @@ int sd_owns(struct sd_device *d, enum sd_kind kind, const void *obj)
 	case SD_MR:
 		return LIST_HAS(d->mrs, obj);
 	case SD_CQ:
-		return LIST_HAS(d->cqs, obj) ? 1 : LIST_HAS(d->dead_cqs, obj) ? -1 : 0;
+		return addrset_get(&d->cqset, obj);
 	case SD_QP:
 		return LIST_HAS(d->qps, obj) ? 1 : LIST_HAS(d->dead_qps, obj) ? -1 : 0;
 	}
 	return 0;
 }
 
-/* Is cq one of this device's live CQs? The one found moves to the front
- * of the list (whose order means nothing else): polls repeat on a CQ, and
- * so do the waits of a schedule, so its next lookup is one step. */
+/* Is cq one of this device's live CQs? */
 struct sd_cq *sd_cq_of(struct sd_device *d, struct ibv_cq *cq)
 {
-	if (sd_owns(d, SD_CQ, cq) != 1)
-		return NULL;
-	struct sd_cq *c = (struct sd_cq *)cq;
-	if (d->cqs != c) {
-		LIST_REMOVE(d->cqs, d->cqs_tail, c);
-		c->prev = NULL;
-		c->next = d->cqs;
-		d->cqs->prev = c;
-		d->cqs = c;
-	}
-	return c;
+	return sd_owns(d, SD_CQ, cq) == 1 ? (struct sd_cq *)cq : NULL;
 }
 
 /* The QP behind a handle the verbs hand us (the header's inline code has
@@ -315,6 +349,13 @@ static struct ibv_cq *op_exp_create_cq(struct ibv_context *ctx, int cqe,
 	c->size = size;
 	c->flags = (flags & IBV_EXP_CQ_CREATE_CROSS_CHANNEL) ? SD_CQ_CROSS_CHANNEL : 0;
 	c->ibv.cqe = (int)(size - 1);
+	if (addrset_put(&d->cqset, &c->ibv, 1) != 0) {
+		sd_unlock(d);
+		free(c);
+		free(ring);
+		errno = ENOMEM;
+		return NULL;
+	}
 	c->ibv.handle = ++d->next_handle;
 	LIST_APPEND(d->cqs, d->cqs_tail, c);
 	sd_unlock(d);
@@ -373,6 +414,7 @@ static int op_destroy_cq(struct ibv_cq *cq)
 		return err;
 	}
 	LIST_REMOVE(d->cqs, d->cqs_tail, c);
+	addrset_put(&d->cqset, cq, -1); /* present already: cannot fail */
 	drop_events(d, cq);
 	c->dead = 1;
 	free(c->ring);
@@ -976,6 +1018,8 @@ void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks)
 		d->dead_cqs = c->next;
 		free(c);
 	}
+	free(d->cqset.keys);
+	free(d->cqset.state);
 	while (d->mrs != NULL) {
 		struct sd_mr *m = d->mrs;
 		leaks->mrs++;

@@ -192,13 +192,23 @@ struct sd_event {
  * verbs context (whose last member is the struct ibv_context users see),
  * as verbs_get_exp_ctx() expects, then the device's own state.
  */
+/* A set of object addresses, each live (1) or destroyed (-1): open
+ * addressing, so finding a CQ among thousands (a poll, a CQE_WAIT naming
+ * it) compares addresses without reading the object. */
+struct sd_addrset {
+	const void **keys;
+	int8_t      *state;
+	uint32_t     cap, n; /* cap a power of two, n < cap / 2 */
+};
+
 struct sd_device {
 	struct verbs_context_exp exp;
 	struct verbs_context     vctx;
 	pthread_mutex_t          lock;    /* everything below */
 	struct sd_pd            *pds, *pds_tail;
 	struct sd_mr            *mrs, *mrs_tail;
-	struct sd_cq            *cqs, *cqs_tail; /* the one looked up last first (sd_cq_of) */
+	struct sd_cq            *cqs, *cqs_tail;
+	struct sd_addrset        cqset;   /* every CQ handed out, live or destroyed: sd_owns in O(1) */
 	struct sd_qp            *qps, *qps_tail; /* creation order: the round-robin order */
 	struct sd_cq            *dead_cqs;       /* destroyed, freed at close */
 	struct sd_qp            *dead_qps;

@@ -43,6 +43,9 @@ func New(dev *softdev.Device, size int, opts coll.Options) (*World, error) {
 		go func() {
 			defer wg.Done()
 			w.Comms[r], errs[r] = coll.New(dev.Context(), r, size, x.For(r), opts)
+			if errs[r] != nil {
+				x.Fail(r, errs[r])
+			}
 		}()
 	}
 	wg.Wait()

@@ -1,0 +1,399 @@
+//go:build linux && cgo
+
+// Command collectives runs the four standing collectives of
+// runtime/coll (barrier, allreduce, broadcast from -root, allgather)
+// over -ranks ranks on the software device, -iters runs each. Every
+// schedule is built once and posted once per run per rank; each run gets
+// fresh data and its result is checked on every rank: the barrier
+// completes on no rank before the last rank has posted, the allreduce
+// holds Go's sum, the broadcast the root's bytes, the allgather every
+// rank's block, and no collective writes past the bytes it was given.
+// It prints the median time per collective (from the first rank's post
+// to the last rank's completion; for the barrier that includes the check
+// that polls every other rank once before the last posts).
+//
+//	go run ./examples/collectives -ranks 12 -iters 100 -root 5
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"time"
+
+	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/runtime/coll"
+	"github.com/verbsexp/verbsexp/runtime/coll/collsoft"
+	"github.com/verbsexp/verbsexp/runtime/lease"
+	"github.com/verbsexp/verbsexp/runtime/softdev"
+)
+
+// config is what the flags set.
+type config struct {
+	ranks, iters, root int
+	count              int // allreduce elements
+	bytes              int // broadcast length
+	block              int // allgather bytes per rank
+}
+
+func main() {
+	var c config
+	flag.IntVar(&c.ranks, "ranks", 8, "number of ranks, 1 or more")
+	flag.IntVar(&c.iters, "iters", 100, "runs of each collective")
+	flag.IntVar(&c.root, "root", 0, "the broadcast's root rank")
+	flag.IntVar(&c.count, "count", 4, "allreduce elements per rank (uint64 sums), 1 to 64")
+	flag.IntVar(&c.bytes, "bytes", 256, "bytes the broadcast sends")
+	flag.IntVar(&c.block, "block", 32, "bytes each rank contributes to the allgather")
+	flag.Parse()
+	if err := run(c, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "collectives:", err)
+		os.Exit(1)
+	}
+}
+
+// guard bytes follow every buffer's used part; a collective that writes
+// past what it was given changes them.
+const guard = 64
+
+const guardByte = 0xa5
+
+// collective is one schedule per rank and how to run and check it.
+type collective struct {
+	name string
+	ss   []*coll.Schedule
+	// prepare writes run it's input on every rank; post posts every
+	// rank's run (the barrier checks in between); check verifies every
+	// rank's result.
+	prepare func(it int)
+	post    func() error
+	check   func(it int) error
+	times   []time.Duration
+}
+
+// world is the device, the ranks' communicators and what they
+// registered.
+type world struct {
+	dev  *softdev.Device
+	w    *collsoft.World
+	bufs []*lease.Buffer
+	mems []*coll.Memory
+	all  []*collective
+}
+
+// register gives rank r n bytes followed by the guard.
+func (w *world) register(r, n int) (*coll.Memory, error) {
+	b, err := lease.Alloc(n + guard)
+	if err != nil {
+		return nil, err
+	}
+	w.bufs = append(w.bufs, b)
+	m, err := w.w.Comms[r].Register(b)
+	if err != nil {
+		return nil, err
+	}
+	w.mems = append(w.mems, m)
+	return m, nil
+}
+
+func (w *world) close() error {
+	var errs []error
+	for _, c := range w.all {
+		for _, s := range c.ss {
+			errs = append(errs, s.Close())
+		}
+	}
+	for _, m := range w.mems {
+		errs = append(errs, m.Close())
+	}
+	for _, b := range w.bufs {
+		errs = append(errs, b.Free())
+	}
+	if w.w != nil {
+		errs = append(errs, w.w.Close())
+	}
+	return errors.Join(append(errs, w.dev.Close())...)
+}
+
+func run(cfg config, out io.Writer) (err error) {
+	switch {
+	case cfg.ranks < 1 || cfg.iters < 1:
+		return fmt.Errorf("need -ranks ≥ 1 and -iters ≥ 1, not %d and %d", cfg.ranks, cfg.iters)
+	case cfg.root < 0 || cfg.root >= cfg.ranks:
+		return fmt.Errorf("-root %d is not a rank of %d", cfg.root, cfg.ranks)
+	case cfg.count < 1 || cfg.count > coll.DefaultDepth || cfg.bytes < 1 || cfg.block < 1:
+		return fmt.Errorf("need 1 ≤ -count ≤ %d, -bytes ≥ 1 and -block ≥ 1", coll.DefaultDepth)
+	}
+	dev, err := softdev.Open()
+	if err != nil {
+		return err
+	}
+	w := &world{dev: dev}
+	defer func() { err = errors.Join(err, w.close()) }()
+	if w.w, err = collsoft.New(dev, cfg.ranks, coll.Options{}); err != nil {
+		return err
+	}
+	for _, build := range []func(*world, config) (*collective, error){barrier, allreduce, broadcast, allgather} {
+		c, err := build(w, cfg)
+		if err != nil {
+			return err
+		}
+		w.all = append(w.all, c)
+	}
+	for _, c := range w.all {
+		for it := range cfg.iters {
+			c.prepare(it)
+			start := time.Now()
+			if err := c.post(); err != nil {
+				return fmt.Errorf("%s, run %d: %w", c.name, it, err)
+			}
+			for _, s := range c.ss {
+				if err := s.Wait(); err != nil {
+					return fmt.Errorf("%s, run %d: %w", c.name, it, err)
+				}
+			}
+			c.times = append(c.times, time.Since(start))
+			if err := c.check(it); err != nil {
+				return fmt.Errorf("%s, run %d: %w", c.name, it, err)
+			}
+		}
+	}
+	fmt.Fprintf(out, "%d ranks on softdev, %d runs of each collective, every result checked on every rank:\n", cfg.ranks, cfg.iters)
+	for _, c := range w.all {
+		fmt.Fprintf(out, "  %-36s %10.2f µs per collective (median)\n", c.name, median(c.times))
+	}
+	return nil
+}
+
+// median is the middle run's time, in µs.
+func median(ts []time.Duration) float64 {
+	s := slices.Clone(ts)
+	slices.Sort(s)
+	return float64(s[len(s)/2].Nanoseconds()) / 1e3
+}
+
+// postAll posts every rank's run.
+func postAll(ss []*coll.Schedule) error {
+	for _, s := range ss {
+		if err := s.Post(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// barrier: each run one rank (a different one each run) posts last, and
+// until it has, no other rank's run completes.
+func barrier(w *world, cfg config) (*collective, error) {
+	c := &collective{name: "barrier"}
+	for _, comm := range w.w.Comms {
+		s, err := comm.Barrier()
+		if err != nil {
+			return nil, err
+		}
+		c.ss = append(c.ss, s)
+	}
+	late := 0
+	c.prepare = func(it int) { late = it * 7 % cfg.ranks }
+	c.post = func() error {
+		for r, s := range c.ss {
+			if r != late {
+				if err := s.Post(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := earlyBarrier(c.ss, late); err != nil {
+			return err
+		}
+		return c.ss[late].Post()
+	}
+	c.check = func(int) error { return nil } // post checked it
+	return c, nil
+}
+
+// earlyBarrier polls every rank but late once (each poll runs the
+// software device as far as it can go) and fails if one has completed.
+func earlyBarrier(ss []*coll.Schedule, late int) error {
+	for r, s := range ss {
+		if r == late {
+			continue
+		}
+		done, err := s.Test()
+		if err != nil {
+			return err
+		}
+		if done {
+			return fmt.Errorf("rank %d's barrier completed before rank %d had posted", r, late)
+		}
+	}
+	return nil
+}
+
+// allreduce: uint64 sums of cfg.count elements, inputs fresh each run.
+func allreduce(w *world, cfg config) (*collective, error) {
+	c := &collective{name: fmt.Sprintf("allreduce (sum of %d uint64)", cfg.count)}
+	n := cfg.count * coll.ElementSize
+	var ins, outs []*coll.Memory
+	for r, comm := range w.w.Comms {
+		in, err := w.register(r, n)
+		if err != nil {
+			return nil, err
+		}
+		o, err := w.register(r, n)
+		if err != nil {
+			return nil, err
+		}
+		s, err := comm.Allreduce(in, o, cfg.count, verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeUint)
+		if err != nil {
+			return nil, err
+		}
+		c.ss, ins, outs = append(c.ss, s), append(ins, in), append(outs, o)
+	}
+	input := func(r, e, it int) uint64 { return 0x9e3779b97f4a7c15 * uint64(1+r+cfg.ranks*(e+cfg.count*it)) }
+	c.prepare = func(it int) {
+		for r := range ins {
+			for e := range cfg.count {
+				coll.PutElement(ins[r].Bytes(), e, input(r, e, it), 0)
+			}
+			fill(outs[r].Bytes(), n, 0)
+		}
+	}
+	c.post = func() error { return postAll(c.ss) }
+	c.check = func(it int) error {
+		for r, o := range outs {
+			for e := range cfg.count {
+				var want uint64
+				for q := range cfg.ranks {
+					want += input(q, e, it)
+				}
+				if got, _ := coll.Element(o.Bytes(), e); got != want {
+					return fmt.Errorf("rank %d: element %d is %#x, want %#x", r, e, got, want)
+				}
+			}
+			if err := guarded(o.Bytes(), n); err != nil {
+				return fmt.Errorf("rank %d: %w", r, err)
+			}
+		}
+		return nil
+	}
+	return c, nil
+}
+
+// broadcast: the root sends cfg.bytes fresh random bytes; every other
+// rank's buffer holds other bytes before the run.
+func broadcast(w *world, cfg config) (*collective, error) {
+	c := &collective{name: fmt.Sprintf("broadcast (%d bytes from rank %d)", cfg.bytes, cfg.root)}
+	var bufs []*coll.Memory
+	for r, comm := range w.w.Comms {
+		m, err := w.register(r, cfg.bytes)
+		if err != nil {
+			return nil, err
+		}
+		s, err := comm.Broadcast(cfg.root, m, cfg.bytes)
+		if err != nil {
+			return nil, err
+		}
+		c.ss, bufs = append(c.ss, s), append(bufs, m)
+	}
+	want := make([]byte, cfg.bytes)
+	c.prepare = func(it int) {
+		rnd := rand.New(rand.NewPCG(uint64(it), 1))
+		for i := range want {
+			want[i] = byte(rnd.Uint32())
+		}
+		for r, m := range bufs {
+			if r == cfg.root {
+				fill(m.Bytes(), cfg.bytes, 0)
+				copy(m.Bytes(), want)
+			} else {
+				fill(m.Bytes(), cfg.bytes, ^want[0]) // differs from the root's at least in byte 0
+			}
+		}
+	}
+	c.post = func() error { return postAll(c.ss) }
+	c.check = func(int) error {
+		for r, m := range bufs {
+			if got := m.Bytes()[:cfg.bytes]; !bytes.Equal(got, want) {
+				return fmt.Errorf("rank %d holds %x…, the root sent %x…", r, got[:min(8, len(got))], want[:min(8, len(want))])
+			}
+			if err := guarded(m.Bytes(), cfg.bytes); err != nil {
+				return fmt.Errorf("rank %d: %w", r, err)
+			}
+		}
+		return nil
+	}
+	return c, nil
+}
+
+// allgather: each rank writes a fresh block of its own and 0xff over
+// the others' before the run.
+func allgather(w *world, cfg config) (*collective, error) {
+	c := &collective{name: fmt.Sprintf("allgather (%d bytes per rank)", cfg.block)}
+	n := cfg.ranks * cfg.block
+	var bufs []*coll.Memory
+	for r, comm := range w.w.Comms {
+		m, err := w.register(r, n)
+		if err != nil {
+			return nil, err
+		}
+		s, err := comm.Allgather(m, cfg.block)
+		if err != nil {
+			return nil, err
+		}
+		c.ss, bufs = append(c.ss, s), append(bufs, m)
+	}
+	want := make([]byte, n)
+	c.prepare = func(it int) {
+		rnd := rand.New(rand.NewPCG(uint64(it), 2))
+		for i := range want {
+			want[i] = byte(rnd.Uint32())
+		}
+		for r, m := range bufs {
+			fill(m.Bytes(), n, 0xff)
+			copy(m.Bytes()[r*cfg.block:(r+1)*cfg.block], want[r*cfg.block:])
+		}
+	}
+	c.post = func() error { return postAll(c.ss) }
+	c.check = func(int) error {
+		for r, m := range bufs {
+			got := m.Bytes()[:n]
+			for q := range cfg.ranks {
+				blk := got[q*cfg.block : (q+1)*cfg.block]
+				if !bytes.Equal(blk, want[q*cfg.block:(q+1)*cfg.block]) {
+					return fmt.Errorf("rank %d: block %d is %x…, rank %d wrote %x…", r, q, blk[:min(8, len(blk))], q, want[q*cfg.block:][:min(8, cfg.block)])
+				}
+			}
+			if err := guarded(m.Bytes(), n); err != nil {
+				return fmt.Errorf("rank %d: %w", r, err)
+			}
+		}
+		return nil
+	}
+	return c, nil
+}
+
+// fill sets b[:used] to v and the guard after it to guardByte.
+func fill(b []byte, used int, v byte) {
+	for i := range b {
+		if i < used {
+			b[i] = v
+		} else {
+			b[i] = guardByte
+		}
+	}
+}
+
+// guarded checks the guard after b[:used].
+func guarded(b []byte, used int) error {
+	for i := used; i < len(b); i++ {
+		if b[i] != guardByte {
+			return fmt.Errorf("byte %d, past the %d the collective was given, was written (%#x)", i, used, b[i])
+		}
+	}
+	return nil
+}
