@@ -72,7 +72,15 @@ type region struct {
 // canaryMin is the least canary a region has past any n it is used for.
 const canaryMin = 61 // odd, so the canary's end is not aligned either
 
-func canaryByte(i int) byte { return byte(0xA5 ^ i*7) }
+// canary is the pattern every region's tail holds (grown on demand).
+var canary []byte
+
+func canaryFor(n int) []byte {
+	for len(canary) < n {
+		canary = append(canary, byte(0xA5^len(canary)*7))
+	}
+	return canary[:n]
+}
 
 func newRegion(t testing.TB, c *coll.Comm, max int) *region {
 	t.Helper()
@@ -104,9 +112,7 @@ func (r *region) use(n int) *region {
 	}
 	r.n = n
 	tail := r.buf.Bytes()[n:]
-	for i := range tail {
-		tail[i] = canaryByte(i)
-	}
+	copy(tail, canaryFor(len(tail)))
 	return r
 }
 
@@ -115,10 +121,10 @@ func (r *region) data() []byte { return r.buf.Bytes()[:r.n] }
 
 // checkCanary reports a touched canary byte.
 func (r *region) checkCanary() error {
-	for i, b := range r.buf.Bytes()[r.n:] {
-		if b != canaryByte(i) {
-			return fmt.Errorf("canary byte %d past the %d-byte region is %#x, want %#x: the schedule wrote outside its region", i, r.n, b, canaryByte(i))
-		}
+	tail := r.buf.Bytes()[r.n:]
+	want := canaryFor(len(tail))
+	if i := firstDiff(tail, want); i >= 0 {
+		return fmt.Errorf("canary byte %d past the %d-byte region is %#x, want %#x: the schedule wrote outside its region", i, r.n, tail[i], want[i])
 	}
 	return nil
 }
@@ -503,7 +509,12 @@ func fill(rng *rand.Rand, b []byte) {
 	}
 }
 
+// firstDiff is the first index where a and b (of one length) differ, or
+// -1.
 func firstDiff(a, b []byte) int {
+	if bytes.Equal(a, b) {
+		return -1
+	}
 	for i := range a {
 		if a[i] != b[i] {
 			return i
