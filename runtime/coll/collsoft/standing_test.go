@@ -211,4 +211,3 @@ func TestNoAllocation(t *testing.T) {
 	b.close(t)
 	g.close(t)
 }
-
