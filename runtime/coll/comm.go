@@ -112,10 +112,12 @@ func New(ctx *verbs.Context, rank, size int, exchange Exchange, opts Options) (c
 	}
 	c = &Comm{ctx: ctx, rank: rank, size: size, opts: opts,
 		peers: make([]*peer, size), schedules: map[*Schedule]struct{}{}, memories: map[*Memory]struct{}{}}
+	// Every error return below sets c to nil before this runs: release
+	// what was created through its own copy.
+	created := c
 	defer func() {
 		if err != nil {
-			c.release()
-			c = nil
+			created.release()
 		}
 	}()
 	local, err := c.setUp()
