@@ -37,11 +37,16 @@ func TestMain(m *testing.M) {
 // open: the test must have closed every schedule and memory itself.
 func newWorld(t testing.TB, n int) *collsoft.World {
 	t.Helper()
+	return newWorldOpts(t, n, coll.Options{})
+}
+
+func newWorldOpts(t testing.TB, n int, opts coll.Options) *collsoft.World {
+	t.Helper()
 	dev, err := softdev.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := collsoft.New(dev, n, coll.Options{})
+	w, err := collsoft.New(dev, n, opts)
 	if err != nil {
 		dev.Close()
 		t.Fatalf("collsoft.New(%d ranks): %v", n, err)
@@ -299,6 +304,16 @@ type arRun struct {
 
 func newAllreduce(t testing.TB, w *collsoft.World, m *memories, c calc, count int, inPlace bool) *arRun {
 	t.Helper()
+	a, err := buildAllreduce(w, m, c, count, inPlace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// buildAllreduce builds the allreduce on every rank, or returns the
+// first rank's error (with what it built closed).
+func buildAllreduce(w *collsoft.World, m *memories, c calc, count int, inPlace bool) (*arRun, error) {
 	a := &arRun{c: c, count: count, inPlace: inPlace}
 	n := count * coll.ElementSize
 	for r, cm := range w.Comms {
@@ -309,11 +324,14 @@ func newAllreduce(t testing.TB, w *collsoft.World, m *memories, c calc, count in
 		}
 		s, err := cm.Allreduce(in.mem, out.mem, count, c.op, c.typ)
 		if err != nil {
-			t.Fatalf("N=%d rank %d: Allreduce(%v, count %d): %v", len(w.Comms), cm.Rank(), c, count, err)
+			for _, s := range a.ss {
+				s.Close()
+			}
+			return nil, fmt.Errorf("N=%d rank %d: Allreduce(%v, count %d): %w", len(w.Comms), cm.Rank(), c, count, err)
 		}
 		a.ins, a.outs, a.ss = append(a.ins, in), append(a.outs, out), append(a.ss, s)
 	}
-	return a
+	return a, nil
 }
 
 func (a *arRun) close(t testing.TB) { t.Helper(); closeAll(t, a.ss) }
