@@ -100,4 +100,3 @@ func TestSmallDepth(t *testing.T) {
 		}
 	}
 }
-
