@@ -15,7 +15,7 @@ import (
 type planCase struct {
 	name    string
 	plans   []*plan
-	sizes   [][3]int // by rank: memIn, memOut, memScratch bytes (0: none)
+	sizes   [][3]int                      // by rank: memIn, memOut, memScratch bytes (0: none)
 	ownOnly func(rank int, r region) bool // a region a receive must never cover
 	result  int                           // bytes a calc delivers
 }
