@@ -543,3 +543,33 @@ func benchSides(t *testing.T, bc benchCollective, size int) (*offloaded, *stepwi
 	})
 	return off, step
 }
+
+// TestStepwiseStuck: a plan whose send is missing (rank 0 of a barrier
+// never sends its first message) is reported naming the rank that waits
+// and what for, not a hang.
+func TestStepwiseStuck(t *testing.T) {
+	w, err := newStepWorld(4, func(rank, size int) (*plan, [2]int, int) {
+		pl := barrierPlan(rank, size)
+		if rank == 0 {
+			for i, o := range pl.ops {
+				if o.kind == opSend {
+					pl.ops = append(pl.ops[:i], pl.ops[i+1:]...)
+					break
+				}
+			}
+		}
+		return pl, [2]int{}, 0
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := w.close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	err = w.run()
+	if want := "stepwise: rank 1 cannot complete: waits for 1 receives from rank 0, has 0"; err == nil || err.Error() != want {
+		t.Fatalf("run: %v, want %q", err, want)
+	}
+}

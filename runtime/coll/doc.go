@@ -135,7 +135,7 @@
 // a process with its own device context, and the exchange is the job's
 // (MPI_Allgather, PMIx): New calls it twice, so it must keep rounds
 // apart. Leave Options.Progress nil: Wait then polls until the run is
-// complete (softdev needs no more either, since its polls run the
+// complete, WaitContext until a deadline (softdev needs no more either, since its polls run the
 // device; collsoft sets Progress only to turn a deadlock into an error).
 // Draining every CQ a run fed, every run, matters on mlx4 and mlx5:
 // their providers free send and receive queue slots only when the

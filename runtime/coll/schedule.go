@@ -10,6 +10,7 @@ package coll
 import "C"
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -444,12 +445,21 @@ func (s *Schedule) failure() error {
 // Wait polls until the run is complete. With Options.Progress (a
 // software device), a run that cannot complete is reported with the
 // error Progress gives (collsoft: a deadlock naming ranks, QPs and
-// counts), never a hang.
-func (s *Schedule) Wait() error {
+// counts), never a hang; on an HCA (no Progress) it polls for as long as
+// the run takes: use WaitContext to bound that.
+func (s *Schedule) Wait() error { return s.WaitContext(context.Background()) }
+
+// WaitContext is Wait, ending early with ctx's error when ctx is done.
+// The run then stays in flight: Test or wait again, or close the
+// communicator.
+func (s *Schedule) WaitContext(ctx context.Context) error {
 	for polls := 0; ; polls++ {
 		done, err := s.Test()
 		if done || err != nil {
 			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("coll: rank %d: %s: %w", s.c.rank, s.name, err)
 		}
 		p := s.c.opts.Progress
 		if p == nil {

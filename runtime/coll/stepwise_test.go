@@ -390,9 +390,9 @@ func (w *stepWorld) newRank(rank, size int, pl *plan, need [2]int, scratch int) 
 }
 
 // run runs one collective on every rank, round-robin until all are
-// done. Two passes over the ranks in which none posts or polls anything
-// mean the run cannot complete (every poll runs the device, so a second
-// pass sees what the first left).
+// done. Two passes over the ranks in which none posts anything or finds
+// a completion mean the run cannot complete (every poll runs the device,
+// so a second pass sees whatever the first left): an error, not a hang.
 func (w *stepWorld) run() error {
 	for _, r := range w.ranks {
 		r.posted, r.pc, r.sendsDone, r.done = false, 0, 0, false

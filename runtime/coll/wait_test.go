@@ -1,0 +1,75 @@
+//go:build linux && cgo
+
+package coll_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/verbsexp/verbsexp/runtime/coll"
+	"github.com/verbsexp/verbsexp/runtime/softdev"
+)
+
+// TestWaitContext: with no Progress (an HCA's setting) a run whose
+// peers never post is not complete, and WaitContext returns the
+// context's error instead of polling for ever; the run stays in flight.
+func TestWaitContext(t *testing.T) {
+	dev, err := softdev.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	x := coll.NewInProcess(2)
+	comms := make([]*coll.Comm, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			comms[r], errs[r] = coll.New(dev.Context(), r, 2, x.For(r), coll.Options{})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	b, err := comms[0].Barrier()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Post(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := b.WaitContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitContext with rank 1 never posting: %v, want DeadlineExceeded", err)
+	}
+	if err := b.Post(); !errors.Is(err, coll.ErrInFlight) {
+		t.Fatalf("Post after the abandoned wait: %v, want coll.ErrInFlight", err)
+	}
+	b1, err := comms[1].Barrier()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b1.Post(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*coll.Schedule{b, b1} {
+		if err := s.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range comms {
+		if err := c.Close(); err != nil {
+			var le *coll.LeakError
+			if !errors.As(err, &le) {
+				t.Fatal(err)
+			}
+		}
+	}
+}
