@@ -568,3 +568,30 @@ func TestRunErrorBreaksComm(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestInProcessExchange: the in-process exchange refuses a rank it does
+// not have, and Fail releases every rank waiting in a round with the
+// failure instead of leaving it blocked.
+func TestInProcessExchange(t *testing.T) {
+	x := coll.NewInProcess(3)
+	_, err := x.For(3)([]byte("x"))
+	if err == nil || !strings.Contains(err.Error(), "has no rank 3") {
+		t.Errorf("rank 3 of 3: %v", err)
+	}
+	got := make(chan error, 2)
+	for r := range 2 {
+		go func() {
+			_, err := x.For(r)([]byte{byte(r)})
+			got <- err
+		}()
+	}
+	x.Fail(2, syscall.ENODEV)
+	for range 2 {
+		if err := <-got; !errors.Is(err, syscall.ENODEV) || !strings.Contains(err.Error(), "rank 2 failed") {
+			t.Errorf("a rank waiting when rank 2 failed: %v", err)
+		}
+	}
+	if _, err := x.For(0)(nil); !errors.Is(err, syscall.ENODEV) {
+		t.Errorf("a round after the failure: %v", err)
+	}
+}

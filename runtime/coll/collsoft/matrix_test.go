@@ -20,7 +20,7 @@ func TestMatrix(t *testing.T) {
 	calcs := deviceCalcs(t)
 	floatAdd := calc{verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeFloat}
 	bcastSizes := []int{13, 1, 8, 4099, 100}
-	total := 0
+	total, rankRuns := 0, 0
 	for n := 1; n <= 64; n++ {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
 			w := newWorld(t, n)
@@ -74,7 +74,8 @@ func TestMatrix(t *testing.T) {
 				a.close(t)
 			}
 			total += runs
+			rankRuns += runs * n
 		})
 	}
-	t.Logf("%d runs checked on every rank (N = 1 … 64)", total)
+	t.Logf("%d runs checked on every rank (N = 1 … 64): %d rank-runs", total, rankRuns)
 }

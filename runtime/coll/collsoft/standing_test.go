@@ -25,7 +25,7 @@ const standingPosts = 1000
 // arbitrary values); TestStandingEveryCalc runs all of them.
 func TestStanding(t *testing.T) {
 	calcs := deviceCalcs(t)
-	total := 0
+	total, rankRuns := 0, 0
 	for i, n := range []int{1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 33, 63, 64} {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
 			posts := standingPosts
@@ -68,9 +68,10 @@ func TestStanding(t *testing.T) {
 			g.close(t)
 			t.Logf("N=%d: 4 schedules × %d posts checked (allreduce %v)", n, posts, c)
 			total += 4 * posts
+			rankRuns += 4 * posts * n
 		})
 	}
-	t.Logf("%d runs checked", total)
+	t.Logf("%d runs checked on every rank: %d rank-runs", total, rankRuns)
 }
 
 // TestStandingEveryCalc posts an allreduce of every op and type the
@@ -79,7 +80,7 @@ func TestStanding(t *testing.T) {
 func TestStandingEveryCalc(t *testing.T) {
 	calcs := deviceCalcs(t)
 	floatAdd := calc{verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeFloat}
-	total := 0
+	total, rankRuns := 0, 0
 	for _, n := range []int{3, 6, 12, 33} {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
 			posts := standingPosts
@@ -98,10 +99,11 @@ func TestStandingEveryCalc(t *testing.T) {
 				}
 				a.close(t)
 				total += posts
+				rankRuns += posts * n
 			}
 		})
 	}
-	t.Logf("%d runs checked", total)
+	t.Logf("%d runs checked on every rank: %d rank-runs", total, rankRuns)
 }
 
 // TestStandingInterleaved posts the four collectives of one
