@@ -170,8 +170,8 @@
 // errno with *bad_wr set to the failing WR, the WRs before it staying
 // posted; a refused WR changes nothing (no base moves):
 //
-//   - ENOMEM: the ring is full (max_send_wr / max_recv_wr WQEs posted and
-//     not yet retired).
+//   - ENOMEM: the ring is full: max_send_wr / max_recv_wr of its slots
+//     are taken (see below: a slot is freed by polling, not by executing).
 //   - EINVAL: a send to a QP not in RTS (or ERR); more SGEs than max_sge;
 //     an opcode the device does not simulate (atomics, memory windows,
 //     UMR, TSO); an unknown send flag; an inline payload over
@@ -181,6 +181,24 @@
 //
 // IBV_EXP_SEND_WAIT_EN_LAST on an opcode other than CQE_WAIT and the
 // enables is ignored, as mlx4 and mlx5 ignore it.
+//
+// A slot stays taken from the post that fills it until a polled
+// completion frees it; executing its WQE does not. That is how mlx4 and
+// mlx5 count: their post verbs compare the queue's head with a tail that
+// only their poll_cq moves. A polled send CQE frees the slot of its WQE
+// and of every WQE before it in that send queue, the unsignaled ones
+// included; a polled receive CQE (a flushed one too) frees one receive
+// slot. A CQE nobody polls frees nothing: one left in a CQ that only
+// CQE_WAIT reads, one written over in a CQ that ignores overruns, one
+// lost to an overrun. So a send queue takes max_send_wr WRs over its
+// whole life unless CQEs of its own are polled, however long the device
+// runs, and then every post fails with ENOMEM; a standing schedule must
+// poll every CQ it feeds on every run (runtime/coll drains them all). A
+// slot is not written again before it is freed, so a WQE stays intact
+// until then. Moving a QP to RESET frees every slot; CQEs of WQEs from
+// before the RESET still in a CQ free nothing when polled. QPStats
+// reports, per queue, the position below which slots are free
+// (QueueStats.Freed).
 //
 // Receives may be posted in any state, RESET included (mlx4 and mlx5 do
 // not check; the vendor's tests post them before INIT); moving a QP to
@@ -353,7 +371,10 @@
 //     exactly as on hardware. Size CQs you poll for what they must hold;
 //     a CQ only waits look at may be small.
 //
-// CQE_WAIT counts the CQEs written, polled or not. CQStats shows the
+// CQE_WAIT counts the CQEs written, polled or not. Polling, and only
+// polling (ibv_poll_cq or ibv_exp_poll_cq), frees the send and receive
+// queue slots of the WQEs the CQEs complete (see Post path): a CQ whose
+// CQEs are only counted by waits lets its queues fill. CQStats shows the
 // counters. Completion channels are not supported.
 //
 // # Asynchronous events

@@ -63,13 +63,17 @@ static int cq_ready(const struct sd_cq *c, uint64_t at)
 	return idx != UINT64_MAX && ((idx ^ at) & c->size) == 0;
 }
 
+/* A send CQE for the WQE at position pos of q's send queue. */
 static void complete(struct sd_device *d, struct sd_cq *c, struct sd_qp *q, uint64_t wr_id,
-                     uint32_t status, uint32_t opcode, uint64_t byte_len)
+                     uint32_t status, uint32_t opcode, uint64_t byte_len, uint64_t pos)
 {
 	struct sd_cqe e = {
 		.wr_id = wr_id,
 		.exp_flags = IBV_EXP_WC_QP,
 		.qp = &q->ibv,
+		.wqe_pos = pos,
+		.wqe_gen = q->sq.gen,
+		.wqe_queue = SD_CQE_SEND,
 		.status = status,
 		.opcode = opcode,
 		.byte_len = (uint32_t)byte_len,
@@ -254,6 +258,14 @@ static struct sd_wqe *head_wqe(struct sd_queue *q, struct ibv_sge **sg)
 	return &q->ring[idx];
 }
 
+/* Retires the head WQE of a queue and returns its position. Its slot
+ * stays taken until a polled CQE covers it (poll_free). */
+static uint64_t retire(struct sd_device *d, struct sd_queue *q)
+{
+	d->executed++;
+	return q->tail++;
+}
+
 /* Drops the references a WAIT or ENABLE WQE holds. */
 static void release(struct sd_wqe *w)
 {
@@ -268,12 +280,11 @@ static void release(struct sd_wqe *w)
 static void retire_send(struct sd_device *d, struct sd_qp *q, struct sd_wqe *w, uint32_t status,
                         uint64_t len)
 {
-	q->sq.tail++;
-	d->executed++;
+	uint64_t pos = retire(d, &q->sq);
 	if (status != IBV_WC_SUCCESS)
 		q->ibv.state = IBV_QPS_ERR;
 	if (status != IBV_WC_SUCCESS || (w->flags & SD_WQE_SIGNALED))
-		complete(d, q->scq, q, w->wr_id, status, send_wc_opcode(w->op), len);
+		complete(d, q->scq, q, w->wr_id, status, send_wc_opcode(w->op), len, pos);
 }
 
 /* Retires the head receive WQE of p, with the data that arrived from q. */
@@ -285,6 +296,9 @@ static void retire_recv(struct sd_device *d, struct sd_qp *p, struct sd_qp *from
 		.wr_id = r->wr_id,
 		.exp_flags = IBV_EXP_WC_QP | (with_imm ? IBV_EXP_WC_WITH_IMM : 0),
 		.qp = &p->ibv,
+		.wqe_pos = p->rq.tail,
+		.wqe_gen = p->rq.gen,
+		.wqe_queue = SD_CQE_RECV,
 		.status = status,
 		.opcode = opcode,
 		.byte_len = (uint32_t)len,
@@ -292,8 +306,7 @@ static void retire_recv(struct sd_device *d, struct sd_qp *p, struct sd_qp *from
 		.qp_num = p->ibv.qp_num,
 		.src_qp = from->ibv.qp_num,
 	};
-	p->rq.tail++;
-	d->executed++;
+	retire(d, &p->rq);
 	if (status != IBV_WC_SUCCESS)
 		p->ibv.state = IBV_QPS_ERR;
 	cq_push(d, p->rcq, p, &e);
@@ -400,12 +413,14 @@ static int flush_one(struct sd_device *d, struct sd_qp *q)
 			.wr_id = r->wr_id,
 			.exp_flags = IBV_EXP_WC_QP,
 			.qp = &q->ibv,
+			.wqe_pos = q->rq.tail,
+			.wqe_gen = q->rq.gen,
+			.wqe_queue = SD_CQE_RECV,
 			.status = IBV_WC_WR_FLUSH_ERR,
 			.opcode = IBV_EXP_WC_RECV,
 			.qp_num = q->ibv.qp_num,
 		};
-		q->rq.tail++;
-		d->executed++;
+		retire(d, &q->rq);
 		cq_push(d, q->rcq, q, &e);
 		return 1;
 	}
@@ -539,6 +554,32 @@ int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max)
 /* Polling                                                              */
 /* ------------------------------------------------------------------ */
 
+/*
+ * A polled CQE frees ring slots of the queue whose WQE it completes, as
+ * mlx4 and mlx5 move their tail in poll_cq: a send CQE every slot up to
+ * and including its WQE's (the unsignaled WQEs before it too), a receive
+ * CQE one slot (receive CQEs come in order; one lost frees nothing, and
+ * its slot stays taken). A CQE from before its QP's last RESET, or of a
+ * destroyed QP, frees nothing (their queues are empty). The QP's record
+ * outlives its destruction until close, so reading it is safe.
+ */
+static void poll_free(const struct sd_cqe *e)
+{
+	const struct sd_qp *q = (const struct sd_qp *)e->qp; /* ibv is its first member */
+	if (q == NULL || q->dead)
+		return;
+	struct sd_queue *wq = e->wqe_queue == SD_CQE_SEND ? (struct sd_queue *)&q->sq
+	                                                  : (struct sd_queue *)&q->rq;
+	if (wq->gen != e->wqe_gen)
+		return;
+	if (e->wqe_queue == SD_CQE_SEND) {
+		if (e->wqe_pos + 1 > wq->freed)
+			wq->freed = e->wqe_pos + 1;
+	} else if (wq->freed < wq->tail) {
+		wq->freed++;
+	}
+}
+
 /* Both polls run the engine first, so completions appear without an
  * explicit progress call, then take the CQEs the ring holds for them.
  * The CQ is looked up among the device's live ones by address
@@ -567,6 +608,7 @@ int sd_op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	int k = 0;
 	while (k < n && cq_ready(c, c->cons)) {
 		const struct sd_cqe *e = &c->ring[c->cons++ % c->size];
+		poll_free(e);
 		struct ibv_wc *o = &wc[k++];
 		memset(o, 0, sizeof *o);
 		o->wr_id = e->wr_id;
@@ -592,6 +634,7 @@ int sd_op_exp_poll_cq(struct ibv_cq *cq, int n, struct ibv_exp_wc *wc, uint32_t 
 	int k = 0;
 	while (k < n && cq_ready(c, c->cons)) {
 		const struct sd_cqe *e = &c->ring[c->cons++ % c->size];
+		poll_free(e);
 		struct ibv_exp_wc o;
 		memset(&o, 0, sizeof o);
 		o.wr_id = e->wr_id;
@@ -635,8 +678,8 @@ int sd_cq_state(struct ibv_context *ctx, struct ibv_cq *cq, uint64_t *produced,
 }
 
 int sd_qp_state(struct ibv_context *ctx, struct ibv_qp *qp, int *state,
-                uint64_t *sq_posted, uint64_t *sq_done, uint64_t *sq_enabled,
-                uint64_t *rq_posted, uint64_t *rq_done, uint64_t *rq_enabled)
+                uint64_t *sq_posted, uint64_t *sq_done, uint64_t *sq_enabled, uint64_t *sq_freed,
+                uint64_t *rq_posted, uint64_t *rq_done, uint64_t *rq_enabled, uint64_t *rq_freed)
 {
 	struct sd_device *d = sd_dev(ctx);
 	sd_lock(d);
@@ -646,9 +689,11 @@ int sd_qp_state(struct ibv_context *ctx, struct ibv_qp *qp, int *state,
 		*sq_posted = q->sq.head;
 		*sq_done = q->sq.tail;
 		*sq_enabled = q->sq.managed ? q->sq.released : q->sq.head;
+		*sq_freed = q->sq.freed;
 		*rq_posted = q->rq.head;
 		*rq_done = q->rq.tail;
 		*rq_enabled = q->rq.managed ? q->rq.released : q->rq.head;
+		*rq_freed = q->rq.freed;
 	}
 	sd_unlock(d);
 	return q != NULL ? 0 : EINVAL;

@@ -25,9 +25,13 @@ struct sd_sreq {
 	const struct ibv_exp_send_wr *x;      /* exp fields; NULL for ibv_send_wr */
 };
 
+/* Full when depth slots are not yet free: posted and not retired, or
+ * retired and no polled CQE has covered them yet (mlx4 and mlx5 move
+ * the tail they compare against only in poll_cq). A slot is written
+ * only once it is free, so a retired WQE stays intact until then. */
 static int queue_full(const struct sd_queue *q)
 {
-	return q->head - q->tail >= q->depth;
+	return q->head - q->freed >= q->depth;
 }
 
 /* Copies n SGEs into the side table row of slot idx and returns their

@@ -593,12 +593,14 @@ void sd_queue_release_refs(struct sd_queue *q)
 	}
 }
 
-/* RESET: everything posted is discarded, the enable base goes back to 0,
- * and enables posted before (by other QPs) release nothing any more. */
+/* RESET: everything posted is discarded and every slot is free (CQEs of
+ * the old generation still in a CQ free nothing when polled), the enable
+ * base goes back to 0, and enables posted before (by other QPs) release
+ * nothing any more. */
 void sd_queue_reset(struct sd_queue *q)
 {
 	sd_queue_release_refs(q);
-	q->head = q->tail = q->released = q->en_base = q->en_count = 0;
+	q->head = q->tail = q->freed = q->released = q->en_base = q->en_count = 0;
 	q->gen++;
 }
 

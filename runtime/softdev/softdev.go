@@ -439,20 +439,21 @@ type QueueStats struct {
 	Posted  uint64 // producer index
 	Done    uint64 // consumer index: WQEs retired
 	Enabled uint64 // WQEs below this position may run: released by enables (Posted if not managed)
+	Freed   uint64 // slots below this position may take new WRs: up to the WQEs whose CQEs were polled
 }
 
 // QPStats returns the state and the queue counters of one of the
 // device's QPs.
 func (d *Device) QPStats(qp *verbs.QP) (state verbs.QPState, send, recv QueueStats, err error) {
 	err = d.use(func() error {
-		var sp, sd, se, rp, rd, re C.uint64_t
+		var sp, sd, se, sf, rp, rd, re, rf C.uint64_t
 		var st C.int
-		if e := C.sd_qp_state(d.ctx, (*C.struct_ibv_qp)(unsafe.Pointer(qp)), &st, &sp, &sd, &se, &rp, &rd, &re); e != 0 {
+		if e := C.sd_qp_state(d.ctx, (*C.struct_ibv_qp)(unsafe.Pointer(qp)), &st, &sp, &sd, &se, &sf, &rp, &rd, &re, &rf); e != 0 {
 			return callErr("qp_stats", e)
 		}
 		state = verbs.QPState(st)
-		send = QueueStats{uint64(sp), uint64(sd), uint64(se)}
-		recv = QueueStats{uint64(rp), uint64(rd), uint64(re)}
+		send = QueueStats{Posted: uint64(sp), Done: uint64(sd), Enabled: uint64(se), Freed: uint64(sf)}
+		recv = QueueStats{Posted: uint64(rp), Done: uint64(rd), Enabled: uint64(re), Freed: uint64(rf)}
 		return nil
 	})
 	return

@@ -103,6 +103,8 @@ struct sd_queue {
 	int             managed;    /* WQEs run only once released by an enable */
 	uint64_t        head;       /* WQEs posted (producer index) */
 	uint64_t        tail;       /* WQEs retired (consumer index) */
+	uint64_t        freed;      /* slots below this position may be posted into again: moved
+	                             * by polling the CQEs of retired WQEs, as on mlx4/mlx5 */
 	uint64_t        released;   /* managed: WQEs below this position may run */
 	uint64_t        en_base;    /* managed: the enable base (moved by WAIT_EN_LAST) */
 	uint64_t        en_count;   /* managed: largest release beyond the base since it moved */
@@ -136,12 +138,20 @@ struct sd_cqe {
 	uint64_t      exp_flags; /* enum ibv_exp_wc_flags bits */
 	struct ibv_qp *qp;
 	uint64_t      idx;
+	uint64_t      wqe_pos;   /* the position of the WQE it completes in its queue */
+	uint32_t      wqe_gen;   /* that queue's generation when the WQE retired */
+	uint32_t      wqe_queue; /* SD_CQE_SEND or SD_CQE_RECV: the queue a poll frees slots of */
 	uint32_t      status;    /* enum ibv_wc_status */
 	uint32_t      opcode;    /* enum ibv_exp_wc_opcode (same values as ibv_wc_opcode) */
 	uint32_t      byte_len;
 	uint32_t      imm;
 	uint32_t      qp_num;
 	uint32_t      src_qp;
+};
+
+enum {
+	SD_CQE_SEND = 1,
+	SD_CQE_RECV = 2,
 };
 
 enum {
@@ -302,8 +312,8 @@ int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max);
 int sd_cq_state(struct ibv_context *ctx, struct ibv_cq *cq, uint64_t *produced,
                 uint64_t *queued, uint64_t *dropped, int *overrun);
 int sd_qp_state(struct ibv_context *ctx, struct ibv_qp *qp, int *state,
-                uint64_t *sq_posted, uint64_t *sq_done, uint64_t *sq_enabled,
-                uint64_t *rq_posted, uint64_t *rq_done, uint64_t *rq_enabled);
+                uint64_t *sq_posted, uint64_t *sq_done, uint64_t *sq_enabled, uint64_t *sq_freed,
+                uint64_t *rq_posted, uint64_t *rq_done, uint64_t *rq_enabled, uint64_t *rq_freed);
 void sd_task_failure(struct ibv_context *ctx, void **task, void **wr, int *err);
 
 /* ---- shared between the C files ---- */
