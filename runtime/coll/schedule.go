@@ -323,13 +323,11 @@ func (c *Comm) checkFits(name string, pl *plan) error {
 		}
 	}
 	depth := c.caps.depth
-	for p, n := range sends {
-		if n > depth {
+	for p := range c.size { // in rank order, so the error names the same rank every time
+		if n := sends[p]; n > depth {
 			return fmt.Errorf("coll: %s: %d sends to rank %d in one run; the communicator's Depth is %d (Options.Depth): %w", name, n, p, depth, syscall.EINVAL)
 		}
-	}
-	for p, n := range recvs {
-		if n > depth {
+		if n := recvs[p]; n > depth {
 			return fmt.Errorf("coll: %s: %d receives from rank %d in one run; the communicator's Depth is %d (Options.Depth): %w", name, n, p, depth, syscall.EINVAL)
 		}
 	}
