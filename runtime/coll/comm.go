@@ -22,7 +22,10 @@ type Options struct {
 	// Depth bounds what one run of a schedule may put on one queue: the
 	// send and receive work requests per peer queue pair (and so the
 	// elements of an allreduce). Default 64. The manager's send queue
-	// gets 4×Depth, every CQ Depth or more.
+	// gets 4×Depth, every CQ Depth or more; an allreduce of c elements
+	// also puts c + 2·log2(N) + 4 or so work requests on the manager,
+	// which is what limits it below Depth 8. Schedules that do not fit
+	// are refused with EINVAL naming Options.Depth.
 	Depth int
 	// Progress, if set, is called by Schedule.Wait when a run is not yet
 	// complete; an error it returns ends the Wait. With a software
@@ -60,6 +63,9 @@ type Comm struct {
 	inflight  *Schedule
 	schedules map[*Schedule]struct{}
 	memories  map[*Memory]struct{}
+	// One lease per Memory, so its Buffer cannot be freed under the MR.
+	registered *lease.Table
+	nextMemory uint64
 }
 
 type peer struct {
@@ -111,11 +117,14 @@ func New(ctx *verbs.Context, rank, size int, exchange Exchange, opts Options) (c
 		opts.Depth = DefaultDepth
 	}
 	c = &Comm{ctx: ctx, rank: rank, size: size, opts: opts,
-		peers: make([]*peer, size), schedules: map[*Schedule]struct{}{}, memories: map[*Memory]struct{}{}}
+		peers: make([]*peer, size), schedules: map[*Schedule]struct{}{}, memories: map[*Memory]struct{}{},
+		registered: lease.NewTable()}
+	// Every error return below sets c to nil before this runs: release
+	// what was created through its own copy.
+	created := c
 	defer func() {
 		if err != nil {
-			c.release()
-			c = nil
+			created.release()
 		}
 	}()
 	local, err := c.setUp()
@@ -227,7 +236,8 @@ func (c *Comm) setUp() (Endpoint, error) {
 	if c.selfCQ, err = c.createCQ(depth, true); err != nil {
 		return ep, err
 	}
-	if c.sendCQ, err = c.createCQ(depth, true); err != nil {
+	// One completion per peer QP a run sends on.
+	if c.sendCQ, err = c.createCQ(max(depth, 2*bits.Len(uint(c.size))), true); err != nil {
 		return ep, err
 	}
 	if c.mgr, err = c.createQP(c.doneCQ, c.selfCQ, c.caps.mgrDepth, verbs.ExpQPCreateCrossChannel); err != nil {
@@ -442,12 +452,13 @@ type Memory struct {
 	c     *Comm
 	buf   *lease.Buffer
 	mr    *verbs.MR
-	users int // schedules using it (under c.mu)
+	id    uint64 // its lease in c.registered
+	users int    // schedules using it (under c.mu)
 }
 
 // Register registers b for the schedules of c (local write: receives
-// land in it). b must stay allocated until the Memory is closed;
-// schedules lease it, so b.Free fails while one uses it.
+// land in it). The Memory leases b until it is closed, so b.Free fails
+// until then.
 func (c *Comm) Register(b *lease.Buffer) (*Memory, error) {
 	if b == nil || b.Len() == 0 {
 		return nil, fmt.Errorf("coll: Register: nil or freed buffer: %w", syscall.EINVAL)
@@ -461,7 +472,11 @@ func (c *Comm) Register(b *lease.Buffer) (*Memory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coll: Register %d bytes: ibv_reg_mr: %w", b.Len(), err)
 	}
-	m := &Memory{c: c, buf: b, mr: mr}
+	c.nextMemory++
+	m := &Memory{c: c, buf: b, mr: mr, id: c.nextMemory}
+	if _, err := c.registered.Lease(m.id, b, 0, min(b.Len(), lease.MaxLength), mr.Lkey); err != nil {
+		return nil, errors.Join(fmt.Errorf("coll: Register: %w", err), verbs.DeregMR(mr))
+	}
 	c.memories[m] = struct{}{}
 	return m, nil
 }
@@ -489,7 +504,7 @@ func (m *Memory) closeLocked() error {
 	if err := verbs.DeregMR(m.mr); err != nil {
 		return fmt.Errorf("coll: ibv_dereg_mr: %w", err)
 	}
-	return nil
+	return c.registered.Release(m.id) // after the MR: the device no longer reaches b
 }
 
 // LeakError counts what the caller had not closed when its
@@ -557,5 +572,6 @@ func (c *Comm) release() error {
 	if c.pd != nil {
 		keep("dealloc the PD", verbs.DeallocPD(c.pd))
 	}
+	keep("close the registrations' leases", c.registered.Close())
 	return errors.Join(errs...)
 }

@@ -290,7 +290,14 @@ func (s *Schedule) addSend(i int, flags verbs.ExpSendFlags) error {
 // checkFits refuses a plan whose run would not fit the queues.
 func (c *Comm) checkFits(name string, pl *plan) error {
 	sends, recvs := map[int]int{}, map[int]int{}
-	mgr := 4
+	// The manager's work requests as build posts them: consecutive
+	// sends to one peer share one SEND_ENABLE (a wait or a send of the
+	// manager's own ends the run of them), its own sends need none.
+	// Then the sends' wait, the done wait and the trailing wait, and
+	// room for the previous run's trailing wait, which is unsignaled:
+	// mlx4 and mlx5 free its slot only when a later CQE of the manager's
+	// send queue is polled.
+	mgr, enablePeer := 4, -1
 	for _, o := range pl.ops {
 		switch o.kind {
 		case opRecv:
@@ -299,24 +306,28 @@ func (c *Comm) checkFits(name string, pl *plan) error {
 			if len(o.rs) > c.caps.sendSGE {
 				return fmt.Errorf("coll: %s: a send of %d SGEs; the queue pairs take %d: %w", name, len(o.rs), c.caps.sendSGE, syscall.EINVAL)
 			}
-			if o.peer == c.rank {
+			switch {
+			case o.peer == c.rank:
 				mgr++
-			} else {
+				enablePeer = -1
+			case o.peer != enablePeer:
+				mgr++ // its SEND_ENABLE
+				enablePeer = o.peer
+				fallthrough
+			default:
 				sends[o.peer]++
 			}
-			mgr++ // an enable, at most
 		case opWait:
 			mgr++
+			enablePeer = -1
 		}
 	}
 	depth := c.caps.depth
-	for p, n := range sends {
-		if n > depth {
+	for p := range c.size { // in rank order, so the error names the same rank every time
+		if n := sends[p]; n > depth {
 			return fmt.Errorf("coll: %s: %d sends to rank %d in one run; the communicator's Depth is %d (Options.Depth): %w", name, n, p, depth, syscall.EINVAL)
 		}
-	}
-	for p, n := range recvs {
-		if n > depth {
+		if n := recvs[p]; n > depth {
 			return fmt.Errorf("coll: %s: %d receives from rank %d in one run; the communicator's Depth is %d (Options.Depth): %w", name, n, p, depth, syscall.EINVAL)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/verbsexp/verbsexp/runtime/coll"
+	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 )
 
@@ -71,5 +72,39 @@ func TestWaitContext(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// TestRegisterLeases: a registered Buffer cannot be freed under its MR;
+// once its Memory is closed it can.
+func TestRegisterLeases(t *testing.T) {
+	dev, err := softdev.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	c, err := coll.New(dev.Context(), 0, 1, coll.NewInProcess(1).For(0), coll.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := lease.Alloc(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Register(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := buf.Free(); !errors.Is(err, lease.ErrBusy) {
+		t.Fatalf("Free of a registered buffer: %v, want lease.ErrBusy", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := buf.Free(); err != nil {
+		t.Fatalf("Free after Memory.Close: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
