@@ -139,8 +139,8 @@
 // device; collsoft sets Progress only to turn a deadlock into an error).
 // Draining every CQ a run fed, every run, matters on mlx4 and mlx5:
 // their providers free send and receive queue slots only when the
-// completions are polled (softdev retires work requests as they execute,
-// so it cannot show a schedule that forgets to). The QPs are connected
+// completions are polled, and softdev does the same, so a schedule that
+// forgot a CQ fails at Post with ENOMEM within a few runs here too. The QPs are connected
 // with real RC attributes (the port's LID or GID, the smaller active
 // MTU, random PSNs, timeout 14, retry_cnt 7) and rnr_retry 7, which
 // retries for ever: a peer that has not posted this run's receives yet
