@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"testing"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
@@ -160,18 +159,7 @@ func newOffloaded(bc benchCollective, size int) (o *offloaded, err error) {
 	if o.dev, err = softdev.Open(); err != nil {
 		return nil, err
 	}
-	x := NewInProcess(size)
-	errs := make([]error, size)
-	var wg sync.WaitGroup
-	for r := range size {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			o.comms[r], errs[r] = New(o.dev.Context(), r, size, x.For(r), Options{})
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if o.comms, err = NewLocal(size, func(int) *verbs.Context { return o.dev.Context() }, Options{}); err != nil {
 		return nil, err
 	}
 	for r, c := range o.comms {

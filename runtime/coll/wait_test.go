@@ -5,10 +5,10 @@ package coll_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
+	verbs "github.com/verbsexp/verbsexp/generated"
 	"github.com/verbsexp/verbsexp/runtime/coll"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
@@ -23,19 +23,8 @@ func TestWaitContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	x := coll.NewInProcess(2)
-	comms := make([]*coll.Comm, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			comms[r], errs[r] = coll.New(dev.Context(), r, 2, x.For(r), coll.Options{})
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	comms, err := coll.NewLocal(2, func(int) *verbs.Context { return dev.Context() }, coll.Options{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	b, err := comms[0].Barrier()

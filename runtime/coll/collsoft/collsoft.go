@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
 	"github.com/verbsexp/verbsexp/runtime/coll"
@@ -25,34 +24,19 @@ type World struct {
 	Comms []*coll.Comm // by rank
 }
 
-// New creates size communicators on dev, each built by its own
-// goroutine as separate processes would (New of every rank blocks in
-// the exchange until all have reached it). opts.Progress is set to run
-// dev and name what is stuck.
+// New creates size communicators on dev (coll.NewLocal), with
+// opts.Progress set to run dev and name what is stuck.
 func New(dev *softdev.Device, size int, opts coll.Options) (*World, error) {
 	if size < 1 {
 		return nil, fmt.Errorf("collsoft: %d ranks: need at least one", size)
 	}
-	w := &World{Dev: dev, Comms: make([]*coll.Comm, size)}
+	w := &World{Dev: dev}
 	opts.Progress = w.progress
-	x := coll.NewInProcess(size)
-	errs := make([]error, size)
-	var wg sync.WaitGroup
-	for r := range size {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.Comms[r], errs[r] = coll.New(dev.Context(), r, size, x.For(r), opts)
-			if errs[r] != nil {
-				x.Fail(r, errs[r])
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		w.Close()
+	comms, err := coll.NewLocal(size, func(int) *verbs.Context { return dev.Context() }, opts)
+	if err != nil {
 		return nil, err
 	}
+	w.Comms = comms
 	return w, nil
 }
 
