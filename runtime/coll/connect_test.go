@@ -97,28 +97,7 @@ func TestScheduleCloseEndsItsLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ss []*coll.Schedule
-	var bufs []*lease.Buffer
-	var mems []*coll.Memory
-	for _, c := range w.Comms {
-		for range 2 {
-			b, err := lease.Alloc(3 * coll.ElementSize)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := c.Register(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bufs, mems = append(bufs, b), append(mems, m)
-		}
-		in, out := mems[len(mems)-2], mems[len(mems)-1]
-		s, err := c.Allreduce(in, out, 3, verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeUint) // scratch too (5 ranks: an extra one)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ss = append(ss, s)
-	}
+	ss, mems, bufs := allreduceEveryRank(t, w, 3) // with a scratch (5 ranks: an extra one)
 	for _, s := range ss {
 		if err := s.Post(); err != nil {
 			t.Fatal(err)
@@ -146,4 +125,35 @@ func TestScheduleCloseEndsItsLeases(t *testing.T) {
 	if err := dev.Close(); err != nil {
 		t.Error(err)
 	}
+}
+
+// allreduceEveryRank registers an input and an output memory of count
+// elements on every rank of w and builds an ADD UINT allreduce over them:
+// the schedules by rank, then the memories and their buffers, in and out
+// by rank.
+func allreduceEveryRank(t *testing.T, w *collsoft.World, count int) ([]*coll.Schedule, []*coll.Memory, []*lease.Buffer) {
+	t.Helper()
+	var ss []*coll.Schedule
+	var bufs []*lease.Buffer
+	var mems []*coll.Memory
+	for _, c := range w.Comms {
+		for range 2 {
+			b, err := lease.Alloc(count * coll.ElementSize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := c.Register(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bufs, mems = append(bufs, b), append(mems, m)
+		}
+		in, out := mems[len(mems)-2], mems[len(mems)-1]
+		s, err := c.Allreduce(in, out, count, verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeUint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss = append(ss, s)
+	}
+	return ss, mems, bufs
 }

@@ -306,31 +306,14 @@ func TestCloseReportsLeaks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var bufs []*lease.Buffer
+	ars, mems, bufs := allreduceEveryRank(t, w, 4)
 	var scheds []*coll.Schedule
-	var mems []*coll.Memory
-	for _, c := range w.Comms {
-		for range 2 {
-			b, err := lease.Alloc(4 * coll.ElementSize)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := c.Register(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bufs, mems = append(bufs, b), append(mems, m)
-		}
-		in, out := mems[len(mems)-2], mems[len(mems)-1]
-		s, err := c.Allreduce(in, out, 4, verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeUint)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for r, c := range w.Comms {
 		b, err := c.Barrier()
 		if err != nil {
 			t.Fatal(err)
 		}
-		scheds = append(scheds, s, b)
+		scheds = append(scheds, ars[r], b)
 	}
 	// Rank 2's barrier is in flight (no other rank posted) when it closes.
 	if err := scheds[5].Post(); err != nil {

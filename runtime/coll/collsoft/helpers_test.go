@@ -8,29 +8,21 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
 	"github.com/verbsexp/verbsexp/runtime/coll"
 	"github.com/verbsexp/verbsexp/runtime/coll/collsoft"
+	"github.com/verbsexp/verbsexp/runtime/coll/internal/leakcheck"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
-	"github.com/verbsexp/verbsexp/runtime/task"
 )
 
 // TestMain fails the run if any test leaves a lease Buffer or a task
 // list arena allocated: every World, Memory and Schedule the tests make
 // must give back all it took.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if n, a := lease.LiveBuffers(), task.LiveArenas(); code == 0 && (n != 0 || a != 0) {
-		fmt.Fprintf(os.Stderr, "LEAK: %d lease buffers and %d task arenas were never freed\n", n, a)
-		code = 1
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // newWorld opens a device with n ranks on it. Cleanup closes the world
 // and the device and fails the test unless both report nothing left
