@@ -188,7 +188,10 @@ func (c *Comm) Endpoints() []Endpoint { return append([]Endpoint(nil), c.eps...)
 // this rank's endpoint.
 func (c *Comm) setUp() (Endpoint, error) {
 	ep := Endpoint{Rank: c.rank, Size: c.size, Port: c.opts.Port}
-	dev := cmem[verbs.ExpDeviceAttr]()
+	dev, err := cmem[verbs.ExpDeviceAttr]()
+	if err != nil {
+		return ep, err
+	}
 	defer free(unsafe.Pointer(dev))
 	dev.CompMask = uint32(verbs.ExpDeviceAttrCalcCap | verbs.ExpDeviceAttrExpCapFlags)
 	if err := verbs.ExpQueryDevice(c.ctx, dev); err != nil {
@@ -200,7 +203,10 @@ func (c *Comm) setUp() (Endpoint, error) {
 	ep.NodeGUID = dev.NodeGUID
 	c.caps.calcReported = dev.CompMask&uint32(verbs.ExpDeviceAttrCalcCap) != 0
 	c.caps.calc = dev.CalcCap
-	port := cmem[verbs.PortAttr]()
+	port, err := cmem[verbs.PortAttr]()
+	if err != nil {
+		return ep, err
+	}
 	defer free(unsafe.Pointer(port))
 	if err := verbs.QueryPort(c.ctx, c.opts.Port, port); err != nil {
 		return ep, fmt.Errorf("ibv_query_port %d: %w", c.opts.Port, err)
@@ -209,7 +215,10 @@ func (c *Comm) setUp() (Endpoint, error) {
 		return ep, fmt.Errorf("port %d is %v, not active: %w", c.opts.Port, port.State, syscall.ENETDOWN)
 	}
 	ep.LinkLayer, ep.LID, ep.MTU = port.LinkLayer, port.LID, uint8(port.ActiveMTU)
-	gid := cmem[verbs.GID]()
+	gid, err := cmem[verbs.GID]()
+	if err != nil {
+		return ep, err
+	}
 	defer free(unsafe.Pointer(gid))
 	if err := verbs.QueryGID(c.ctx, c.opts.Port, 0, gid); err == nil {
 		ep.GID = *gid.Raw()
@@ -261,7 +270,10 @@ func (c *Comm) setUp() (Endpoint, error) {
 // createCQ creates a CQ of at least n entries; crossChannel ones are
 // those only waits look at before the drain.
 func (c *Comm) createCQ(n int, crossChannel bool) (*verbs.CQ, error) {
-	attr := cmem[verbs.ExpCQInitAttr]()
+	attr, err := cmem[verbs.ExpCQInitAttr]()
+	if err != nil {
+		return nil, err
+	}
 	defer free(unsafe.Pointer(attr))
 	if crossChannel {
 		attr.CompMask = uint32(verbs.ExpCQInitAttrFlags)
@@ -275,7 +287,10 @@ func (c *Comm) createCQ(n int, crossChannel bool) (*verbs.CQ, error) {
 }
 
 func (c *Comm) createQP(send, recv *verbs.CQ, depth int, flags verbs.ExpQPCreateFlags) (*verbs.QP, error) {
-	attr := cmem[verbs.ExpQPInitAttr]()
+	attr, err := cmem[verbs.ExpQPInitAttr]()
+	if err != nil {
+		return nil, err
+	}
 	defer free(unsafe.Pointer(attr))
 	attr.SendCQ, attr.RecvCQ = send, recv
 	attr.Cap = verbs.QPCap{MaxSendWR: uint32(depth), MaxRecvWR: uint32(c.caps.depth),
@@ -373,7 +388,10 @@ func (c *Comm) connectAll(local Endpoint) error {
 // connect moves qp through INIT, RTR and RTS to remote's QP addr, with
 // the attributes of an RC connection to another host's HCA.
 func (c *Comm) connect(qp *verbs.QP, remote Endpoint, addr QPAddr, psn uint32) error {
-	attr := cmem[verbs.ExpQPAttr]()
+	attr, err := cmem[verbs.ExpQPAttr]()
+	if err != nil {
+		return err
+	}
 	defer free(unsafe.Pointer(attr))
 	*attr = verbs.ExpQPAttr{QPState: verbs.QpsInit, PortNum: c.opts.Port,
 		QPAccessFlags: int32(verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead)}

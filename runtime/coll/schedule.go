@@ -52,6 +52,13 @@ const (
 	wrTrail                // consumes it, so the next run counts from there
 )
 
+// The wr_ids of a schedule's leases.
+const (
+	leaseIn uint64 = 1 + iota
+	leaseOut
+	leaseScratch
+)
+
 // build turns pl into a standing schedule over in, out and a scratch of
 // scratchLen bytes. dropWait ≥ 0 leaves out that wait (tests: a broken
 // schedule).
@@ -87,7 +94,7 @@ func (c *Comm) build(name string, pl *plan, in, out *Memory, need [2]int, scratc
 				name, [2]string{"input", "output"}[i], m.buf.Len(), need[i], syscall.EINVAL)
 		}
 		if need[i] > 0 {
-			sge, err := s.leases.Lease(uint64(i+1), m.buf, 0, need[i], m.mr.Lkey)
+			sge, err := s.leases.Lease(leaseIn+uint64(i), m.buf, 0, need[i], m.mr.Lkey)
 			if err != nil {
 				return nil, fmt.Errorf("coll: %s: lease the %s memory: %w", name, [2]string{"input", "output"}[i], err)
 			}
@@ -106,7 +113,7 @@ func (c *Comm) build(name string, pl *plan, in, out *Memory, need [2]int, scratc
 		if s.scrMR, err = verbs.RegMR(c.pd, s.scratch.Pointer(), uint64(scratchLen), int32(verbs.AccessLocalWrite)); err != nil {
 			return nil, fmt.Errorf("coll: %s: register the scratch: %w", name, err)
 		}
-		sge, err := s.leases.Lease(3, s.scratch, 0, scratchLen, s.scrMR.Lkey)
+		sge, err := s.leases.Lease(leaseScratch, s.scratch, 0, scratchLen, s.scrMR.Lkey)
 		if err != nil {
 			return nil, err
 		}
@@ -513,7 +520,7 @@ func (s *Schedule) release() error {
 	// The leases are the schedule's for its whole life (its work
 	// requests complete every run and are posted again): end them here,
 	// so Close reports only leases left by a bug.
-	for id := uint64(1); id <= 3; id++ { // input, output, scratch (see build)
+	for id := leaseIn; id <= leaseScratch; id++ {
 		if err := s.leases.Release(id); err != nil && !errors.Is(err, lease.ErrUnknown) {
 			errs = append(errs, err)
 		}
@@ -529,13 +536,13 @@ func (s *Schedule) release() error {
 }
 
 // cmem is one zeroed T in C memory, for the verbs' in and out arguments.
-func cmem[T any]() *T {
+func cmem[T any]() (*T, error) {
 	var t T
 	p := C.calloc(1, C.size_t(unsafe.Sizeof(t)))
 	if p == nil {
-		panic("coll: out of C memory")
+		return nil, fmt.Errorf("coll: %d bytes of C memory: %w", unsafe.Sizeof(t), syscall.ENOMEM)
 	}
-	return (*T)(p)
+	return (*T)(p), nil
 }
 
 func free(p unsafe.Pointer) { C.free(p) }
