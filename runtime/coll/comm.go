@@ -55,7 +55,7 @@ type Comm struct {
 	peers      []*peer   // by rank; nil for ranks that are not neighbors
 	caps       caps
 	eps        []Endpoint // every rank's, from the exchange
-	qpOwner    map[uint32]string
+	qpOwner    map[uint32]qpOwner // every rank's QPs, for error reports
 
 	mu        sync.Mutex
 	closed    bool
@@ -312,7 +312,7 @@ func (c *Comm) accept(local Endpoint, all [][]byte) error {
 		return fmt.Errorf("exchange returned %d endpoints for %d ranks", len(all), c.size)
 	}
 	c.eps = make([]Endpoint, c.size)
-	c.qpOwner = map[uint32]string{}
+	c.qpOwner = map[uint32]qpOwner{}
 	for r, b := range all {
 		e := &c.eps[r]
 		if err := e.UnmarshalBinary(b); err != nil {
@@ -329,9 +329,9 @@ func (c *Comm) accept(local Endpoint, all [][]byte) error {
 			if q.Rank != want[i] {
 				return fmt.Errorf("endpoint of rank %d: peer %d is rank %d, want %d", r, i, q.Rank, want[i])
 			}
-			c.qpOwner[q.QPNum] = fmt.Sprintf("rank %d's QP to rank %d", r, q.Rank)
+			c.qpOwner[q.QPNum] = qpOwner{r, fmt.Sprintf("rank %d's QP to rank %d", r, q.Rank)}
 		}
-		c.qpOwner[e.Manager.QPNum] = fmt.Sprintf("rank %d's manager", r)
+		c.qpOwner[e.Manager.QPNum] = qpOwner{r, fmt.Sprintf("rank %d's manager", r)}
 		if err := sameFabric(local, *e); err != nil {
 			return err
 		}
@@ -421,11 +421,17 @@ func (c *Comm) connect(qp *verbs.QP, remote Endpoint, addr QPAddr, psn uint32) e
 	return nil
 }
 
+type qpOwner struct {
+	rank int
+	name string
+}
+
 // Describe names a QP of this communicator (any rank's) by its number,
-// for error reports: "rank 3's manager", "rank 3's QP to rank 5".
-func (c *Comm) Describe(qpNum uint32) (string, bool) {
-	s, ok := c.qpOwner[qpNum]
-	return s, ok
+// for error reports ("rank 3's manager", "rank 3's QP to rank 5"), with
+// the rank it belongs to.
+func (c *Comm) Describe(qpNum uint32) (name string, rank int, ok bool) {
+	o, ok := c.qpOwner[qpNum]
+	return o.name, o.rank, ok
 }
 
 // DescribeCQ names one of this rank's CQs.

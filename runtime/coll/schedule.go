@@ -439,7 +439,7 @@ func (s *Schedule) failure() error {
 		e.Errno = syscall.Errno(-t.poll_ret)
 	case t.status >= 0:
 		e.Status, e.WRID = verbs.WCStatus(t.status), uint64(t.wr_id)
-		e.QP, _ = s.c.Describe(uint32(t.qp_num))
+		e.QP, _, _ = s.c.Describe(uint32(t.qp_num))
 		if e.QP == "" {
 			e.QP = fmt.Sprintf("QP %#x", uint32(t.qp_num))
 		}

@@ -116,21 +116,14 @@ func (w *World) progress() error {
 
 func (w *World) stuck(qpn uint32, wrID uint64) Stuck {
 	s := Stuck{Rank: -1, QP: w.nameQP(qpn), QPNum: qpn, WRID: wrID}
-	for r, e := range w.Comms[0].Endpoints() {
-		if e.Manager.QPNum == qpn {
-			s.Rank = r
-		}
-		for _, q := range e.Peers {
-			if q.QPNum == qpn {
-				s.Rank = r
-			}
-		}
+	if _, rank, ok := w.Comms[0].Describe(qpn); ok {
+		s.Rank = rank
 	}
 	return s
 }
 
 func (w *World) nameQP(qpn uint32) string {
-	if name, ok := w.Comms[0].Describe(qpn); ok {
+	if name, _, ok := w.Comms[0].Describe(qpn); ok {
 		return name
 	}
 	return fmt.Sprintf("QP %#x (not of this world)", qpn)
