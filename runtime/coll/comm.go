@@ -54,7 +54,7 @@ type Comm struct {
 	sendCQ     *verbs.CQ // every peer QP's send CQ
 	peers      []*peer   // by rank; nil for ranks that are not neighbors
 	caps       caps
-	eps        []Endpoint // every rank's, from the exchange
+	eps        []Endpoint         // every rank's, from the exchange
 	qpOwner    map[uint32]qpOwner // every rank's QPs, for error reports
 
 	mu        sync.Mutex

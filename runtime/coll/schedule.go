@@ -119,10 +119,6 @@ func (c *Comm) build(name string, pl *plan, in, out *Memory, need [2]int, scratc
 		}
 		s.refs[memScratch] = memRef{sge.Addr, sge.Lkey}
 	}
-	if err := c.checkFits(name, pl); err != nil {
-		return nil, err
-	}
-
 	// Group the plan by queue: receives and sends per peer, in plan
 	// order; the manager's walk follows.
 	var order []int // peers in order of first use
@@ -136,9 +132,15 @@ func (c *Comm) build(name string, pl *plan, in, out *Memory, need [2]int, scratc
 		switch {
 		case o.kind == opRecv:
 			recvs[o.peer] = append(recvs[o.peer], i)
-		case (o.kind == opSend || o.kind == opCalc) && o.peer != c.rank:
+		case o.kind == opWait:
+		case len(o.rs) > c.caps.sendSGE:
+			return nil, fmt.Errorf("coll: %s: a send of %d SGEs; the queue pairs take %d: %w", name, len(o.rs), c.caps.sendSGE, syscall.EINVAL)
+		case o.peer != c.rank:
 			sends[o.peer] = append(sends[o.peer], i)
 		}
+	}
+	if err := c.checkPeers(name, sends, recvs); err != nil {
+		return nil, err
 	}
 	capa := task.Capacity{Tasks: 2*len(order) + 1, SendWRs: 3, RecvWRs: 0}
 	for _, o := range pl.ops {
@@ -195,6 +197,14 @@ func (c *Comm) build(name string, pl *plan, in, out *Memory, need [2]int, scratc
 	last := verbs.ExpSendWaitEnLast // every wait and enable moves its base past itself
 	var enable *verbs.ExpSendWR
 	enablePeer, waitIndex := -1, 0
+	// The manager's work requests: this run's, and the previous run's
+	// trailing wait, which is unsignaled: mlx4, mlx5 and softdev free its
+	// slot only when a later CQE of the manager's send queue is polled.
+	mgrWRs := 1
+	onMgr := func(_ any, err error) error {
+		mgrWRs++
+		return err
+	}
 	for i, o := range pl.ops {
 		switch {
 		case o.kind == opRecv:
@@ -205,18 +215,20 @@ func (c *Comm) build(name string, pl *plan, in, out *Memory, need [2]int, scratc
 				s.waits++ // counted by the done wait all the same: the run cannot complete
 				continue
 			}
-			if err := add(l.Wait(uint64(i), last|verbs.ExpSendSignaled, c.recvCQFor(o.peer), o.n)); err != nil {
+			if err := onMgr(l.Wait(uint64(i), last|verbs.ExpSendSignaled, c.recvCQFor(o.peer), o.n)); err != nil {
 				return nil, err
 			}
 			s.waits++
 		case o.peer == c.rank: // the manager's own loopback
 			enable = nil
+			mgrWRs++
 			if err := s.addSend(i, 0); err != nil {
 				return nil, err
 			}
 		case enable != nil && enablePeer == o.peer:
 			enable.Task.WQEEnable().WQECount++
 		default:
+			mgrWRs++
 			if enable, err = l.SendEnable(uint64(i), last, c.qpFor(o.peer), 1); err != nil {
 				return nil, err
 			}
@@ -224,16 +236,19 @@ func (c *Comm) build(name string, pl *plan, in, out *Memory, need [2]int, scratc
 		}
 	}
 	if sendQPs > 0 {
-		if err := add(l.Wait(wrSends, last|verbs.ExpSendSignaled, c.sendCQ, sendQPs)); err != nil {
+		if err := onMgr(l.Wait(wrSends, last|verbs.ExpSendSignaled, c.sendCQ, sendQPs)); err != nil {
 			return nil, err
 		}
 		s.waits++
 	}
-	if err := add(l.Wait(wrDone, last|verbs.ExpSendSignaled, c.doneCQ, s.waits)); err != nil {
+	if err := onMgr(l.Wait(wrDone, last|verbs.ExpSendSignaled, c.doneCQ, s.waits)); err != nil {
 		return nil, err
 	}
-	if err := add(l.Wait(wrTrail, last, c.doneCQ, 1)); err != nil {
+	if err := onMgr(l.Wait(wrTrail, last, c.doneCQ, 1)); err != nil {
 		return nil, err
+	}
+	if mgrWRs > c.caps.mgrDepth {
+		return nil, fmt.Errorf("coll: %s: %d work requests on the manager in one run; it holds %d (4 × Options.Depth): %w", name, mgrWRs, c.caps.mgrDepth, syscall.EINVAL)
 	}
 
 	// The drain: every CQ the run feeds, with its count.
@@ -294,52 +309,17 @@ func (s *Schedule) addSend(i int, flags verbs.ExpSendFlags) error {
 	return err
 }
 
-// checkFits refuses a plan whose run would not fit the queues.
-func (c *Comm) checkFits(name string, pl *plan) error {
-	sends, recvs := map[int]int{}, map[int]int{}
-	// The manager's work requests as build posts them: consecutive
-	// sends to one peer share one SEND_ENABLE (a wait or a send of the
-	// manager's own ends the run of them), its own sends need none.
-	// Then the sends' wait, the done wait and the trailing wait, and
-	// room for the previous run's trailing wait, which is unsignaled:
-	// mlx4 and mlx5 free its slot only when a later CQE of the manager's
-	// send queue is polled.
-	mgr, enablePeer := 4, -1
-	for _, o := range pl.ops {
-		switch o.kind {
-		case opRecv:
-			recvs[o.peer]++
-		case opSend, opCalc:
-			if len(o.rs) > c.caps.sendSGE {
-				return fmt.Errorf("coll: %s: a send of %d SGEs; the queue pairs take %d: %w", name, len(o.rs), c.caps.sendSGE, syscall.EINVAL)
-			}
-			switch {
-			case o.peer == c.rank:
-				mgr++
-				enablePeer = -1
-			case o.peer != enablePeer:
-				mgr++ // its SEND_ENABLE
-				enablePeer = o.peer
-				fallthrough
-			default:
-				sends[o.peer]++
-			}
-		case opWait:
-			mgr++
-			enablePeer = -1
-		}
-	}
+// checkPeers refuses a run with more sends or receives on one queue
+// pair than Options.Depth lets it hold.
+func (c *Comm) checkPeers(name string, sends, recvs map[int][]int) error {
 	depth := c.caps.depth
 	for p := range c.size { // in rank order, so the error names the same rank every time
-		if n := sends[p]; n > depth {
+		if n := len(sends[p]); n > depth {
 			return fmt.Errorf("coll: %s: %d sends to rank %d in one run; the communicator's Depth is %d (Options.Depth): %w", name, n, p, depth, syscall.EINVAL)
 		}
-		if n := recvs[p]; n > depth {
+		if n := len(recvs[p]); n > depth {
 			return fmt.Errorf("coll: %s: %d receives from rank %d in one run; the communicator's Depth is %d (Options.Depth): %w", name, n, p, depth, syscall.EINVAL)
 		}
-	}
-	if mgr > c.caps.mgrDepth {
-		return fmt.Errorf("coll: %s: %d work requests on the manager in one run; it holds %d (4 × Options.Depth): %w", name, mgr, c.caps.mgrDepth, syscall.EINVAL)
 	}
 	return nil
 }
