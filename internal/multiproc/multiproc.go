@@ -133,10 +133,10 @@ func (s Self) round(name string, b []byte) ([][]byte, error) {
 
 // Config is how Run starts a job.
 type Config struct {
-	Timeout time.Duration            // the whole job; default 60 s
-	Env     func(rank int) []string  // more environment for a rank (KEY=value)
-	Wrap    func(rank int) []string  // a command to run the rank under (e.g. ip netns exec NAME)
-	Args    []string                 // more test flags for the ranks
+	Timeout time.Duration                   // the whole job; default 60 s
+	Env     func(rank int) []string         // more environment for a rank (KEY=value)
+	Wrap    func(rank int) []string         // a command to run the rank under (e.g. ip netns exec NAME)
+	Args    []string                        // more test flags for the ranks
 	Expect  func(rank int, err error) error // judges a rank's exit (default: it must succeed)
 }
 
