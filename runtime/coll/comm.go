@@ -325,13 +325,20 @@ func (c *Comm) accept(local Endpoint, all [][]byte) error {
 		if len(e.Peers) != len(want) {
 			return fmt.Errorf("endpoint of rank %d lists %d peers, want %d", r, len(e.Peers), len(want))
 		}
+		// QP numbers name QPs of one device: only the ranks on this
+		// rank's device can be named by the numbers its CQEs carry.
+		sameDevice := e.NodeGUID == local.NodeGUID && e.GID == local.GID
 		for i, q := range e.Peers {
 			if q.Rank != want[i] {
 				return fmt.Errorf("endpoint of rank %d: peer %d is rank %d, want %d", r, i, q.Rank, want[i])
 			}
-			c.qpOwner[q.QPNum] = qpOwner{r, fmt.Sprintf("rank %d's QP to rank %d", r, q.Rank)}
+			if sameDevice {
+				c.qpOwner[q.QPNum] = qpOwner{r, fmt.Sprintf("rank %d's QP to rank %d", r, q.Rank)}
+			}
 		}
-		c.qpOwner[e.Manager.QPNum] = qpOwner{r, fmt.Sprintf("rank %d's manager", r)}
+		if sameDevice {
+			c.qpOwner[e.Manager.QPNum] = qpOwner{r, fmt.Sprintf("rank %d's manager", r)}
+		}
 		if err := sameFabric(local, *e); err != nil {
 			return err
 		}
@@ -426,9 +433,10 @@ type qpOwner struct {
 	name string
 }
 
-// Describe names a QP of this communicator (any rank's) by its number,
-// for error reports ("rank 3's manager", "rank 3's QP to rank 5"), with
-// the rank it belongs to.
+// Describe names a QP of this communicator by its number on this rank's
+// device (of this rank, or of another rank on the same device), for
+// error reports ("rank 3's manager", "rank 3's QP to rank 5"), with the
+// rank it belongs to.
 func (c *Comm) Describe(qpNum uint32) (name string, rank int, ok bool) {
 	o, ok := c.qpOwner[qpNum]
 	return o.name, o.rank, ok

@@ -88,12 +88,21 @@ const AddrEnv = "VERBSEXP_SOFTDEV_ADDR"
 const WirePort = 4791
 
 type deviceConfig struct {
-	limits     Limits
-	addr       string // "": $VERBSEXP_SOFTDEV_ADDR, or a loopback address of its own
-	addrSet    bool
-	autonomous bool
-	timeScale  float64
+	limits    Limits
+	addr      string // "": $VERBSEXP_SOFTDEV_ADDR, or a loopback address of its own
+	addrSet   bool
+	run       runMode
+	timeScale float64
 }
+
+// runMode is who runs a device's send queues besides its polls.
+type runMode int
+
+const (
+	runAuto   runMode = iota // the transport thread, once a QP connects over the wire
+	runThread                // the transport thread, from the start
+	runPolls                 // nobody
+)
 
 // DeviceOption configures Open.
 type DeviceOption func(*deviceConfig)
@@ -116,13 +125,22 @@ func Address(ip string) DeviceOption {
 	return func(c *deviceConfig) { c.addr, c.addrSet = ip, true }
 }
 
-// Autonomous makes the device run like an HCA: its transport thread also
-// runs the send queues as soon as work is posted, so a schedule advances
-// while the host computes and nobody polls. Without it the send queues
-// run in Progress and in polls (the transport, acknowledgements and
-// retransmissions included, runs in the thread either way), which keeps
-// schedules on one device deterministic.
-func Autonomous() DeviceOption { return func(c *deviceConfig) { c.autonomous = true } }
+// Autonomous makes the device run like an HCA from the start: its
+// transport thread runs the send queues as soon as work is posted, so a
+// schedule advances while the host computes and nobody polls.
+//
+// Without an option, a device runs its send queues in Progress and in
+// polls only (so schedules on one device are deterministic: the same
+// calls give the same completions) until one of its QPs connects to
+// another device; from then on the thread runs them too. The transport
+// (packets in, acknowledgements, retransmissions) runs in the thread
+// either way.
+func Autonomous() DeviceOption { return func(c *deviceConfig) { c.run = runThread } }
+
+// PollDriven keeps the send queues to Progress and polls even when QPs
+// connect over the wire: what a test of the poll path wants. A peer then
+// waits for this process to poll (an HCA would not make it wait).
+func PollDriven() DeviceOption { return func(c *deviceConfig) { c.run = runPolls } }
 
 // TimerScale multiplies the transport's timers (the local ACK timeout,
 // 4.096 µs << timeout, and the RNR NAK timer) by f > 0: below 1 a test

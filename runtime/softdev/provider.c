@@ -784,6 +784,8 @@ static int modify_qp(struct ibv_qp *qp, struct sd_qp_attr *a, uint64_t mask)
 		sd_link_put(d, path->link);
 		path->link = link;
 		sd_wire_open_link(d, link);
+		if (link->kind == SD_LINK_WIRE && d->run_mode == SD_RUN_AUTO)
+			d->autonomous = 1; /* a peer elsewhere: run like an HCA */
 		memcpy(path->dgid, a->ah.grh.dgid.raw, 16);
 		path->dlid = a->ah.dlid;
 		path->hop_limit = a->ah.grh.hop_limit;
@@ -1083,7 +1085,8 @@ struct ibv_context *sd_open(const struct sd_config *cfg, int *err)
 	pthread_mutex_init(&d->lock, NULL);
 	d->max_qp_wr = cfg->max_qp_wr;
 	d->max_cqe = cfg->max_cqe;
-	d->autonomous = cfg->autonomous;
+	d->run_mode = cfg->autonomous;
+	d->autonomous = cfg->autonomous == SD_RUN_THREAD;
 	d->timescale = cfg->timescale > 0 ? cfg->timescale : 1;
 	d->node_guid = new_guid();
 	d->wake_fd = wfd;

@@ -422,6 +422,7 @@ struct sd_device {
 	uint8_t                  gid[16];
 	uint32_t                 ifmtu;     /* MTU of the interface the address is on */
 	int                      autonomous; /* the thread also runs the send queues */
+	int                      run_mode;   /* SD_RUN_*, as opened */
 	double                   timescale; /* transport timers are multiplied by it */
 	struct sd_link           loop;
 	struct sd_pkt           *loopq;     /* loopback packets not yet delivered */
@@ -475,12 +476,19 @@ struct sd_leaks {
 
 /* ---- entry points used by the Go side ---- */
 
+/* Who runs a device's send queues besides its polls and Progress. */
+enum {
+	SD_RUN_POLLS = 0, /* nobody: schedules on one device stay deterministic */
+	SD_RUN_THREAD,    /* the transport thread too, from the start (as an HCA) */
+	SD_RUN_AUTO,      /* the transport thread too once a QP connects over the wire */
+};
+
 /* How a device is opened. */
 struct sd_config {
 	uint32_t max_qp_wr, max_cqe;
 	uint8_t  addr[16];      /* the IP address to listen on (IPv4-mapped or IPv6) */
 	int      auto_loopback; /* ignore addr: the first free 127.x.y.z from 127.0.0.2 */
-	int      autonomous;    /* the transport thread runs the send queues too */
+	int      autonomous;    /* the transport thread runs the send queues: SD_RUN_* */
 	double   timescale;     /* transport timers are multiplied by it (1: as on an HCA) */
 };
 
