@@ -450,3 +450,47 @@ func TestOpenOutOfFDs(t *testing.T) {
 		}
 	}
 }
+
+// TestCopiedDevice: a copy of a Device is the same device: closing it
+// closes the original, whose own Close is then ErrClosed (it used to
+// close the freed context again and panic on the deleted handle); the
+// zero Device is refused like a nil one.
+func TestCopiedDevice(t *testing.T) {
+	d, err := Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := *d
+	pd, err := cp.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DeallocPD(pd); err != nil {
+		t.Fatalf("DeallocPD through the original of a PD the copy made: %v", err)
+	}
+	if err := cp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Close of the original after the copy's: %v, want ErrClosed", err)
+	}
+	if _, err := d.AllocPD(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("AllocPD on the original after the copy's Close: %v, want ErrClosed", err)
+	}
+	if d.Context() != nil {
+		t.Fatal("the original's Context after the copy's Close is not nil")
+	}
+	var zero Device
+	if err := zero.Close(); !errors.Is(err, ErrNilDevice) {
+		t.Fatalf("zero Device Close: %v, want ErrNilDevice", err)
+	}
+	if _, err := zero.AllocPD(); !errors.Is(err, ErrNilDevice) {
+		t.Fatalf("zero Device AllocPD: %v, want ErrNilDevice", err)
+	}
+	if _, err := zero.GetAsyncEvent(); !errors.Is(err, ErrNilDevice) {
+		t.Fatalf("zero Device GetAsyncEvent: %v, want ErrNilDevice", err)
+	}
+	if _, err := zero.Progress(); !errors.Is(err, ErrNilDevice) || zero.Context() != nil {
+		t.Fatalf("zero Device Progress: %v, Context %p", err, zero.Context())
+	}
+}

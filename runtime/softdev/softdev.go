@@ -24,8 +24,14 @@ import (
 
 // Device is one open software device: a verbs context whose dispatch
 // tables point at this package's provider. Its methods are safe for
-// concurrent use; so are the verbs the context dispatches to.
+// concurrent use; so are the verbs the context dispatches to. A copy of
+// a Device is the same device (its state sits behind one pointer): a
+// second Close, through either, is ErrClosed.
 type Device struct {
+	*device // nil for the zero Device, which is refused as a nil one
+}
+
+type device struct {
 	mu      sync.RWMutex // methods hold it shared, Close exclusively
 	closed  bool
 	closing atomic.Bool // set by Close before it waits: blocked event readers give up
@@ -57,7 +63,7 @@ func Open(opts ...DeviceOption) (*Device, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("softdev: open: %w", syscall.Errno(e))
 	}
-	d := &Device{ctx: ctx}
+	d := &Device{&device{ctx: ctx}}
 	if err := d.attach(); err != nil {
 		C.sd_discard(ctx)
 		return nil, err
@@ -82,7 +88,7 @@ func (d *Device) Limits() Limits {
 // verbs.ExpQueryDevice, …). It stays valid until Close; from then on (and
 // for a nil Device) it is nil, which every wrapper refuses with EINVAL.
 func (d *Device) Context() *verbs.Context {
-	if d == nil || d.closing.Load() {
+	if d.isNil() || d.closing.Load() {
 		return nil
 	}
 	return d.context()
@@ -92,9 +98,12 @@ func (d *Device) Context() *verbs.Context {
 // nil as soon as Close starts waiting for them).
 func (d *Device) context() *verbs.Context { return (*verbs.Context)(unsafe.Pointer(d.ctx)) }
 
+// isNil says whether d is nil or the zero Device.
+func (d *Device) isNil() bool { return d == nil || d.device == nil }
+
 // use runs f unless the device is closed (or nil).
 func (d *Device) use(f func() error) error {
-	if d == nil {
+	if d.isNil() {
 		return ErrNilDevice
 	}
 	d.mu.RLock()
@@ -120,7 +129,7 @@ func (d *Device) use(f func() error) error {
 // and QP it ever had; see sd_close in provider.c); everything else (rings,
 // tables, file descriptors) goes.
 func (d *Device) Close() error {
-	if d == nil {
+	if d.isNil() {
 		return ErrNilDevice
 	}
 	// Wake a GetAsyncEvent blocked on the fd (it holds d.mu shared, so
@@ -340,7 +349,7 @@ func (d *Device) DestroyQP(qp *verbs.QP) error {
 // device the same way, so Progress is needed only to drive schedules
 // whose completions nobody polls, or to detect a stall.
 func (d *Device) Progress() (executed int, err error) {
-	if d == nil {
+	if d.isNil() {
 		return 0, ErrNilDevice
 	}
 	d.mu.RLock()
