@@ -38,6 +38,11 @@ type Options struct {
 // DefaultDepth is Options.Depth's default.
 const DefaultDepth = 64
 
+// MaxRanks is the most ranks a communicator has: every rank keeps
+// something of every other (its endpoint, its QP numbers), and New,
+// NewLocal and NewInProcess refuse more before allocating for them.
+const MaxRanks = 1 << 24
+
 // Comm is one rank's communicator: its queue pairs connected to its
 // neighbors' and the schedules built on them. Its methods may be called
 // from several goroutines; one schedule runs at a time (a collective
@@ -110,8 +115,8 @@ func New(ctx *verbs.Context, rank, size int, exchange Exchange, opts Options) (c
 	switch {
 	case ctx == nil:
 		return nil, fmt.Errorf("coll: New: nil context: %w", syscall.EINVAL)
-	case size < 1 || rank < 0 || rank >= size:
-		return nil, fmt.Errorf("coll: New: rank %d of %d: need 0 ≤ rank < size: %w", rank, size, syscall.EINVAL)
+	case size < 1 || size > MaxRanks || rank < 0 || rank >= size:
+		return nil, fmt.Errorf("coll: New: rank %d of %d: need 0 ≤ rank < size ≤ %d: %w", rank, size, MaxRanks, syscall.EINVAL)
 	case exchange == nil:
 		return nil, fmt.Errorf("coll: New: nil exchange: %w", syscall.EINVAL)
 	case opts.Depth < 0 || opts.Depth > 1<<20:
