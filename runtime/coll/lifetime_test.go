@@ -98,15 +98,7 @@ func TestCloseDuringWait(t *testing.T) {
 // to free its C state again; a copied Comm's, to destroy its queues
 // again); a Memory's copy closes it (it used to say "closed twice").
 func TestCopiedHandles(t *testing.T) {
-	dev, err := softdev.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	c, err := coll.New(dev.Context(), 0, 1, coll.NewInProcess(1).For(0), coll.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := singleRank(t)
 	buf, err := lease.Alloc(64)
 	if err != nil {
 		t.Fatal(err)
@@ -151,4 +143,20 @@ func TestCopiedHandles(t *testing.T) {
 	wantErr(t, "zero Schedule Wait", zs.Wait(), syscall.EINVAL, "nil Schedule")
 	var zm coll.Memory
 	wantErr(t, "zero Memory Close", zm.Close(), syscall.EINVAL, "nil Memory")
+}
+
+// singleRank is a one-rank communicator on a device of its own, which
+// cleanup closes.
+func singleRank(t *testing.T) *coll.Comm {
+	t.Helper()
+	dev, err := softdev.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	c, err := coll.New(dev.Context(), 0, 1, coll.NewInProcess(1).For(0), coll.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
