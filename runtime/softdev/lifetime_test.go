@@ -396,18 +396,18 @@ func TestClosedHandles(t *testing.T) {
 	}
 }
 
-// TestOpenOutOfFDs: Open needs three file descriptors (async_fd, the
-// device's own dup of it, the close wake-up); without them it fails with
-// the errno the system gave, EMFILE, not ENOMEM, and closes the ones it
-// had got.
+// TestOpenOutOfFDs: Open needs six file descriptors (async_fd, the
+// device's own dup of it, the close wake-up, the listener, the epoll set
+// and the transport's wake-up); without them it fails with the errno the
+// system gave, EMFILE, not ENOMEM, and closes the ones it had got.
 func TestOpenOutOfFDs(t *testing.T) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)
 	}
 	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
-	// Fill every descriptor below a low limit, then free 0, 1 or 2 of
-	// them: each of the three descriptors Open takes fails in turn.
+	// Fill every descriptor below a low limit, then free 0 to 5 of them:
+	// each of the six descriptors Open takes fails in turn.
 	low := lim
 	low.Cur = 256
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
@@ -429,10 +429,10 @@ func TestOpenOutOfFDs(t *testing.T) {
 		}
 		fill = append(fill, fd)
 	}
-	if len(fill) < 3 {
+	if len(fill) < 6 {
 		t.Fatalf("only %d descriptors below the limit", len(fill))
 	}
-	for free := 0; free < 3; free++ {
+	for free := 0; free < 6; free++ {
 		for i := 0; i < free; i++ {
 			syscall.Close(fill[len(fill)-1-i])
 		}
