@@ -129,15 +129,15 @@
 // method; nil options are skipped. Once Close has started, Context() is
 // nil, which every generated wrapper refuses. A context, PD, MR, CQ or
 // QP pointer kept from before Close stays safe to pass: the records
-// outlive the device (a tombstone of about 1.4 KB per device plus each
+// outlive the device (a tombstone of about 1.5 KB per device plus each
 // object's record, for the life of the process), and every verb on them,
 // the headers' inline ones included (verbs.PostSend, verbs.PollCQ,
-// verbs.ExpPostTask, …, which reach the device without the Device), fails
-// with ENODEV, whatever the interleaving with Close. Free takes back only what Calloc and CallocSlice
-// gave and not yet freed (anything else is EINVAL, where C's free would
-// abort the process); CallocSlice of no elements panics, as make does
-// with a negative length. Connect refuses nil QPs and QPs of two
-// devices.
+// verbs.ExpPostTask, …, which reach the device without the Device),
+// fails with ENODEV, whatever the interleaving with Close. Free takes
+// back only what Calloc and CallocSlice gave and not yet freed (anything
+// else is EINVAL, where C's free would abort the process); CallocSlice
+// of no elements panics, as make does with a negative length. Connect
+// refuses nil QPs and QPs of two devices.
 //
 // Sizes are checked against the C fields before anything is truncated:
 // CreateCQ refuses a cqe outside 1..MaxInt32 and Caps fields outside
