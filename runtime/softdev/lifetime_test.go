@@ -21,9 +21,11 @@ import (
 // destroy on one device (through Device's methods, the exported verbs
 // and the headers' inline verbs, which reach the device's C operations
 // without the Device's lock), read and acknowledge its asynchronous
-// events and run Progress, while the device is closed under them. Every
-// call finishes (none crashes or hangs), every error is one the call may
-// give, and every call that starts after Close returned is an error.
+// events and run Progress, while the device is closed under them (every
+// other round an Autonomous device, whose transport thread runs the
+// queues too). Every call finishes (none crashes or hangs), every error
+// is one the call may give, and every call that starts after Close
+// returned is an error.
 func TestCloseMidFlight(t *testing.T) {
 	rounds := 60
 	if testing.Short() {
@@ -54,7 +56,11 @@ func closeErr(err error) error {
 }
 
 func closeMidFlight(t *testing.T, round int) {
-	d, err := Open()
+	var opts []DeviceOption
+	if round%2 == 1 {
+		opts = append(opts, Autonomous())
+	}
+	d, err := Open(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
