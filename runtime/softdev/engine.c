@@ -592,7 +592,8 @@ int sd_qp_wire(struct ibv_context *ctx, struct ibv_qp *qp, struct sd_wire_stats 
 	return q != NULL ? 0 : EINVAL;
 }
 
-void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped)
+void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped, uint64_t *connect_fails,
+                 int *last_errno)
 {
 	struct sd_device *d = sd_dev(ctx);
 	memset(gid, 0, 16);
@@ -601,5 +602,7 @@ void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped)
 		return;
 	memcpy(gid, d->gid, 16);
 	*dropped = d->wire_dropped;
+	*connect_fails = d->wire_connect_fails;
+	*last_errno = d->wire_last_errno;
 	sd_unlock(d);
 }

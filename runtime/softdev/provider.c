@@ -847,6 +847,7 @@ static int modify_qp(struct ibv_qp *qp, struct sd_qp_attr *a, uint64_t mask)
 	if (link != NULL) {
 		sd_link_put(d, path->link);
 		path->link = link;
+		sd_wire_open_link(d, link);
 		memcpy(path->dgid, a->ah.grh.dgid.raw, 16);
 		path->dlid = a->ah.dlid;
 		path->hop_limit = a->ah.grh.hop_limit;

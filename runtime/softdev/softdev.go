@@ -120,8 +120,9 @@ func (d *Device) GID() [16]byte {
 	var g [16]byte
 	_ = d.use(func() error {
 		var b [16]C.uint8_t
-		var dropped C.uint64_t
-		C.sd_dev_wire(d.ctx, &b[0], &dropped)
+		var dropped, fails C.uint64_t
+		var last C.int
+		C.sd_dev_wire(d.ctx, &b[0], &dropped, &fails, &last)
 		for i := range g {
 			g[i] = byte(b[i])
 		}
@@ -590,17 +591,23 @@ func (d *Device) QPWire(qp *verbs.QP) (WireStats, error) {
 	return w, err
 }
 
-// WireDropped counts the packets the device took from a link and
-// dropped because they named no QP of its, or a QP not connected to
-// their sender, and the frames that did not parse.
-func (d *Device) WireDropped() uint64 {
-	var n uint64
+// DeviceWire counts what a device's wire did.
+type DeviceWire struct {
+	Dropped      uint64        // packets taken from a link and dropped: no QP of this device, not from its peer, or frames that did not parse
+	ConnectFails uint64        // connections to peer devices that could not be made, or broke
+	LastError    syscall.Errno // why the last of them failed (ECONNREFUSED: nobody listens there)
+}
+
+// Wire returns the device's wire counters.
+func (d *Device) Wire() DeviceWire {
+	var w DeviceWire
 	_ = d.use(func() error {
 		var b [16]C.uint8_t
-		var dropped C.uint64_t
-		C.sd_dev_wire(d.ctx, &b[0], &dropped)
-		n = uint64(dropped)
+		var dropped, fails C.uint64_t
+		var last C.int
+		C.sd_dev_wire(d.ctx, &b[0], &dropped, &fails, &last)
+		w = DeviceWire{Dropped: uint64(dropped), ConnectFails: uint64(fails), LastError: syscall.Errno(last)}
 		return nil
 	})
-	return n
+	return w
 }

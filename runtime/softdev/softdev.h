@@ -432,6 +432,8 @@ struct sd_device {
 	uint64_t                 next_deadline;
 	struct sd_net           *net;
 	uint64_t                 wire_dropped; /* frames for no QP, or not from its peer */
+	uint64_t                 wire_connect_fails; /* connections to peers that could not be made or broke */
+	int                      wire_last_errno;    /* why the last one failed */
 	struct sd_qp            *loop_sender;  /* the QP whose step sent on the loopback link */
 	uint32_t                 loop_upto;    /* the PSN after what it sent */
 	/* The most recent ibv_exp_post_task failure. */
@@ -526,7 +528,8 @@ int sd_qp_state(struct ibv_context *ctx, struct ibv_qp *qp, int *state,
                 uint64_t *rq_posted, uint64_t *rq_done, uint64_t *rq_enabled, uint64_t *rq_freed);
 void sd_task_failure(struct ibv_context *ctx, void **task, void **wr, int *err);
 int sd_qp_wire(struct ibv_context *ctx, struct ibv_qp *qp, struct sd_wire_stats *out);
-void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped);
+void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped, uint64_t *connect_fails,
+                 int *last_errno);
 int sd_wire_decode(const uint8_t *b, size_t len, struct sd_pkt *p);
 
 /* ---- shared between the C files ---- */
@@ -602,6 +605,7 @@ void sd_net_timer_armed(struct sd_device *d, uint64_t deadline);
 int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p);
 int sd_wire_busy(struct sd_device *d, struct sd_link *l);
 void sd_wire_close_link(struct sd_device *d, struct sd_link *l);
+void sd_wire_open_link(struct sd_device *d, struct sd_link *l);
 void sd_port_state(struct sd_device *d, int *active, int *mtu);
 
 /* Data path operations installed in the dispatch tables. */

@@ -54,6 +54,7 @@ enum {
 	SD_HELLO_NS     = 2000000000,       /* an accepted connection must say hello within 2 s */
 	SD_BACKOFF_MIN  = 20000000,         /* 20 ms between attempts to reach an unreachable peer, */
 	SD_BACKOFF_MAX  = 1000000000,       /* doubling up to 1 s */
+	SD_LINGER_NS    = 500000000,        /* Close waits this long for queued frames to leave */
 };
 
 static const char sd_magic[8] = { 'V', 'X', 'S', 'D', 'W', 'I', 'R', 'E' };
@@ -268,9 +269,11 @@ static void conn_free(struct sd_device *d, struct sd_conn *c)
 
 /* An opened connection failed: what it held is lost (the transport's
  * timers resend it), and the next attempt waits. */
-static void conn_fail(struct sd_device *d, struct sd_conn *c)
+static void conn_fail(struct sd_device *d, struct sd_conn *c, int err)
 {
 	struct sd_net *n = d->net;
+	d->wire_connect_fails++;
+	d->wire_last_errno = err;
 	if (c->link != NULL) {
 		c->link->dropped++;
 		c->link->retry_at = sd_now() + n->backoff;
@@ -319,8 +322,13 @@ static struct sd_conn *conn_open(struct sd_device *d, struct sd_link *l)
 		return NULL;
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	/* The source port is chosen by connect, knowing the destination, so
+	 * that it is not one a TIME_WAIT connection to that peer still holds. */
+	setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
 	if (bind(fd, (struct sockaddr *)&from, fl) != 0 ||
 	    (connect(fd, (struct sockaddr *)&to, tl) != 0 && errno != EINPROGRESS)) {
+		d->wire_connect_fails++;
+		d->wire_last_errno = errno;
 		close(fd);
 		return NULL;
 	}
@@ -368,7 +376,7 @@ static void conn_flush(struct sd_device *d, struct sd_conn *c)
 			}
 			return;
 		}
-		conn_fail(d, c);
+		conn_fail(d, c, k < 0 ? errno : EPIPE);
 		return;
 	}
 	c->ooff = c->olen = 0;
@@ -611,7 +619,7 @@ static void handle(struct sd_device *d, const struct epoll_event *ev)
 			int err = 0;
 			socklen_t el = sizeof err;
 			if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
-				conn_fail(d, c);
+				conn_fail(d, c, err ? err : errno);
 				return;
 			}
 			c->state = CONN_UP;
@@ -623,7 +631,7 @@ static void handle(struct sd_device *d, const struct epoll_event *ev)
 			char b[64];
 			ssize_t k = recv(c->fd, b, sizeof b, MSG_DONTWAIT);
 			if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) || (ev->events & EPOLLERR)) {
-				conn_fail(d, c);
+				conn_fail(d, c, k == 0 ? ECONNRESET : errno);
 				return;
 			}
 		}
@@ -681,6 +689,14 @@ void sd_net_flush(struct sd_device *d)
 			conn_flush(d, c);
 		c = next;
 	}
+}
+
+/* A path resolved to l: its connection is opened now, so that the first
+ * packets do not wait for it. */
+void sd_wire_open_link(struct sd_device *d, struct sd_link *l)
+{
+	if (l->kind == SD_LINK_WIRE && l->conn == NULL && d->net != NULL && sd_now() >= l->retry_at)
+		l->conn = conn_open(d, l);
 }
 
 /* A wire link is let go: its connection closes. */
@@ -839,12 +855,36 @@ fail:
 	return err ? err : EINVAL;
 }
 
-/* Stops the transport thread. Device lock NOT held. */
+/* Waits, up to SD_LINGER_NS, until what the connections hold has been
+ * sent: what the device answered before it closed is on the wire, as an
+ * HCA's acknowledgements leave with the data they acknowledge. */
+static void linger(struct sd_device *d)
+{
+	struct sd_net *n = d->net;
+	uint64_t end = sd_now() + SD_LINGER_NS;
+	for (;;) {
+		sd_lock_clean(d);
+		sd_net_flush(d);
+		int pending = 0;
+		for (struct sd_conn *c = n->conns; c != NULL; c = c->next)
+			if (c->out && c->olen > c->ooff)
+				pending = 1;
+		sd_unlock(d);
+		if (!pending || sd_now() > end)
+			return;
+		struct timespec ts = { 0, 200000 };
+		nanosleep(&ts, NULL); /* the thread finishes connecting meanwhile */
+	}
+}
+
+/* Stops the transport thread, once what it holds is sent. Device lock
+ * NOT held. */
 void sd_net_stop(struct sd_device *d)
 {
 	struct sd_net *n = d->net;
 	if (n == NULL || !n->running)
 		return;
+	linger(d);
 	sd_lock(d);
 	n->stop = 1;
 	sd_unlock(d);
