@@ -38,11 +38,18 @@ type Options struct {
 // DefaultDepth is Options.Depth's default.
 const DefaultDepth = 64
 
+// MaxRanks is the most ranks a communicator has: every rank keeps
+// something of every other (its endpoint, its QP numbers), and New,
+// NewLocal and NewInProcess refuse more before allocating for them.
+const MaxRanks = 1 << 24
+
 // Comm is one rank's communicator: its queue pairs connected to its
 // neighbors' and the schedules built on them. Its methods may be called
 // from several goroutines; one schedule runs at a time (a collective
 // must be complete on this rank before the next is posted, as with MPI's
-// blocking collectives).
+// blocking collectives). A copy of a Comm is the same communicator: what
+// changes after New sits behind one pointer that copies share, so a
+// second Close, through either, is ErrClosed.
 type Comm struct {
 	ctx        *verbs.Context
 	rank, size int
@@ -57,12 +64,17 @@ type Comm struct {
 	eps        []Endpoint         // every rank's, from the exchange
 	qpOwner    map[uint32]qpOwner // every rank's QPs, for error reports
 
+	*commState
+}
+
+// commState is what changes once New has returned.
+type commState struct {
 	mu        sync.Mutex
 	closed    bool
 	broken    error // a run failed: the queues are in an unknown state
-	inflight  *Schedule
-	schedules map[*Schedule]struct{}
-	memories  map[*Memory]struct{}
+	inflight  *schedule
+	schedules map[*schedule]struct{}
+	memories  map[*memory]struct{}
 	// One lease per Memory, so its Buffer cannot be freed under the MR.
 	registered *lease.Table
 	nextMemory uint64
@@ -103,8 +115,8 @@ func New(ctx *verbs.Context, rank, size int, exchange Exchange, opts Options) (c
 	switch {
 	case ctx == nil:
 		return nil, fmt.Errorf("coll: New: nil context: %w", syscall.EINVAL)
-	case size < 1 || rank < 0 || rank >= size:
-		return nil, fmt.Errorf("coll: New: rank %d of %d: need 0 ≤ rank < size: %w", rank, size, syscall.EINVAL)
+	case size < 1 || size > MaxRanks || rank < 0 || rank >= size:
+		return nil, fmt.Errorf("coll: New: rank %d of %d: need 0 ≤ rank < size ≤ %d: %w", rank, size, MaxRanks, syscall.EINVAL)
 	case exchange == nil:
 		return nil, fmt.Errorf("coll: New: nil exchange: %w", syscall.EINVAL)
 	case opts.Depth < 0 || opts.Depth > 1<<20:
@@ -117,8 +129,8 @@ func New(ctx *verbs.Context, rank, size int, exchange Exchange, opts Options) (c
 		opts.Depth = DefaultDepth
 	}
 	c = &Comm{ctx: ctx, rank: rank, size: size, opts: opts,
-		peers: make([]*peer, size), schedules: map[*Schedule]struct{}{}, memories: map[*Memory]struct{}{},
-		registered: lease.NewTable()}
+		peers: make([]*peer, size), commState: &commState{schedules: map[*schedule]struct{}{}, memories: map[*memory]struct{}{},
+			registered: lease.NewTable()}}
 	// Every error return below sets c to nil before this runs: release
 	// what was created through its own copy.
 	created := c
@@ -479,8 +491,13 @@ func (c *Comm) recvCQFor(r int) *verbs.CQ {
 }
 
 // Memory is caller memory registered for collectives in a
-// communicator's PD.
+// communicator's PD. A copy of a Memory is the same memory (its state
+// sits behind one pointer): closed through either, it is closed.
 type Memory struct {
+	*memory // nil for the zero Memory, which is refused as a closed one
+}
+
+type memory struct {
 	c     *Comm
 	buf   *lease.Buffer
 	mr    *verbs.MR
@@ -505,26 +522,42 @@ func (c *Comm) Register(b *lease.Buffer) (*Memory, error) {
 		return nil, fmt.Errorf("coll: Register %d bytes: ibv_reg_mr: %w", b.Len(), err)
 	}
 	c.nextMemory++
-	m := &Memory{c: c, buf: b, mr: mr, id: c.nextMemory}
+	m := &memory{c: c, buf: b, mr: mr, id: c.nextMemory}
 	if _, err := c.registered.Lease(m.id, b, 0, min(b.Len(), lease.MaxLength), mr.Lkey); err != nil {
 		return nil, errors.Join(fmt.Errorf("coll: Register: %w", err), verbs.DeregMR(mr))
 	}
 	c.memories[m] = struct{}{}
-	return m, nil
+	return &Memory{m}, nil
 }
 
-// Bytes is the registered memory.
-func (m *Memory) Bytes() []byte { return m.buf.Bytes() }
+// state is m's, nil for a nil or zero Memory.
+func (m *Memory) state() *memory {
+	if m == nil {
+		return nil
+	}
+	return m.memory
+}
+
+// Bytes is the registered memory (nil for a nil Memory).
+func (m *Memory) Bytes() []byte {
+	if m.state() == nil {
+		return nil
+	}
+	return m.buf.Bytes()
+}
 
 // Close deregisters the memory: EBUSY while a schedule uses it.
 func (m *Memory) Close() error {
+	if m.state() == nil {
+		return fmt.Errorf("coll: Close of a nil Memory: %w", syscall.EINVAL)
+	}
 	c := m.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return m.closeLocked()
 }
 
-func (m *Memory) closeLocked() error {
+func (m *memory) closeLocked() error {
 	c := m.c
 	if _, ok := c.memories[m]; !ok {
 		return fmt.Errorf("coll: Memory closed twice (or its communicator was): %w", syscall.EINVAL)

@@ -52,9 +52,13 @@
 // A communicator's methods may be called from several goroutines, but
 // one run is in flight at a time on a rank (as with MPI's blocking
 // collectives): post the next, of any schedule, once Wait or Test has
-// reported the last complete. A schedule is not for concurrent use. With
-// softdev, package collsoft builds all ranks of a World on one device and
-// one goroutine can drive them: post every rank's run, then Wait each.
+// reported the last complete. A schedule's Post, Test and Wait may be
+// called from several goroutines too (they run under the communicator's
+// lock), and across Close, which abandons a run in flight: they then
+// return ErrClosed. A copy of a Comm, Schedule or Memory is the same
+// object. With softdev, package collsoft builds all ranks of a World on
+// one device and one goroutine can drive them: post every rank's run,
+// then Wait each.
 //
 // # The algorithms
 //

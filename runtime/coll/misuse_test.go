@@ -366,7 +366,9 @@ func TestCloseReportsLeaks(t *testing.T) {
 		_, err = c.Register(bufs[0])
 		wantErr(t, "Register after Close", err, coll.ErrClosed)
 	}
-	wantErr(t, "Post of a schedule its communicator closed", scheds[0].Post(), syscall.EINVAL, "closed schedule")
+	wantErr(t, "Post of a schedule its communicator closed", scheds[0].Post(), coll.ErrClosed, "post of allreduce")
+	_, err = scheds[0].Test()
+	wantErr(t, "Test of a schedule its communicator closed", err, coll.ErrClosed, "Test of allreduce")
 	wantErr(t, "Close of a schedule its communicator closed", scheds[0].Close(), syscall.EINVAL, "closed twice")
 	wantErr(t, "Close of a memory its communicator closed", mems[0].Close(), syscall.EINVAL, "closed twice")
 	if err := dev.Close(); err != nil {

@@ -359,7 +359,8 @@ struct sd_progress_result sd_progress(struct ibv_context *ctx)
 {
 	struct sd_device *d = sd_dev(ctx);
 	struct sd_progress_result r = { 0, 0 };
-	sd_lock_clean(d);
+	if (sd_enter_clean(d) != 0)
+		return r; /* the Go side holds the Device's lock: not reached */
 	r.executed = sd_run(d);
 	if (!on_wire(d))
 		for (struct sd_qp *q = d->qps; q != NULL; q = q->next)
@@ -373,7 +374,8 @@ int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max)
 {
 	struct sd_device *d = sd_dev(ctx);
 	int n = 0;
-	sd_lock(d);
+	if (sd_enter(d) != 0)
+		return 0;
 	for (struct sd_qp *q = d->qps; q != NULL && n < max; q = q->next) {
 		if (!blocked(q))
 			continue;
@@ -430,7 +432,7 @@ int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max)
  * CQE one slot (receive CQEs come in order; one lost frees nothing, and
  * its slot stays taken). A CQE from before its QP's last RESET, or of a
  * destroyed QP, frees nothing (their queues are empty). The QP's record
- * outlives its destruction until close, so reading it is safe.
+ * outlives its destruction (and the device: sd_close), so reading it is safe.
  */
 static void poll_free(const struct sd_cqe *e)
 {
@@ -452,17 +454,20 @@ static void poll_free(const struct sd_cqe *e)
 /* Both polls run the engine first, so completions appear without an
  * explicit progress call, then take the CQEs the ring holds for them.
  * The CQ is looked up among the device's live ones by address
- * (sd_cq_of), never read as a struct sd_cq before: a destroyed CQ (kept
- * until close) or a copy of a CQ's struct ibv_cq (whose context led the
+ * (sd_cq_of), never read as a struct sd_cq before: a destroyed CQ (its
+ * record is kept) or a copy of a CQ's struct ibv_cq (whose context led the
  * dispatch here) is refused, not read past its end. Returns the CQ with
- * the device lock held, or NULL (EINVAL) with it released. */
-static struct sd_cq *poll_begin(struct ibv_cq *cq, int n)
+ * the device lock held, or NULL with it released and *err EINVAL (or
+ * ENODEV: the device is closed). */
+static struct sd_cq *poll_begin(struct ibv_cq *cq, int n, int *err)
 {
 	struct sd_device *d = sd_dev(cq->context);
-	sd_lock_clean(d);
+	if ((*err = sd_enter_clean(d)) != 0)
+		return NULL;
 	struct sd_cq *c = sd_cq_of(d, cq);
 	if (c == NULL || n < 0) {
 		sd_unlock(d);
+		*err = EINVAL;
 		return NULL;
 	}
 	sd_run(d);
@@ -471,9 +476,10 @@ static struct sd_cq *poll_begin(struct ibv_cq *cq, int n)
 
 int sd_op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
-	struct sd_cq *c = poll_begin(cq, n);
+	int err;
+	struct sd_cq *c = poll_begin(cq, n, &err);
 	if (c == NULL)
-		return -EINVAL;
+		return -err;
 	int k = 0;
 	while (k < n && cq_ready(c, c->cons)) {
 		const struct sd_cqe *e = &c->ring[c->cons++ % c->size];
@@ -497,9 +503,10 @@ int sd_op_exp_poll_cq(struct ibv_cq *cq, int n, struct ibv_exp_wc *wc, uint32_t 
 {
 	if (wc_size < offsetof(struct ibv_exp_wc, src_qp))
 		return -EINVAL;
-	struct sd_cq *c = poll_begin(cq, n);
+	int err;
+	struct sd_cq *c = poll_begin(cq, n, &err);
 	if (c == NULL)
-		return -EINVAL;
+		return -err;
 	int k = 0;
 	while (k < n && cq_ready(c, c->cons)) {
 		const struct sd_cqe *e = &c->ring[c->cons++ % c->size];
@@ -531,7 +538,9 @@ int sd_cq_state(struct ibv_context *ctx, struct ibv_cq *cq, uint64_t *produced,
                 uint64_t *queued, uint64_t *dropped, int *overrun)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	struct sd_cq *c = sd_cq_of(d, cq);
 	if (c != NULL) {
 		uint64_t k = 0;
@@ -551,7 +560,9 @@ int sd_qp_state(struct ibv_context *ctx, struct ibv_qp *qp, int *state,
                 uint64_t *rq_posted, uint64_t *rq_done, uint64_t *rq_enabled, uint64_t *rq_freed)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	struct sd_qp *q = sd_qp_of(d, qp);
 	if (q != NULL) {
 		*state = q->ibv.state;
@@ -571,7 +582,9 @@ int sd_qp_state(struct ibv_context *ctx, struct ibv_qp *qp, int *state,
 int sd_qp_wire(struct ibv_context *ctx, struct ibv_qp *qp, struct sd_wire_stats *out)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock_clean(d);
+	int err = sd_enter_clean(d);
+	if (err != 0)
+		return err;
 	struct sd_qp *q = sd_qp_of(d, qp);
 	if (q != NULL)
 		*out = q->ws;
@@ -583,7 +596,10 @@ void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped, ui
                  int *last_errno)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock_clean(d);
+	memset(gid, 0, 16);
+	*dropped = 0;
+	if (sd_enter_clean(d) != 0)
+		return;
 	memcpy(gid, d->gid, 16);
 	*dropped = d->wire_dropped;
 	*connect_fails = d->wire_connect_fails;

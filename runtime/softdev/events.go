@@ -39,7 +39,7 @@ func (d *Device) AsyncFD() int {
 // ErrClosed. Every event returned must be acknowledged with
 // AckAsyncEvent.
 func (d *Device) GetAsyncEvent() (*verbs.AsyncEvent, error) {
-	if d == nil {
+	if d.isNil() {
 		return nil, ErrNilDevice
 	}
 	d.mu.RLock()

@@ -339,9 +339,14 @@ static void doorbell(struct sd_device *d)
 int sd_op_exp_post_send(struct ibv_qp *qp, struct ibv_exp_send_wr *wr, struct ibv_exp_send_wr **bad)
 {
 	struct sd_device *d = sd_dev(qp->context);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0) {
+		if (bad != NULL)
+			*bad = wr;
+		return err;
+	}
 	struct sd_qp *q = sd_qp_of(d, qp);
-	int err = q == NULL ? EINVAL : post_exp_list(d, q, wr, bad);
+	err = q == NULL ? EINVAL : post_exp_list(d, q, wr, bad);
 	if (q == NULL && bad != NULL)
 		*bad = wr;
 	doorbell(d);
@@ -351,9 +356,14 @@ int sd_op_exp_post_send(struct ibv_qp *qp, struct ibv_exp_send_wr *wr, struct ib
 int sd_op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
 	struct sd_device *d = sd_dev(qp->context);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0) {
+		if (bad != NULL)
+			*bad = wr;
+		return err;
+	}
 	struct sd_qp *q = sd_qp_of(d, qp);
-	int err = q == NULL ? EINVAL : 0;
+	err = q == NULL ? EINVAL : 0;
 	for (; err == 0 && wr != NULL; wr = wr->next) {
 		struct sd_sreq r = {
 			.wr_id = wr->wr_id,
@@ -383,9 +393,13 @@ int sd_op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_w
 int sd_op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	struct sd_device *d = sd_dev(qp->context);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0) {
+		if (bad != NULL)
+			*bad = wr;
+		return err;
+	}
 	struct sd_qp *q = sd_qp_of(d, qp);
-	int err;
 	if (q == NULL) {
 		err = EINVAL;
 		if (bad != NULL)
@@ -441,8 +455,12 @@ static struct ibv_exp_task *task_loop(struct ibv_exp_task *head)
 int sd_op_post_task(struct ibv_context *ctx, struct ibv_exp_task *task, struct ibv_exp_task **bad)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
-	int err = 0;
+	int err = sd_enter(d);
+	if (err != 0) {
+		if (bad != NULL)
+			*bad = task;
+		return err;
+	}
 	void *bad_wr = NULL;
 	struct ibv_exp_task *t = task_loop(task);
 	if (t != NULL) {
@@ -477,7 +495,10 @@ out:
 void sd_task_failure(struct ibv_context *ctx, void **task, void **wr, int *err)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
+	*task = *wr = NULL;
+	*err = 0;
+	if (sd_enter(d) != 0)
+		return;
 	*task = d->fail_task;
 	*wr = d->fail_wr;
 	*err = d->fail_errno;

@@ -42,6 +42,37 @@ void sd_lock(struct sd_device *d)
 void sd_lock_clean(struct sd_device *d) { pthread_mutex_lock(&d->lock); }
 void sd_unlock(struct sd_device *d) { pthread_mutex_unlock(&d->lock); }
 
+/* A closed device's record and its objects' records are never freed
+ * (sd_close), and neither is its lock: an entry point reached through a
+ * handle that outlived Close locks valid memory, sees closed, and fails. */
+static int enter_closed(struct sd_device *d)
+{
+	if (!d->closed)
+		return 0;
+	sd_unlock(d);
+	return ENODEV;
+}
+int sd_enter(struct sd_device *d)
+{
+	sd_lock(d);
+	return enter_closed(d);
+}
+int sd_enter_clean(struct sd_device *d)
+{
+	sd_lock_clean(d);
+	return enter_closed(d);
+}
+
+/* For the entry points that read only what never changes: 0, or ENODEV
+ * once the device is closed. */
+static int check_open(struct sd_device *d)
+{
+	int err = sd_enter_clean(d);
+	if (err == 0)
+		sd_unlock(d);
+	return err;
+}
+
 /* Doubly linked lists in creation order; the same four lines for each
  * object kind. */
 #define LIST_APPEND(head, tail, o) do {                      \
@@ -64,7 +95,7 @@ void sd_unlock(struct sd_device *d) { pthread_mutex_unlock(&d->lock); }
 
 /* Users hand us raw pointers: only pointers we gave out are converted,
  * found by address in the device's lists (destroyed CQs and QPs are in
- * the dead lists until close). */
+ * the dead lists for good: sd_close). */
 static uint32_t addr_slot(const struct sd_addrset *s, const void *p)
 {
 	return (uint32_t)((((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull) >> 32) & (s->cap - 1);
@@ -119,6 +150,8 @@ int sd_owns(struct sd_device *d, enum sd_kind kind, const void *obj)
 	case SD_MR:
 		return LIST_HAS(d->mrs, obj);
 	case SD_CQ:
+		if (d->closed) /* the set went with the device; the records stay */
+			return LIST_HAS(d->cqs, obj) ? 1 : LIST_HAS(d->dead_cqs, obj) ? -1 : 0;
 		return addrset_get(&d->cqset, obj);
 	case SD_QP:
 		return LIST_HAS(d->qps, obj) ? 1 : LIST_HAS(d->dead_qps, obj) ? -1 : 0;
@@ -129,15 +162,16 @@ int sd_owns(struct sd_device *d, enum sd_kind kind, const void *obj)
 /* Is cq one of this device's live CQs? */
 struct sd_cq *sd_cq_of(struct sd_device *d, struct ibv_cq *cq)
 {
-	return sd_owns(d, SD_CQ, cq) == 1 ? (struct sd_cq *)cq : NULL;
+	return !d->closed && sd_owns(d, SD_CQ, cq) == 1 ? (struct sd_cq *)cq : NULL;
 }
 
 /* The QP behind a handle the verbs hand us (the header's inline code has
- * already read qp->context). Destroyed QPs stay allocated until close,
- * so a stale handle reads valid memory and misses here. */
+ * already read qp->context). Destroyed QPs stay allocated (sd_close
+ * keeps every record), so a stale handle reads valid memory and misses
+ * here. */
 struct sd_qp *sd_qp_of(struct sd_device *d, struct ibv_qp *qp)
 {
-	if (qp == NULL || qp->context != &d->vctx.context)
+	if (qp == NULL || qp->context != &d->vctx.context || d->closed)
 		return NULL;
 	struct sd_qp *q = sd_qp_by_num(d, qp->qp_num);
 	return q != NULL && &q->ibv == qp ? q : NULL;
@@ -189,7 +223,10 @@ static struct ibv_pd *op_alloc_pd(struct ibv_context *ctx)
 		errno = ENOMEM;
 		return NULL;
 	}
-	sd_lock(d);
+	if ((errno = sd_enter(d)) != 0) {
+		free(p);
+		return NULL;
+	}
 	p->dev = d;
 	p->ibv.context = ctx;
 	p->ibv.handle = ++d->next_handle;
@@ -218,8 +255,10 @@ static int op_dealloc_pd(struct ibv_pd *pd)
 {
 	struct sd_pd *p = (struct sd_pd *)pd;
 	struct sd_device *d = p->dev;
-	sd_lock(d);
-	int err = dealloc_pd_locked(d, p);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
+	err = dealloc_pd_locked(d, p);
 	sd_unlock(d);
 	return err;
 }
@@ -278,7 +317,8 @@ static struct ibv_mr *op_reg_mr(struct ibv_pd *pd, void *addr, size_t length, in
 {
 	struct sd_pd *p = (struct sd_pd *)pd;
 	struct sd_device *d = p->dev;
-	sd_lock(d);
+	if ((errno = sd_enter(d)) != 0)
+		return NULL;
 	struct ibv_mr *mr = reg_mr_locked(d, p, addr, length, access);
 	sd_unlock(d);
 	return mr;
@@ -296,7 +336,9 @@ static int op_dereg_mr(struct ibv_mr *mr)
 {
 	struct sd_mr *m = (struct sd_mr *)mr;
 	struct sd_device *d = m->dev;
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	dereg_mr_locked(d, m);
 	sd_unlock(d);
 	return 0;
@@ -345,7 +387,11 @@ static struct ibv_cq *op_exp_create_cq(struct ibv_context *ctx, int cqe,
 	}
 	for (uint32_t i = 0; i < size; i++)
 		ring[i].idx = UINT64_MAX;
-	sd_lock(d);
+	if ((errno = sd_enter(d)) != 0) {
+		free(c);
+		free(ring);
+		return NULL;
+	}
 	c->dev = d;
 	c->ring = ring;
 	c->size = size;
@@ -403,13 +449,16 @@ static void drop_events(struct sd_device *d, void *element)
 	d->ev_len = kept;
 }
 
-/* Destroyed CQs keep their record (not their ring) until close: a stale
- * handle then reads valid memory, and every entry point refuses it. */
+/* Destroyed CQs keep their record (not their ring) for good (sd_close):
+ * a stale handle then reads valid memory, and every entry point refuses
+ * it. */
 static int op_destroy_cq(struct ibv_cq *cq)
 {
 	struct sd_cq *c = (struct sd_cq *)cq;
 	struct sd_device *d = c->dev;
-	sd_lock(d);
+	int gone = sd_enter(d);
+	if (gone != 0)
+		return gone;
 	if (c->dead || c->refs != 0) {
 		int err = c->dead ? EINVAL : EBUSY;
 		sd_unlock(d);
@@ -434,9 +483,10 @@ static int op_destroy_cq(struct ibv_cq *cq)
 static int op_exp_modify_cq(struct ibv_cq *cq, struct ibv_exp_cq_attr *attr, int mask)
 {
 	struct sd_device *d = sd_dev(cq->context);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	struct sd_cq *c = sd_cq_of(d, cq);
-	int err = 0;
 	if (c == NULL || (mask & ~(IBV_EXP_CQ_MODERATION | IBV_EXP_CQ_CAP_FLAGS)))
 		err = EINVAL;
 	else if ((mask & IBV_EXP_CQ_CAP_FLAGS) &&
@@ -457,6 +507,9 @@ static int op_exp_modify_cq(struct ibv_cq *cq, struct ibv_exp_cq_attr *attr, int
 
 static int op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
+	int err = check_open(sd_dev(cq->context));
+	if (err != 0)
+		return err;
 	return cq->channel == NULL ? EINVAL : 0; /* no channels: nothing to arm */
 }
 
@@ -520,7 +573,14 @@ static struct ibv_qp *op_exp_create_qp(struct ibv_context *ctx, struct ibv_exp_q
 	q->sq.managed = (flags & IBV_EXP_QP_CREATE_MANAGED_SEND) != 0;
 	q->rq.managed = (flags & IBV_EXP_QP_CREATE_MANAGED_RECV) != 0;
 
-	sd_lock(d);
+	int gone = sd_enter(d);
+	if (gone != 0) {
+		queue_free(&q->sq);
+		queue_free(&q->rq);
+		free(q);
+		errno = gone;
+		return NULL;
+	}
 	struct sd_cq *scq = sd_cq_of(d, a->send_cq), *rcq = sd_cq_of(d, a->recv_cq);
 	struct sd_pd *pd = (struct sd_pd *)a->pd;
 	/* A live PD of this device, found by address: a stale or foreign
@@ -626,8 +686,8 @@ static long self_refs(struct sd_qp *qp)
 	return n;
 }
 
-/* Destroyed QPs keep their record (not their rings) until close, off
- * the QP-number table: a stale handle reads valid memory and misses. */
+/* Destroyed QPs keep their record (not their rings) for good (sd_close),
+ * off the QP-number table: a stale handle reads valid memory and misses. */
 static int destroy_qp_locked(struct sd_device *d, struct sd_qp *q)
 {
 	/* Only WQEs of other QPs that still name this one keep it busy. */
@@ -660,9 +720,11 @@ static int destroy_qp_locked(struct sd_device *d, struct sd_qp *q)
 static int op_destroy_qp(struct ibv_qp *qp)
 {
 	struct sd_device *d = sd_dev(qp->context);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	struct sd_qp *q = sd_qp_of(d, qp);
-	int err = q == NULL ? EINVAL : destroy_qp_locked(d, q);
+	err = q == NULL ? EINVAL : destroy_qp_locked(d, q);
 	sd_unlock(d);
 	return err;
 }
@@ -739,9 +801,11 @@ static int transition(enum ibv_qp_state cur, enum ibv_qp_state next, uint64_t *r
 static int modify_qp(struct ibv_qp *qp, struct sd_qp_attr *a, uint64_t mask)
 {
 	struct sd_device *d = sd_dev(qp->context);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	struct sd_qp *q = sd_qp_of(d, qp);
-	int err = EINVAL;
+	err = EINVAL;
 	if (q == NULL)
 		goto out;
 	enum ibv_qp_state cur = q->ibv.state;
@@ -871,6 +935,9 @@ static void fill_common_attr(struct sd_device *d, char *fw_ver, uint64_t *node_g
 
 static int op_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 {
+	int err = check_open(sd_dev(ctx));
+	if (err != 0)
+		return err;
 	memset(a, 0, sizeof *a);
 	fill_common_attr(sd_dev(ctx), a->fw_ver, &a->node_guid, &a->max_qp, &a->max_qp_wr, &a->max_sge,
 	                 &a->max_cq, &a->max_cqe, &a->max_mr, &a->max_pd);
@@ -886,6 +953,9 @@ static int op_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
  * UINT, as those providers do, without being reported). */
 static int op_exp_query_device(struct ibv_context *ctx, struct ibv_exp_device_attr *a)
 {
+	int err = check_open(sd_dev(ctx));
+	if (err != 0)
+		return err;
 	uint32_t want = a->comp_mask;
 	const uint64_t ops = 1ull << IBV_EXP_CALC_OP_ADD | 1ull << IBV_EXP_CALC_OP_BAND |
 	                     1ull << IBV_EXP_CALC_OP_BXOR | 1ull << IBV_EXP_CALC_OP_BOR;
@@ -914,6 +984,9 @@ static int op_exp_query_device(struct ibv_context *ctx, struct ibv_exp_device_at
  * address is up and running, with the largest MTU its frames carry. */
 static int op_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *a)
 {
+	int err = check_open(sd_dev(ctx));
+	if (err != 0)
+		return err;
 	if (port != 1)
 		return EINVAL;
 	int active, mtu;
@@ -932,6 +1005,9 @@ static int op_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_
 
 int sd_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid)
 {
+	int err = check_open(sd_dev(ctx));
+	if (err != 0)
+		return err;
 	if (port != 1 || index != 0)
 		return EINVAL;
 	memcpy(gid->raw, sd_dev(ctx)->gid, 16);
@@ -988,7 +1064,9 @@ int sd_get_async_event(struct ibv_context *ctx, int *type, void **element)
 {
 	struct sd_device *d = sd_dev(ctx);
 	for (;;) {
-		sd_lock(d);
+		int gone = sd_enter(d);
+		if (gone != 0)
+			return gone;
 		if (d->ev_len > 0) {
 			struct sd_event e = d->events[d->ev_head];
 			d->ev_head = (d->ev_head + 1) % d->ev_cap;
@@ -1026,8 +1104,10 @@ int sd_get_async_event(struct ibv_context *ctx, int *type, void **element)
 int sd_ack_async_event(struct ibv_context *ctx)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
-	int err = d->ev_unacked == 0 ? EINVAL : 0;
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
+	err = d->ev_unacked == 0 ? EINVAL : 0;
 	if (!err)
 		d->ev_unacked--;
 	sd_unlock(d);
@@ -1062,22 +1142,24 @@ struct ibv_context *sd_open(const struct sd_config *cfg, int *err)
 {
 	*err = ENOMEM;
 	struct sd_device *d = calloc(1, sizeof *d);
-	if (d == NULL)
+	if (d == NULL) {
+		*err = ENOMEM;
 		return NULL;
+	}
 	/* async_fd is a real file descriptor, as an application expects of
 	 * an HCA's context: poll(2) it, then read events with
 	 * Device.GetAsyncEvent. */
 	int afd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
 	int efd = afd >= 0 ? fcntl(afd, F_DUPFD_CLOEXEC, 0) : -1;
-	int wfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	int wfd = efd >= 0 ? eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) : -1;
 	if (afd < 0 || efd < 0 || wfd < 0) {
+		*err = errno; /* of the call that failed: EMFILE, ENFILE, ENOMEM, … */
 		if (afd >= 0)
 			close(afd);
 		if (efd >= 0)
 			close(efd);
 		if (wfd >= 0)
 			close(wfd);
-		*err = errno;
 		free(d);
 		return NULL;
 	}
@@ -1150,56 +1232,12 @@ struct ibv_context *sd_open(const struct sd_config *cfg, int *err)
 	return ctx;
 }
 
-/* Frees everything, counting what the user had not destroyed. The
- * transport thread stops first (it takes the lock). */
-void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks)
+/* Frees what a closed or discarded device holds besides the records:
+ * the network (its thread stopped), the tables, the event queue, the
+ * file descriptors. Device lock held. */
+static void free_tables(struct ibv_context *ctx)
 {
 	struct sd_device *d = sd_dev(ctx);
-	memset(leaks, 0, sizeof *leaks);
-	sd_net_stop(d);
-	sd_lock(d);
-	/* QPs first (they hold the other objects). Their pending WQEs are
-	 * discarded without releasing references: everything goes. */
-	for (struct sd_qp *q = d->qps; q != NULL; q = q->next) {
-		q->sq.head = q->sq.tail;
-		q->rq.head = q->rq.tail;
-		q->refs = 0;
-	}
-	while (d->qps != NULL) {
-		leaks->qps++;
-		destroy_qp_locked(d, d->qps);
-	}
-	while (d->dead_qps != NULL) {
-		struct sd_qp *q = d->dead_qps;
-		d->dead_qps = q->next;
-		free(q);
-	}
-	while (d->cqs != NULL) {
-		struct sd_cq *c = d->cqs;
-		leaks->cqs++;
-		LIST_REMOVE(d->cqs, d->cqs_tail, c);
-		free(c->ring);
-		free(c);
-	}
-	while (d->dead_cqs != NULL) {
-		struct sd_cq *c = d->dead_cqs;
-		d->dead_cqs = c->next;
-		free(c);
-	}
-	free(d->cqset.keys);
-	free(d->cqset.state);
-	while (d->mrs != NULL) {
-		struct sd_mr *m = d->mrs;
-		leaks->mrs++;
-		LIST_REMOVE(d->mrs, d->mrs_tail, m);
-		free(m);
-	}
-	while (d->pds != NULL) {
-		struct sd_pd *p = d->pds;
-		leaks->pds++;
-		LIST_REMOVE(d->pds, d->pds_tail, p);
-		free(p);
-	}
 	sd_net_close(d);
 	while (d->links != NULL) {
 		struct sd_link *l = d->links;
@@ -1207,9 +1245,19 @@ void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks)
 		free(l);
 	}
 	free(d->loopq);
+	d->loopq = NULL;
+	free(d->cqset.keys);
+	free(d->cqset.state);
+	memset(&d->cqset, 0, sizeof d->cqset);
 	free(d->keys);
+	d->keys = NULL;
+	d->nkeys = d->keycap = 0;
 	free(d->qpn);
+	d->qpn = NULL;
+	d->nqpn = d->qpncap = 0;
 	free(d->events);
+	d->events = NULL;
+	d->ev_head = d->ev_len = d->ev_cap = d->ev_unacked = 0;
 	/* async_fd is closed, as ibv_close_device closes it, unless the user
 	 * closed it already and its number now names another file. */
 	struct stat a, e;
@@ -1218,6 +1266,64 @@ void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks)
 		close(ctx->async_fd);
 	close(d->ev_fd);
 	close(d->wake_fd);
+	ctx->async_fd = d->ev_fd = d->wake_fd = -1;
+}
+
+/*
+ * Closes the device, counting what the user had not destroyed.
+ *
+ * Handles outlive Close: the headers' inline verbs (ibv_post_send,
+ * ibv_poll_cq, ibv_exp_post_task, …) read qp->context, the context's
+ * dispatch tables and the exp record before any code of the device runs,
+ * and a caller may do that at any moment, Close or not. So the device's
+ * record, its lock and the records of every PD, MR, CQ and QP live at
+ * Close (and of every CQ and QP destroyed before) are never freed: they
+ * stay as tombstones whose entry points take the lock, find the device
+ * closed and fail with ENODEV (sd_enter). Everything else goes: rings,
+ * scatter/gather and inline areas, the tables, the event queue, the
+ * network and the file descriptors. A tombstone costs the device's
+ * record (sizeof(struct sd_device)) plus the objects' records. The
+ * transport thread stops first (it takes the lock); calls in flight hold
+ * the lock, so they finish before the rest starts.
+ */
+void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks)
+{
+	struct sd_device *d = sd_dev(ctx);
+	memset(leaks, 0, sizeof *leaks);
+	sd_net_stop(d);
+	sd_lock(d);
+	d->closed = 1;
+	for (struct sd_qp *q = d->qps; q != NULL; q = q->next) {
+		leaks->qps++;
+		sd_rc_stop(d, q);
+		q->path.link = NULL; /* free_tables frees the links */
+		queue_free(&q->sq);
+		queue_free(&q->rq);
+		memset(&q->sq, 0, sizeof q->sq);
+		memset(&q->rq, 0, sizeof q->rq);
+		q->ibv.state = IBV_QPS_ERR;
+	}
+	for (struct sd_cq *c = d->cqs; c != NULL; c = c->next) {
+		leaks->cqs++;
+		free(c->ring);
+		c->ring = NULL;
+	}
+	for (struct sd_mr *m = d->mrs; m != NULL; m = m->next)
+		leaks->mrs++;
+	for (struct sd_pd *p = d->pds; p != NULL; p = p->next)
+		leaks->pds++;
+	/* The lists stay, linking the tombstones: sd_owns still tells the
+	 * exported verbs (libverbs.c) that a handle was this device's. */
+	free_tables(ctx);
+	sd_unlock(d);
+}
+
+void sd_discard(struct ibv_context *ctx)
+{
+	struct sd_device *d = sd_dev(ctx);
+	sd_net_stop(d);
+	sd_lock(d);
+	free_tables(ctx);
 	sd_unlock(d);
 	pthread_mutex_destroy(&d->lock);
 	pthread_mutex_destroy(&ctx->mutex);
@@ -1246,8 +1352,10 @@ struct ibv_pd *sd_alloc_pd(struct ibv_context *ctx, int *err)
 int sd_dealloc_pd(struct ibv_context *ctx, struct ibv_pd *pd)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
-	int err = sd_owns(d, SD_PD, pd) == 1 ? dealloc_pd_locked(d, (struct sd_pd *)pd) : EINVAL;
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
+	err = sd_owns(d, SD_PD, pd) == 1 ? dealloc_pd_locked(d, (struct sd_pd *)pd) : EINVAL;
 	sd_unlock(d);
 	return err;
 }
@@ -1257,7 +1365,8 @@ struct ibv_mr *sd_reg_mr(struct ibv_context *ctx, struct ibv_pd *pd, void *addr,
 {
 	struct sd_device *d = sd_dev(ctx);
 	struct ibv_mr *mr = NULL;
-	sd_lock(d);
+	if ((*err = sd_enter(d)) != 0)
+		return NULL;
 	errno = 0;
 	if (sd_owns(d, SD_PD, pd) != 1)
 		errno = EINVAL;
@@ -1272,7 +1381,9 @@ struct ibv_mr *sd_reg_mr(struct ibv_context *ctx, struct ibv_pd *pd, void *addr,
 int sd_dereg_mr(struct ibv_context *ctx, struct ibv_mr *mr)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	int ok = sd_owns(d, SD_MR, mr) == 1;
 	if (ok)
 		dereg_mr_locked(d, (struct sd_mr *)mr);
@@ -1283,7 +1394,9 @@ int sd_dereg_mr(struct ibv_context *ctx, struct ibv_mr *mr)
 int sd_destroy_cq(struct ibv_context *ctx, struct ibv_cq *cq)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	int ok = sd_cq_of(d, cq) != NULL;
 	sd_unlock(d);
 	return ok ? ctx->ops.destroy_cq(cq) : EINVAL;
@@ -1292,7 +1405,9 @@ int sd_destroy_cq(struct ibv_context *ctx, struct ibv_cq *cq)
 int sd_destroy_qp(struct ibv_context *ctx, struct ibv_qp *qp)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	int ok = sd_owns(d, SD_QP, qp) == 1;
 	sd_unlock(d);
 	return ok ? ctx->ops.destroy_qp(qp) : EINVAL;
@@ -1304,7 +1419,9 @@ int sd_destroy_qp(struct ibv_context *ctx, struct ibv_qp *qp)
 int sd_modify_qp(struct ibv_context *ctx, struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	int ok = sd_owns(d, SD_QP, qp) == 1;
 	sd_unlock(d);
 	return ok ? ctx->ops.modify_qp(qp, attr, mask) : EINVAL;

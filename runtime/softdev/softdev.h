@@ -407,6 +407,7 @@ struct sd_device {
 	uint64_t                 node_guid; /* unique per device opened in the process */
 	uint64_t                 executed; /* WQEs retired since open */
 	int                      quiet;    /* sd_run found nothing to do and nothing changed since */
+	int                      closed;   /* sd_close ran: every entry point fails with ENODEV */
 	/* Asynchronous events: queued here, one eventfd count each (the
 	 * context's async_fd), so the fd is readable exactly while some are
 	 * pending. wake_fd interrupts a blocked reader at close. */
@@ -492,8 +493,14 @@ struct sd_config {
 	double   timescale;     /* transport timers are multiplied by it (1: as on an HCA) */
 };
 
+/* NULL with *err the errno (ENOMEM, EMFILE/ENFILE when no file
+ * descriptor is left, the listener's bind error). */
 struct ibv_context *sd_open(const struct sd_config *cfg, int *err);
+/* Closes a device that was handed out: see sd_close in provider.c for
+ * what outlives it. */
 void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks);
+/* Frees a device nobody was given (Open failing after sd_open). */
+void sd_discard(struct ibv_context *ctx);
 
 /* Control path, dispatched through ctx->ops like libibverbs would. Each
  * first checks that the object is a live one of this device, without
@@ -539,6 +546,11 @@ struct sd_device *sd_dev(struct ibv_context *ctx);
 void sd_lock(struct sd_device *d);
 void sd_lock_clean(struct sd_device *d);
 void sd_unlock(struct sd_device *d);
+/* What every entry point that users (or the headers' inline verbs)
+ * reach starts with: sd_lock or sd_lock_clean, then 0, or ENODEV with
+ * the lock released once the device is closed. */
+int sd_enter(struct sd_device *d);
+int sd_enter_clean(struct sd_device *d);
 /* The kinds of object the device hands out. sd_owns says whether obj is
  * one of d's objects of that kind, comparing addresses only (obj is
  * never read): 1 live, -1 destroyed (a CQ's or QP's record stays until
