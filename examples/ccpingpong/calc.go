@@ -285,7 +285,7 @@ func (c calc) show(r operand) string {
 	case c.typ.kind == verbs.ExpCalcDataTypeFloat:
 		s = strconv.FormatFloat(math.Float64frombits(v), 'g', -1, 64)
 	case bitwise:
-		s = fmt.Sprintf("%#0*x", 2+c.typ.bits/4, narrow)
+		s = fmt.Sprintf("0x%0*x", c.typ.bits/4, narrow)
 	case c.typ.kind == verbs.ExpCalcDataTypeInt:
 		s = strconv.FormatInt(int64(v)<<(64-c.typ.bits)>>(64-c.typ.bits), 10)
 	default:

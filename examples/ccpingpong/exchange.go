@@ -60,6 +60,16 @@ func (x *exchange) msgLen() int {
 
 // send posts this side's message number k.
 func (x *exchange) send(k int) error {
+	x.prepare(k)
+	if err := x.s.postSend(); err != nil {
+		return fmt.Errorf("SEND %d: ibv_exp_post_send: %w", k+1, err)
+	}
+	return nil
+}
+
+// prepare readies message k: with -c, what the device will deliver (its
+// operands are in place); else the message itself.
+func (x *exchange) prepare(k int) {
 	if c := x.cfg.calc; c != nil {
 		acc, id := coll.Element(x.image, 0)
 		r := c.reduce(append([]operand{{acc, id}}, x.cfg.ops[1:]...))
@@ -69,10 +79,6 @@ func (x *exchange) send(k int) error {
 		copy(b, x.msg[x.cfg.side()])
 		stamp(b, k)
 	}
-	if err := x.s.postSend(); err != nil {
-		return fmt.Errorf("SEND %d: ibv_exp_post_send: %w", k+1, err)
-	}
-	return nil
 }
 
 func stamp(b []byte, k int) {

@@ -181,7 +181,7 @@ func (s *side) buildWRs(cfg *config) {
 		*sge = verbs.SGE{Addr: base, Length: uint32(cfg.size), Lkey: s.mr.Lkey}
 		w.SGList, w.NumSGE = sge, 1
 	} else {
-		sges := cslice[verbs.SGE](s, len(cfg.operands))
+		sges := cslice[verbs.SGE](s, len(cfg.ops))
 		for i := range sges {
 			sges[i] = verbs.SGE{Addr: base + uint64(16*i), Length: 16, Lkey: s.mr.Lkey}
 		}
