@@ -15,8 +15,8 @@ import (
 // An operation of -c: what the user asks for, and how the device runs it.
 // The device has ADD, BAND, BOR, BXOR and (on UINT) MAXLOC on 64-bit
 // values; the logical operations run as the bitwise ones on 0/1 operands,
-// and MAX, MIN, MAXLOC and MINLOC as UINT MAXLOC on order-preserving keys
-// (MIN on complemented keys), as examples/allreduce does.
+// and MAX, MIN, MAXLOC and MINLOC as UINT MAXLOC on coll.OrderKey's
+// order-preserving keys (MIN on complemented ones).
 type calcOp struct {
 	name    string
 	dev     verbs.ExpCalcOp
@@ -178,7 +178,7 @@ func (c calc) encode(v uint64) uint64 {
 		}
 		return 0
 	case c.op.keyed:
-		k := orderKey(v, c.typ.kind)
+		k := coll.OrderKey(v, c.typ.kind)
 		if c.op.min {
 			k = ^k
 		}
@@ -203,36 +203,7 @@ func (c calc) decode(w uint64) uint64 {
 	if c.op.min {
 		w = ^w
 	}
-	return fromKey(w, c.typ.kind)
-}
-
-// orderKey maps an INT or FLOAT value's bits to a uint64 of the same
-// order (UINT values are their own keys): the sign bit flipped for INT;
-// for FLOAT, positives get the sign bit, negatives are complemented.
-func orderKey(v uint64, kind verbs.ExpCalcDataType) uint64 {
-	switch kind {
-	case verbs.ExpCalcDataTypeInt:
-		return v ^ 1<<63
-	case verbs.ExpCalcDataTypeFloat:
-		if v>>63 == 1 {
-			return ^v
-		}
-		return v | 1<<63
-	}
-	return v
-}
-
-func fromKey(k uint64, kind verbs.ExpCalcDataType) uint64 {
-	switch kind {
-	case verbs.ExpCalcDataTypeInt:
-		return k ^ 1<<63
-	case verbs.ExpCalcDataTypeFloat:
-		if k>>63 == 1 {
-			return k &^ (1 << 63)
-		}
-		return ^k
-	}
-	return k
+	return coll.FromOrderKey(w, c.typ.kind)
 }
 
 // reduce is what the device must deliver for a calc SEND of these

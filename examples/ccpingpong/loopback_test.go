@@ -71,17 +71,21 @@ func TestTwoProcesses(t *testing.T) {
 
 // TestAddresses: the device's address from -addr (the server) and from
 // $VERBSEXP_SOFTDEV_ADDR (the client), each side's GID printed and
-// learned by the other, and the handshake at the server's address and -p.
+// learned by the other, the handshake at the server's address and -p;
+// and -v, every result as it arrives.
 func TestAddresses(t *testing.T) {
 	a, b := rand.IntN(200)+20, rand.IntN(250)+2
 	srvIP, cliIP := fmt.Sprintf("127.213.%d.%d", a, b), fmt.Sprintf("127.213.%d.%d", a+1, b)
 	flags := []string{"-n", "10", "-p", "18600", "-c", "BXOR", "-t", "UINT64", "-o", "0x5,0x3"}
-	srv, cli := pair(t, host{}, host{env: []string{softdev.AddrEnv + "=" + cliIP}}, append([]string{"-addr", srvIP}, flags...), flags, 30*time.Second)
+	srv, cli := pair(t, host{}, host{env: []string{softdev.AddrEnv + "=" + cliIP}}, append([]string{"-addr", srvIP}, flags...), append(flags, "-v"), 30*time.Second)
 	// The client sends 5^3=6, the server answers 6^3=5, and so on.
 	checkRun(t, srv, 10, 8, "the last: 0x0000000000000006")
 	checkRun(t, cli, 10, 8, "the last: 0x0000000000000005")
 	so, _ := srv.output()
 	co, _ := cli.output()
+	if n := strings.Count(co, "incoming data is 0x0000000000000005\n"); n != 10 || strings.Contains(so, "incoming") {
+		t.Errorf("-v on the client: %d lines of incoming data, want 10 (and none from the server):\n%s", n, co)
+	}
 	for _, w := range []struct{ out, want string }{
 		{so, "GID ::ffff:" + srvIP + " : MQPN"}, {so, "waiting for a client at " + srvIP + ":18600"},
 		{so, "remote address: LID 0x0000, QPN"}, {so, "GID ::ffff:" + cliIP + "\n"},

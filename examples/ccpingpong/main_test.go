@@ -107,12 +107,12 @@ func TestReduce(t *testing.T) {
 		{"XOR", "INT64", "5,0", 0, "1", 1},
 		{"LAND", "FLOAT64", "0.5,0", 0, "0", 0},
 		{"LOR", "INT32", "0,-3", 0, "1", 1},
-		{"MAX", "INT64", "-5,-2,-9", 0, "-2", orderKey(uint64(1<<64-2), verbs.ExpCalcDataTypeInt)},
-		{"MIN", "INT64", "-5,-2,-9", 0, "-9", ^orderKey(uint64(1<<64-9), verbs.ExpCalcDataTypeInt)},
-		{"MAX", "FLOAT64", "-0.5,-3,-0.25", 0, "-0.25", orderKey(math.Float64bits(-0.25), verbs.ExpCalcDataTypeFloat)},
-		{"MIN", "FLOAT32", "1.5,-2.5,3", 0, "-2.5", ^orderKey(math.Float64bits(-2.5), verbs.ExpCalcDataTypeFloat)},
+		{"MAX", "INT64", "-5,-2,-9", 0, "-2", coll.OrderKey(uint64(1<<64-2), verbs.ExpCalcDataTypeInt)},
+		{"MIN", "INT64", "-5,-2,-9", 0, "-9", ^coll.OrderKey(uint64(1<<64-9), verbs.ExpCalcDataTypeInt)},
+		{"MAX", "FLOAT64", "-0.5,-3,-0.25", 0, "-0.25", coll.OrderKey(math.Float64bits(-0.25), verbs.ExpCalcDataTypeFloat)},
+		{"MIN", "FLOAT32", "1.5,-2.5,3", 0, "-2.5", ^coll.OrderKey(math.Float64bits(-2.5), verbs.ExpCalcDataTypeFloat)},
 		{"MAXLOC", "UINT64", "3,9,9", 1, "9 from the client", 9},
-		{"MINLOC", "INT16", "3,-4", 0, "-4 from the server", ^orderKey(uint64(1<<64-4), verbs.ExpCalcDataTypeInt)},
+		{"MINLOC", "INT16", "3,-4", 0, "-4 from the server", ^coll.OrderKey(uint64(1<<64-4), verbs.ExpCalcDataTypeInt)},
 	} {
 		op, err := lookupOp(c.op)
 		if err != nil {
@@ -144,27 +144,6 @@ func TestMaxlocTies(t *testing.T) {
 	r := k.reduce([]operand{{5, 1}, {7, 1}, {7, 0}, {2, 0}})
 	if r != (operand{7, 0}) {
 		t.Fatalf("got %+v, want 7 from id 0", r)
-	}
-}
-
-// TestOrderKeys: keys keep the order of INT and FLOAT values and decode
-// back.
-func TestOrderKeys(t *testing.T) {
-	for _, c := range []struct {
-		kind verbs.ExpCalcDataType
-		vals []uint64
-	}{
-		{verbs.ExpCalcDataTypeInt, []uint64{1 << 63, uint64(1<<64 - 11), 0, 5, 1<<63 - 1}},
-		{verbs.ExpCalcDataTypeFloat, []uint64{math.Float64bits(math.Inf(-1)), math.Float64bits(-10), math.Float64bits(math.Copysign(0, -1)), 0, math.Float64bits(1), math.Float64bits(math.Inf(1))}},
-	} {
-		for i, v := range c.vals {
-			if back := fromKey(orderKey(v, c.kind), c.kind); back != v {
-				t.Errorf("%v %#x decodes to %#x", c.kind, v, back)
-			}
-			if i > 0 && orderKey(c.vals[i-1], c.kind) >= orderKey(v, c.kind) {
-				t.Errorf("%v: key of %#x not below key of %#x", c.kind, c.vals[i-1], v)
-			}
-		}
 	}
 }
 
