@@ -128,17 +128,7 @@ func TestNamespaces(t *testing.T) {
 	srv, cli := pair(t, srvHost, cliHost, append(n, "-c", "ADD", "-t", "INT64", "-o", "1,2", "-w"), append(n, "-c", "ADD", "-t", "INT64", "-o", "1,2", "-w"), 60*time.Second)
 	checkRun(t, srv, 500, 8, "500 results of ADD over INT64 checked against Go; the last: 1999")
 	checkRun(t, cli, 500, 8, "the last: 2001")
-	so, _ := srv.output()
-	co, _ := cli.output()
-	for _, w := range []struct{ out, want string }{
-		{so, "GID ::ffff:" + nsNet + "1 : MQPN"}, {so, "waiting for a client at " + nsNet + "1:18515"},
-		{so, "remote address: LID 0x0000, QPN"}, {so, "GID ::ffff:" + nsNet + "2\n"},
-		{co, "GID ::ffff:" + nsNet + "2 : MQPN"}, {co, "GID ::ffff:" + nsNet + "1\n"},
-	} {
-		if !strings.Contains(w.out, w.want) {
-			t.Errorf("want %q in\n%s", w.want, w.out)
-		}
-	}
+	checkAddresses(t, srv, cli, nsNet+"1", nsNet+"2", 18515)
 
 	srv, cli = pair(t, srvHost, cliHost, []string{"-n", "40", "-s", "65536"}, []string{"-n", "40", "-s", "65536"}, 60*time.Second)
 	checkRun(t, srv, 40, 65536, "40 messages of 65536 bytes received and checked byte for byte")

@@ -212,3 +212,21 @@ func checkRun(t *testing.T, p *proc, iters, msgBytes int, last string) {
 	}
 	t.Logf("%s: %s, %s", p.name, b[0], it[0])
 }
+
+// checkAddresses checks that each side printed its GID (its device's
+// address) and learned the other's, and that the server took the
+// handshake at its own address and port.
+func checkAddresses(t *testing.T, srv, cli *proc, srvIP, cliIP string, port int) {
+	t.Helper()
+	so, _ := srv.output()
+	co, _ := cli.output()
+	for _, w := range []struct{ out, want string }{
+		{so, "GID ::ffff:" + srvIP + " : MQPN"}, {so, fmt.Sprintf("waiting for a client at %s:%d", srvIP, port)},
+		{so, "remote address: LID 0x0000, QPN"}, {so, "GID ::ffff:" + cliIP + "\n"},
+		{co, "GID ::ffff:" + cliIP + " : MQPN"}, {co, "GID ::ffff:" + srvIP + "\n"},
+	} {
+		if !strings.Contains(w.out, w.want) {
+			t.Errorf("want %q in\n%s", w.want, w.out)
+		}
+	}
+}
