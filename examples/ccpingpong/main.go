@@ -289,15 +289,13 @@ func run(cfg *config, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := checkDevice(ctx, cfg); err != nil {
+		return err
+	}
 	if err := s.open(cfg); err != nil {
 		return fmt.Errorf("setting up the QPs (-r %d, -s %d): %w", cfg.rxDepth, cfg.size, err)
 	}
 	ex := newExchange(cfg, s)
-	if cfg.calc != nil {
-		if err := checkCalcCap(ctx, cfg); err != nil {
-			return err
-		}
-	}
 	routs, err := s.postRecvs(cfg.rxDepth)
 	if err != nil {
 		return fmt.Errorf("posted %d of -r %d receives: %w", routs, cfg.rxDepth, err)
@@ -380,18 +378,25 @@ func portInfo(ctx *verbs.Context, cfg *config) (endpoint, bool, error) {
 	return e, global, nil
 }
 
-// checkCalcCap asks the device whether it computes -c over -t's wire type
-// (ibv_exp_query_device's calc_cap). MAXLOC is not reported there (the
-// providers do not), so the keyed operations are left to the post.
-func checkCalcCap(ctx *verbs.Context, cfg *config) error {
-	if cfg.calc.op.keyed {
-		return nil
-	}
+// checkDevice asks the device (ibv_exp_query_device) whether the queues
+// -r asks for fit, and whether it computes -c over -t's wire type
+// (calc_cap). MAXLOC is not reported there (the providers do not), so
+// the keyed operations are left to the post.
+func checkDevice(ctx *verbs.Context, cfg *config) error {
 	a := softdev.Calloc[verbs.ExpDeviceAttr]()
 	defer softdev.Free(unsafe.Pointer(a))
 	a.CompMask = uint32(verbs.ExpDeviceAttrCalcCap)
 	if err := verbs.ExpQueryDevice(ctx, a); err != nil {
 		return err
+	}
+	if cfg.rxDepth > int(a.MaxQPWR) {
+		return fmt.Errorf("-r %d: more receives than a queue of the device holds (max_qp_wr %d)", cfg.rxDepth, a.MaxQPWR)
+	}
+	if cfg.rxDepth+1 > int(a.MaxCQE) {
+		return fmt.Errorf("-r %d: its CQs need %d entries, more than the device's max_cqe of %d", cfg.rxDepth, cfg.rxDepth+1, a.MaxCQE)
+	}
+	if cfg.calc == nil || cfg.calc.op.keyed {
+		return nil
 	}
 	ops := map[verbs.ExpCalcDataType]uint64{verbs.ExpCalcDataTypeInt: a.CalcCap.IntOps,
 		verbs.ExpCalcDataTypeUint: a.CalcCap.UintOps, verbs.ExpCalcDataTypeFloat: a.CalcCap.FpOps}[cfg.calc.wireType()]

@@ -78,6 +78,8 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"-g", "1"}, "-g 1: "},
 		{[]string{"-addr", "192.0.2.200"}, "192.0.2.200 is not an address of this host"},
 		{[]string{"-addr", "nowhere"}, `"nowhere" is not a unicast IP address`},
+		{[]string{"-r", "40000"}, "-r 40000: more receives than a queue of the device holds (max_qp_wr 32768)"},
+		{[]string{"-r", "3000000000"}, "-r 3000000000: more receives"},
 	} {
 		var out, errs strings.Builder
 		if code := ccpingpong(c.args, &out, &errs); code != 1 || !strings.Contains(errs.String(), c.want) {
