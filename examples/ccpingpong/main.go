@@ -25,19 +25,28 @@
 // on the server's, 10.0.0.2 on the client's) and the client the server's.
 //
 // Where the vendor's program and this one differ: the handshake carries
-// the GID (the port is RoCE: LID 0, one GID) and each side's settings and
-// operands, so a peer with another -n, -m, -c or -t is refused at once and
-// results are checked exactly even when the two -o lists differ; -V is
-// always on; MAX and MIN (and MAXLOC, MINLOC, which the vendor's refuses,
-// with the side as the location) run as the device's UINT MAXLOC on
-// order-preserving keys; INT8, INT16, UINT8 and UINT16 work too; without
+// the GID (the port is RoCE: LID 0, one GID; the vendor's refuses LID 0)
+// and each side's settings and operands, so a peer with another -n, -m,
+// -c or -t is refused at once and results are checked exactly even when
+// the two -o lists differ; -V is always on; MAX and MIN (and MAXLOC,
+// MINLOC, which the vendor's refuses, with the side as the location: 0
+// the server, 1 the client) run as the device's UINT MAXLOC on
+// coll.OrderKey's keys; INT8, INT16, UINT8 and UINT16 work too; without
 // -c the messages are plain SENDs of -s bytes, checked byte for byte (the
 // vendor's has that path but makes -c mandatory). The closing lines count
 // the bytes that travelled: -s per plain message, 8 per calc result (16
-// for MAXLOC's value and id), where the vendor's counts -s for both.
-// Flags that do nothing here: -l (the service level is set in the address
-// vector; the software device has one lane). -e is refused: the software
-// device has no completion channels.
+// for the four MAXLOC-based operations: value and id), where the vendor's
+// counts -s for both. Between two empty polls the program gives the CPU
+// away (sched_yield), so that two processes and their devices' threads
+// share a small host.
+//
+// The other flags: -l sets the service level in the address vector, which
+// the software device does not use; -e is refused (no completion
+// channels); -d takes only softdev; -i and -g go to ibv_query_port and
+// ibv_query_gid, so only port 1 and GID index 0 pass; -G replaces the GID
+// the handshake gave (one nobody has ends in IBV_WC_RETRY_EXC_ERR);
+// -addr sets the device's address. The exit code is 0 when every result
+// was right, 1 when the exchange failed, 2 for a bad command line.
 package main
 
 import (
