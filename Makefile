@@ -14,6 +14,8 @@
 #   make bench                        call shims, task posting (Go vs C vs floor), lease scaling,
 #                                     collectives (coll's schedules vs the same plans from Go)
 #   make examples                     run the cross-channel examples on the software device
+#                                     (ccpingpong as two processes, and in two network
+#                                     namespaces when run as root)
 
 GO           ?= go
 OFED_INCLUDE ?=
@@ -106,6 +108,10 @@ examples:
 	$(GO) run ./examples/allreduce -ranks 16 -op sum -type float
 	$(GO) run ./examples/allreduce -ranks 12 -op max -type int
 	$(GO) run ./examples/collectives -ranks 12 -root 5
+	@# ccpingpong: the built program as a server and a client process, on
+	@# loopback and (as root) in two network namespaces joined by a veth.
+	$(GO) build -o .tmp/ccpingpong ./examples/ccpingpong
+	$(GO) test -count=1 -v -run '^(TestTwoProcesses|TestNamespaces)$$' ./examples/ccpingpong -args -ccpingpong.bin=$(CURDIR)/.tmp/ccpingpong
 
 # Fuzzing (go test -fuzz): one target per go test invocation, each for
 # FUZZTIME. Crashers land in the package's testdata/fuzz/<Fuzz…>/ and
