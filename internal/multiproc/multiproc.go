@@ -138,6 +138,12 @@ type Config struct {
 	Wrap    func(rank int) []string         // a command to run the rank under (e.g. ip netns exec NAME)
 	Args    []string                        // more test flags for the ranks
 	Expect  func(rank int, err error) error // judges a rank's exit (default: it must succeed)
+	// Test is the test the ranks run (default: the calling test, with its
+	// subtests); a benchmark names a test that plays the other ranks.
+	Test string
+	// Ranks below Own are this process's own (Job.Self): Start starts
+	// the others.
+	Own int
 }
 
 // Result is how a rank ended.
@@ -149,6 +155,7 @@ type Result struct {
 
 // Job is a running job.
 type Job struct {
+	size  int
 	t     testing.TB
 	cmds  []*exec.Cmd
 	outs  []*bytes.Buffer
@@ -156,8 +163,15 @@ type Job struct {
 	done  []chan struct{} // closed when the rank has exited (exits[r] is set)
 	cfg   Config
 	start time.Time
-	dir   string
-	once  sync.Once
+	dir      string
+	deadline time.Time
+	once     sync.Once
+}
+
+// Self is what rank r, one of this process's own (below Config.Own),
+// knows of itself: its side of the job's exchange.
+func (j *Job) Self(r int) Self {
+	return Self{Rank: r, Size: j.size, Dir: j.dir, Deadline: j.deadline}
 }
 
 // testName is the test (and subtests) a rank must run: the current one.
@@ -176,16 +190,23 @@ func Start(t testing.TB, n int, cfg Config) *Job {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 60 * time.Second
 	}
-	j := &Job{t: t, cfg: cfg, start: time.Now(), dir: t.TempDir(), exits: make([]error, n)}
+	j := &Job{t: t, cfg: cfg, start: time.Now(), dir: t.TempDir()}
 	// Ranks give up waiting for each other a little before they are
 	// killed, so that they can still say who never came.
 	deadline := j.start.Add(cfg.Timeout - min(cfg.Timeout/5, 5*time.Second))
+	j.deadline = deadline
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for r := range n {
-		args := append([]string{"-test.run=" + testName(t), "-test.count=1", "-test.v"}, cfg.Args...)
+	name := testName(t)
+	if cfg.Test != "" {
+		name = "^" + regexp.QuoteMeta(cfg.Test) + "$"
+	}
+	j.size = n
+	j.exits = make([]error, n-cfg.Own)
+	for r := cfg.Own; r < n; r++ {
+		args := append([]string{"-test.run=" + name, "-test.count=1", "-test.v"}, cfg.Args...)
 		argv := append([]string{exe}, args...)
 		if cfg.Wrap != nil {
 			argv = append(cfg.Wrap(r), argv...)
@@ -204,7 +225,7 @@ func Start(t testing.TB, n int, cfg Config) *Job {
 			t.Fatalf("multiproc: starting rank %d: %v", r, err)
 		}
 		done := make(chan struct{})
-		go func() { j.exits[r] = c.Wait(); close(done) }()
+		go func() { j.exits[r-cfg.Own] = c.Wait(); close(done) }()
 		j.cmds, j.outs, j.done = append(j.cmds, c), append(j.outs, out), append(j.done, done)
 	}
 	t.Cleanup(j.killAll)
@@ -213,18 +234,18 @@ func Start(t testing.TB, n int, cfg Config) *Job {
 
 // Kill sends SIGKILL to rank r's process group (a rank that dies).
 func (j *Job) Kill(r int) {
-	if p := j.cmds[r].Process; p != nil {
+	if p := j.cmds[r-j.cfg.Own].Process; p != nil {
 		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
 	}
 }
 
 // Pid is rank r's process id.
-func (j *Job) Pid(r int) int { return j.cmds[r].Process.Pid }
+func (j *Job) Pid(r int) int { return j.cmds[r-j.cfg.Own].Process.Pid }
 
 func (j *Job) killAll() {
 	j.once.Do(func() {
-		for r := range j.cmds {
-			j.Kill(r)
+		for i := range j.cmds {
+			j.Kill(i + j.cfg.Own)
 		}
 		for _, d := range j.done {
 			select {
@@ -235,8 +256,8 @@ func (j *Job) killAll() {
 	})
 }
 
-// Wait waits for every rank (killing them all at the timeout) and
-// returns how each ended.
+// Wait waits for every rank it started (killing them all at the
+// timeout) and returns how each ended.
 func (j *Job) Wait() []Result {
 	j.t.Helper()
 	left := time.Until(j.start.Add(j.cfg.Timeout))
@@ -252,7 +273,7 @@ func (j *Job) Wait() []Result {
 			j.killAll()
 			<-d
 		}
-		res[r] = Result{Rank: r, Err: j.exits[r]}
+		res[r] = Result{Rank: r + j.cfg.Own, Err: j.exits[r]}
 	}
 	for r := range res {
 		res[r].Output = j.outs[r].Bytes()

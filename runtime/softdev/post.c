@@ -325,15 +325,16 @@ static int post_recv_list(struct sd_qp *q, struct ibv_recv_wr *wr, struct ibv_re
 
 /* ---- the operations the inline verbs dispatch to ---- */
 
-/* Unlocks after a post. An autonomous device's transport thread is
- * woken to run what was posted, as an HCA's doorbell starts it; other
- * devices run it in the next poll or Progress. */
+/* Unlocks after a post. An autonomous device starts on what was posted
+ * at once, as an HCA's doorbell starts it: the posting thread runs the
+ * device until nothing more can run (what then waits for a peer is the
+ * transport thread's, when the peer's packets come); other devices run
+ * it in the next poll or Progress. */
 static void doorbell(struct sd_device *d)
 {
-	int kick = d->autonomous;
+	if (d->autonomous)
+		sd_run(d);
 	sd_unlock(d);
-	if (kick)
-		sd_net_kick(d);
 }
 
 int sd_op_exp_post_send(struct ibv_qp *qp, struct ibv_exp_send_wr *wr, struct ibv_exp_send_wr **bad)

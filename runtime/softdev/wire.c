@@ -723,7 +723,7 @@ void sd_net_kick(struct sd_device *d)
 
 void sd_net_timer_armed(struct sd_device *d, uint64_t deadline)
 {
-	if (d->net != NULL && deadline < d->net->sleep_until)
+	if (d->net != NULL && deadline < __atomic_load_n(&d->net->sleep_until, __ATOMIC_RELAXED))
 		sd_net_kick(d);
 }
 
@@ -747,7 +747,7 @@ static void *transport(void *arg)
 			until = d->next_deadline;
 		if (n->hellos > 0 && now + SD_HELLO_NS < until)
 			until = now + SD_HELLO_NS;
-		n->sleep_until = until;
+		__atomic_store_n(&n->sleep_until, until, __ATOMIC_RELAXED);
 		sd_unlock(d);
 		struct timespec ts, *tp = NULL;
 		if (until != UINT64_MAX) {
@@ -762,7 +762,7 @@ static void *transport(void *arg)
 			k = epoll_wait(n->epfd, evs, 64, ms);
 		}
 		sd_lock_clean(d);
-		n->sleep_until = 0;
+		__atomic_store_n(&n->sleep_until, 0, __ATOMIC_RELAXED);
 		if (n->stop) {
 			sd_unlock(d);
 			return NULL;
