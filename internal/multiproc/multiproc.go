@@ -155,14 +155,14 @@ type Result struct {
 
 // Job is a running job.
 type Job struct {
-	size  int
-	t     testing.TB
-	cmds  []*exec.Cmd
-	outs  []*bytes.Buffer
-	exits []error
-	done  []chan struct{} // closed when the rank has exited (exits[r] is set)
-	cfg   Config
-	start time.Time
+	size     int
+	t        testing.TB
+	cmds     []*exec.Cmd
+	outs     []*bytes.Buffer
+	exits    []error
+	done     []chan struct{} // closed when the rank has exited (exits[r] is set)
+	cfg      Config
+	start    time.Time
 	dir      string
 	deadline time.Time
 	once     sync.Once
