@@ -319,6 +319,8 @@ static int sdl_get_async_event(struct ibv_context *ctx, struct ibv_async_event *
 	ev->event_type = (enum ibv_event_type)type;
 	if (type == IBV_EVENT_CQ_ERR)
 		ev->element.cq = elem;
+	else if (type == IBV_EVENT_PORT_ERR || type == IBV_EVENT_PORT_ACTIVE)
+		ev->element.port_num = 1;
 	else
 		ev->element.qp = elem;
 	return 0;
@@ -381,6 +383,8 @@ static int ack_event(struct sdl_dev *e, struct ibv_async_event *ev)
 		bump(e, SD_CQ, ev->element.cq, SDL_ASYNC, 1);
 	else if (qp_event(ev->event_type))
 		bump(e, SD_QP, ev->element.qp, SDL_ASYNC, 1);
+	else
+		return 0; /* a port event: nothing counts it, as in libibverbs */
 	return sd_ack_async_event(ctx_of(e));
 }
 
@@ -407,6 +411,8 @@ static void sdl_ack_async_event(struct ibv_async_event *ev)
 		e = by_obj(SD_CQ, ev->element.cq);
 	else if (qp_event(ev->event_type))
 		e = by_obj(SD_QP, ev->element.qp);
+	else if (ev->event_type == IBV_EVENT_PORT_ERR || ev->event_type == IBV_EVENT_PORT_ACTIVE)
+		return; /* names no object: nothing counts it (softdev's or a library's) */
 	if (e == SDL_GONE) {
 		errno = ENODEV;
 		return;

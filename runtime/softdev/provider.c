@@ -1072,7 +1072,8 @@ int sd_get_async_event(struct ibv_context *ctx, int *type, void **element)
 			d->ev_head = (d->ev_head + 1) % d->ev_cap;
 			d->ev_len--;
 			ev_take(d);
-			d->ev_unacked++;
+			if (e.element != NULL) /* port events name no object: their ack counts nothing */
+				d->ev_unacked++;
 			sd_unlock(d);
 			*type = e.type;
 			*element = e.element;

@@ -55,6 +55,7 @@ enum {
 	SD_BACKOFF_MIN  = 20000000,         /* 20 ms between attempts to reach an unreachable peer, */
 	SD_BACKOFF_MAX  = 1000000000,       /* doubling up to 1 s */
 	SD_LINGER_NS    = 500000000,        /* Close waits this long for queued frames to leave */
+	SD_PORT_CHECK_NS = 200000000,       /* how often the port's interface is looked at */
 };
 
 static const char sd_magic[8] = { 'V', 'X', 'S', 'D', 'W', 'I', 'R', 'E' };
@@ -90,6 +91,8 @@ struct sd_net {
 	struct sd_conn *conns;
 	uint32_t        nconns, hellos;
 	uint64_t        backoff;
+	uint64_t        port_check; /* when the port's interface is looked at next */
+	int             port_down;  /* IBV_EVENT_PORT_ERR raised, not yet PORT_ACTIVE */
 };
 
 /* ------------------------------------------------------------------ */
@@ -731,6 +734,21 @@ void sd_net_timer_armed(struct sd_device *d, uint64_t deadline)
 /* The transport thread                                                 */
 /* ------------------------------------------------------------------ */
 
+/* The port follows the interface holding the device's address: when it
+ * goes down (or the address leaves it) the device raises
+ * IBV_EVENT_PORT_ERR, when it is back IBV_EVENT_PORT_ACTIVE, as an HCA
+ * does for its link. Checked while the device has peers on the wire.
+ * Device lock held. */
+static void watch_port(struct sd_device *d)
+{
+	int active, mtu;
+	sd_port_state(d, &active, &mtu);
+	if (active == !d->net->port_down)
+		return; /* as it was */
+	d->net->port_down = !active;
+	sd_raise(d, active ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR, NULL);
+}
+
 static void *transport(void *arg)
 {
 	struct sd_device *d = arg;
@@ -745,6 +763,8 @@ static void *transport(void *arg)
 		uint64_t now = sd_now(), until = UINT64_MAX;
 		if (d->timers > 0)
 			until = d->next_deadline;
+		if (d->links != NULL && n->port_check < until)
+			until = n->port_check;
 		if (n->hellos > 0 && now + SD_HELLO_NS < until)
 			until = now + SD_HELLO_NS;
 		__atomic_store_n(&n->sleep_until, until, __ATOMIC_RELAXED);
@@ -776,6 +796,10 @@ static void *transport(void *arg)
 		if (d->timers > 0 && sd_rc_timers(d, now))
 			did = 1;
 		expire_hellos(d, now);
+		if (d->links != NULL && now >= n->port_check) {
+			watch_port(d);
+			n->port_check = now + SD_PORT_CHECK_NS;
+		}
 		if (did)
 			d->quiet = 0;
 		if (d->autonomous)

@@ -14,6 +14,7 @@ import (
 
 	verbs "github.com/verbsexp/verbsexp/generated"
 	"github.com/verbsexp/verbsexp/internal/multiproc"
+	"github.com/verbsexp/verbsexp/internal/netns"
 )
 
 // The RC transport's rules between devices, each a wireRule that fails
@@ -503,3 +504,72 @@ func TestWireRulesProcesses(t *testing.T) {
 }
 
 func sizeName(n int) string { return string(rune('0'+n)) + "procs" }
+
+// TestWireLinkDown: two hosts (network namespaces joined by a veth
+// pair), a device in each. Rank 1 pulls its own cable (its veth end
+// goes down): its port goes down with IBV_EVENT_PORT_ERR (and comes back
+// with IBV_EVENT_PORT_ACTIVE), and rank 0's send, which cannot reach it,
+// fails with IBV_WC_RETRY_EXC_ERR within the timers, its receive
+// flushed.
+func TestWireLinkDown(t *testing.T) {
+	self, isRank := multiproc.Rank()
+	if !isRank {
+		hosts := netns.Hosts(t, 2, "10.213.8")
+		multiproc.Run(t, 2, multiproc.Config{Timeout: 60 * time.Second,
+			Wrap: func(r int) []string { return hosts[r].Wrap() },
+			Env: func(r int) []string {
+				return []string{AddrEnv + "=" + hosts[r].Addr, "VXNS_NAME=" + hosts[r].Name, "VXNS_DEV=" + hosts[r].Dev}
+			}})
+		return
+	}
+	rule := wireRule{name: "LinkDown", attr: requesterAttr(func(l *linkAttr) { l.timeout, l.retry = 12, 3 }), run: func(n *meshNode) {
+		f := n.f
+		h := netns.Host{Name: os.Getenv("VXNS_NAME"), Dev: os.Getenv("VXNS_DEV")}
+		if n.rank == 1 {
+			f.postRecv(n.qp[0], f.recv(1, f.sges(f.mr.Lkey, [2]int{0, 8}), 1))
+			n.await(0, 1, 5*time.Second)
+			h.SetLink(n.t, false)
+			expectPortEvent(n.t, f.d, verbs.EventPortErr)
+			if a, _ := f.d.QueryPort(1); a.State != verbs.PortDown {
+				n.t.Errorf("port %v with its link down", a.State)
+			}
+			n.barrier("down")
+			n.barrier("checked")
+			h.SetLink(n.t, true)
+			expectPortEvent(n.t, f.d, verbs.EventPortActive)
+			return
+		}
+		f.postRecv(n.qp[1], f.recv(70, f.sges(f.mr.Lkey, [2]int{0, 8}), 1))
+		f.postSend(n.qp[1], f.send(1, verbs.ExpWRSend, verbs.ExpSendSignaled, f.sges(f.mr.Lkey, [2]int{0, 8}), 1))
+		n.await(1, 1, 5*time.Second)
+		n.barrier("down")
+		f.postSend(n.qp[1], f.send(2, verbs.ExpWRSend, verbs.ExpSendSignaled, f.sges(f.mr.Lkey, [2]int{0, 8}), 1))
+		_, hi := retryBound(12, 3)
+		got := n.await(1, 2, hi)
+		want := []wcSum{{2, verbs.WCRetryExcErr, verbs.ExpWCSend, 0, n.qp[1].QPNum}, {70, verbs.WCWRFlushErr, verbs.ExpWCRecv, 0, n.qp[1].QPNum}}
+		if !equalSums(sum(got), want) {
+			n.t.Errorf("with the peer's link down: %+v, want %+v", sum(got), want)
+		}
+		n.barrier("checked")
+	}}
+	meshRank(t, self, rule)
+}
+
+// expectPortEvent reads the next asynchronous event and wants it to be
+// typ on port 1.
+func expectPortEvent(t testing.TB, d *Device, typ verbs.EventType) {
+	t.Helper()
+	if readable(t.(*testing.T), d.AsyncFD(), 3*time.Second) == 0 {
+		t.Fatalf("no asynchronous event (want %v)", typ)
+	}
+	ev, err := d.GetAsyncEvent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.EventType != typ || ev.Element.PortNum() != 1 {
+		t.Fatalf("event %v (port %d), want %v on port 1", ev.EventType, ev.Element.PortNum(), typ)
+	}
+	if err := d.AckAsyncEvent(ev); err != nil {
+		t.Fatal(err)
+	}
+}
