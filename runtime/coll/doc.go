@@ -124,9 +124,13 @@
 // ranks on devices that share no fabric, such as two softdev devices
 // (ErrOtherDevice), a Post while a run is in flight on the rank
 // (ErrInFlight), anything on a closed communicator (ErrClosed), a
-// Memory closed while a schedule uses it (EBUSY), and endpoints the
+// Memory closed while a schedule uses it (EBUSY), endpoints the
 // exchange garbled or mixed up (ErrBadEndpoint and messages naming the
-// rank). Close reports the schedules and memories the caller left open
+// rank), and endpoints that contradict each other (ErrConflict, naming
+// the ranks): two ranks, or one twice, claiming one queue pair (its port
+// address and number), or ranks that received different endpoints, which
+// New's second round compares by digest. A lying or confused peer thus
+// fails New on every rank instead of leaving a contribution out. Close reports the schedules and memories the caller left open
 // as a *LeakError, after closing them.
 //
 // # On an HCA
