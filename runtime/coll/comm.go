@@ -11,13 +11,13 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/runtime/coll/internal/ranklist"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 )
 
@@ -216,22 +216,10 @@ func connected(rank, size int, exchange Exchange, mine [sha256.Size]byte) error 
 	}
 	var groups []string
 	for i, d := range order {
-		groups = append(groups, rankList(views[d])+" received "+[]string{"one set", "another"}[min(i, 1)])
+		groups = append(groups, ranklist.Format(views[d])+" received "+[]string{"one set", "another"}[min(i, 1)])
 	}
 	return fmt.Errorf("%w: the exchange gave ranks different endpoints: %s; a peer told ranks different things or the exchange mixed up its deliveries",
 		ErrConflict, strings.Join(groups, ", "))
-}
-
-// rankList is "rank 3" or "ranks 0, 2, 5".
-func rankList(ranks []int) string {
-	s := make([]string, len(ranks))
-	for i, r := range ranks {
-		s[i] = strconv.Itoa(r)
-	}
-	if len(s) == 1 {
-		return "rank " + s[0]
-	}
-	return "ranks " + strings.Join(s, ", ")
 }
 
 // Rank and Size are this communicator's rank and the number of ranks.

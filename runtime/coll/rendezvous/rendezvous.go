@@ -34,6 +34,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/verbsexp/verbsexp/runtime/coll/internal/ranklist"
 )
 
 // Options tune a rendezvous. The zero value suits a loopback address.
@@ -606,10 +608,10 @@ func (rt *root) collect(round uint32, local []byte, late bool) ([][]byte, error)
 		}
 		var parts []string
 		if len(absent) > 0 {
-			parts = append(parts, fmt.Sprintf("%s never joined", rankList(absent)))
+			parts = append(parts, fmt.Sprintf("%s never joined", ranklist.Format(absent)))
 		}
 		if len(silent) > 0 {
-			parts = append(parts, fmt.Sprintf("%s joined but sent nothing for this round", rankList(silent)))
+			parts = append(parts, fmt.Sprintf("%s joined but sent nothing for this round", ranklist.Format(silent)))
 		}
 		msg := fmt.Sprintf("%s within %v", strings.Join(parts, ", "), rt.opts.Timeout)
 		if rt.dropped > 0 && len(absent) > 0 {
@@ -686,16 +688,4 @@ func (rt *root) close() {
 	}
 	rt.mu.Unlock()
 	rt.wg.Wait()
-}
-
-// rankList is "rank 3" or "ranks 2, 5".
-func rankList(ranks []int) string {
-	s := make([]string, len(ranks))
-	for i, r := range ranks {
-		s[i] = fmt.Sprint(r)
-	}
-	if len(s) == 1 {
-		return "rank " + s[0]
-	}
-	return "ranks " + strings.Join(s, ", ")
 }
