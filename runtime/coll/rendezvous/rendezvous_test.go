@@ -33,7 +33,7 @@ func contribution(rank, round, max int) []byte {
 }
 
 // job joins size ranks on loopback, the root first: by rank.
-func job(t *testing.T, size int, opts rendezvous.Options) []*rendezvous.Rendezvous {
+func job(t testing.TB, size int, opts rendezvous.Options) []*rendezvous.Rendezvous {
 	t.Helper()
 	root, err := rendezvous.Join("127.0.0.1:0", 0, size, opts)
 	if err != nil {

@@ -1,0 +1,276 @@
+package rendezvous_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/verbsexp/verbsexp/runtime/coll"
+	"github.com/verbsexp/verbsexp/runtime/coll/rendezvous"
+)
+
+// The process tests run this test binary as the ranks of a job, started
+// one by one as a shell loop would, each with RANK, WORLD_SIZE,
+// MASTER_ADDR and MASTER_PORT: childEnv says what a rank does, victim
+// is the rank that misbehaves.
+const (
+	childEnv    = "VERBSEXP_RENDEZVOUS_CHILD"
+	victim      = 2
+	childRounds = 4
+	benchRounds = 200
+)
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(child(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// child is one rank: it prints "pid RANK PID", then "ok RANK" or
+// "error RANK: ...", and returns the exit code.
+func child(mode string) int {
+	job, err := coll.FromEnv(coll.JobOptions{Timeout: 2 * time.Second})
+	if err != nil {
+		fmt.Printf("error ?: %v\n", err)
+		return 1
+	}
+	rank := job.Rank()
+	fmt.Printf("pid %d %d\n", rank, os.Getpid())
+	fail := func(err error) int {
+		fmt.Printf("error %d: %v\n", rank, err)
+		return 1
+	}
+	if !strings.HasPrefix(job.Launcher, "TCP rendezvous at ") {
+		return fail(fmt.Errorf("FromEnv: %q", job.Launcher))
+	}
+	bad := rank == victim
+	switch {
+	case mode == "stall" && bad:
+		time.Sleep(time.Hour)
+	case mode == "bench":
+		return benchChild(job)
+	}
+	for round := 1; round <= childRounds; round++ {
+		if mode == "kill" && bad && round == 2 {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		all, err := job.Exchange(contribution(rank, round, 4096))
+		if err != nil {
+			return fail(err)
+		}
+		for r, b := range all {
+			if !bytes.Equal(b, contribution(r, round, 4096)) {
+				return fail(fmt.Errorf("round %d: rank %d's %d bytes are not what it sent", round, r, len(b)))
+			}
+		}
+	}
+	if err := job.Close(); err != nil {
+		return fail(err)
+	}
+	if rank == 0 { // the listener is gone with Close, before the process
+		ln, err := net.Listen("tcp", net.JoinHostPort(os.Getenv("MASTER_ADDR"), os.Getenv("MASTER_PORT")))
+		if err != nil {
+			return fail(fmt.Errorf("the port after Close: %w", err))
+		}
+		ln.Close()
+	}
+	fmt.Printf("ok %d\n", rank)
+	return 0
+}
+
+// benchChild times New's two rounds benchRounds times after a warm-up
+// round; rank 0 prints each pair's time in ns.
+func benchChild(job *coll.Job) int {
+	endpoint, mark := make([]byte, 56+6*12), make([]byte, 14+32)
+	if _, err := job.Exchange(nil); err != nil {
+		fmt.Printf("error %d: %v\n", job.Rank(), err)
+		return 1
+	}
+	for range benchRounds {
+		t := time.Now()
+		for _, b := range [][]byte{endpoint, mark} {
+			if _, err := job.Exchange(b); err != nil {
+				fmt.Printf("error %d: %v\n", job.Rank(), err)
+				return 1
+			}
+		}
+		if job.Rank() == 0 {
+			fmt.Printf("time %d\n", time.Since(t).Nanoseconds())
+		}
+	}
+	return 0
+}
+
+// ranks is what the processes of one job printed and how each ended.
+type ranks struct {
+	out  []string // by rank
+	exit []int    // exit codes (-1: killed)
+	took time.Duration
+}
+
+// launch starts size ranks of this test binary in mode, rank 0 last
+// (the others retry until it listens), and waits for all of them, for
+// at most a minute; the victim of "stall" is killed once the others have
+// ended, as a launcher would.
+func launch(t testing.TB, size int, mode string) ranks {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res := ranks{out: make([]string, size), exit: make([]int, size)}
+	cmds := make([]*exec.Cmd, size)
+	outs := make([]bytes.Buffer, size)
+	start := time.Now()
+	for i := range size {
+		rank := size - 1 - i
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"="+mode, "RANK="+strconv.Itoa(rank), "WORLD_SIZE="+strconv.Itoa(size),
+			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+port, coll.TokenEnv+"=", "PMIX_NAMESPACE=", "PMIX_RANK=")
+		cmd.Stdout, cmd.Stderr = &outs[rank], &outs[rank]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[rank] = cmd
+	}
+	var wg sync.WaitGroup
+	for rank, cmd := range cmds {
+		if mode == "stall" && rank == victim {
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); cmd.Wait() }()
+	}
+	wg.Wait()
+	res.took = time.Since(start)
+	if mode == "stall" {
+		cmds[victim].Process.Kill()
+		cmds[victim].Wait()
+	}
+	if ctx.Err() != nil {
+		t.Errorf("the ranks ran for more than a minute: killed")
+	}
+	for rank, cmd := range cmds {
+		res.out[rank], res.exit[rank] = outs[rank].String(), cmd.ProcessState.ExitCode()
+	}
+	return res
+}
+
+// TestProcesses: 4 and 8 ranks in separate processes, rank 0 started
+// last, exchange four rounds through FromEnv's rendezvous, every byte
+// checked; rank 0's port is free once it has closed the rendezvous.
+func TestProcesses(t *testing.T) {
+	for _, size := range []int{4, 8} {
+		r := launch(t, size, "rounds")
+		for rank, out := range r.out {
+			if r.exit[rank] != 0 || !strings.Contains(out, fmt.Sprintf("ok %d\n", rank)) {
+				t.Errorf("%d ranks: rank %d exited %d:\n%s", size, rank, r.exit[rank], out)
+			}
+		}
+	}
+}
+
+// TestProcessFaults: a rank that never takes part, or is killed between
+// rounds, fails every other rank with an error naming it, within a bound
+// (the 2 s deadline for the one that never arrives, at once for the
+// killed one); every process ends.
+func TestProcessFaults(t *testing.T) {
+	const size = 4
+	for _, tc := range []struct {
+		mode  string
+		says  *regexp.Regexp
+		bound time.Duration
+	}{
+		{"stall", regexp.MustCompile(`round 1: .*rank 2 never joined within 2s`), 15 * time.Second},
+		{"kill", regexp.MustCompile(`round 2: .*rank 2 \(at 127\.0\.0\.1:\d+\) closed its connection \(did its process exit\?\)`), 10 * time.Second},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			r := launch(t, size, tc.mode)
+			for rank, out := range r.out {
+				if rank == victim {
+					if r.exit[rank] != -1 {
+						t.Errorf("the victim exited %d, want killed", r.exit[rank])
+					}
+					continue
+				}
+				if r.exit[rank] != 1 || !tc.says.MatchString(out) {
+					t.Errorf("rank %d exited %d, want 1 and %q:\n%s", rank, r.exit[rank], tc.says, out)
+				}
+			}
+			if r.took > tc.bound {
+				t.Errorf("the ranks took %v to end, more than %v", r.took, tc.bound)
+			}
+			t.Logf("after %v: rank 1: %s", r.took.Round(time.Millisecond), strings.TrimSpace(lastLine(r.out[1])))
+		})
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// BenchmarkBootstrapProcesses: New's two exchange rounds at 8 ranks in
+// 8 processes on this host, the median of benchRounds per run (compare
+// the PMIx exchange's BenchmarkBootstrap under mpirun).
+func BenchmarkBootstrapProcesses(b *testing.B) {
+	var times []float64
+	for range b.N {
+		r := launch(b, 8, "bench")
+		for rank, out := range r.out {
+			if r.exit[rank] != 0 {
+				b.Fatalf("rank %d exited %d:\n%s", rank, r.exit[rank], out)
+			}
+		}
+		sc := bufio.NewScanner(strings.NewReader(r.out[0]))
+		for sc.Scan() {
+			var ns int64
+			if _, err := fmt.Sscanf(sc.Text(), "time %d", &ns); err == nil {
+				times = append(times, float64(ns))
+			}
+		}
+	}
+	slices.Sort(times)
+	b.ReportMetric(times[len(times)/2], "ns/op")
+}
+
+// BenchmarkBootstrap: what New asks of the rendezvous at 8 ranks in one
+// process (goroutines): join (rank 0 listens, 7 ranks connect and
+// authenticate), two rounds, close.
+func BenchmarkBootstrap(b *testing.B) {
+	opts := rendezvous.Options{Token: token}
+	endpoint, mark := make([]byte, 56+6*12), make([]byte, 14+32)
+	for range b.N {
+		rs := job(b, 8, opts)
+		errs := each(8, func(rank int) error {
+			for _, x := range [][]byte{endpoint, mark} {
+				if _, err := rs[rank].Exchange(x); err != nil {
+					return err
+				}
+			}
+			return rs[rank].Close()
+		})
+		for _, err := range errs {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
