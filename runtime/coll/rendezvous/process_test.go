@@ -17,8 +17,11 @@ import (
 	"testing"
 	"time"
 
+	verbs "github.com/verbsexp/verbsexp/generated"
 	"github.com/verbsexp/verbsexp/runtime/coll"
 	"github.com/verbsexp/verbsexp/runtime/coll/rendezvous"
+	"github.com/verbsexp/verbsexp/runtime/lease"
+	"github.com/verbsexp/verbsexp/runtime/softdev"
 )
 
 // The process tests run this test binary as the ranks of a job, started
@@ -62,6 +65,8 @@ func child(mode string) int {
 		time.Sleep(time.Hour)
 	case mode == "bench":
 		return benchChild(job)
+	case mode == "allreduce":
+		return allreduceChild(job)
 	}
 	for round := 1; round <= childRounds; round++ {
 		if mode == "kill" && bad && round == 2 {
@@ -88,6 +93,57 @@ func child(mode string) int {
 		ln.Close()
 	}
 	fmt.Printf("ok %d\n", rank)
+	return 0
+}
+
+// allreduceChild runs New on a softdev device of its own and one ADD
+// allreduce of rank+1, printing "sum S" or "refused: ...": a device
+// that cannot reach the others' must make New fail (or, once it can,
+// the sum be right), never a wrong sum.
+func allreduceChild(job *coll.Job) int {
+	rank := job.Rank()
+	dev, err := softdev.Open()
+	if err != nil {
+		fmt.Printf("error %d: %v\n", rank, err)
+		return 1
+	}
+	defer dev.Close()
+	c, err := coll.New(dev.Context(), rank, job.Size(), job.Exchange, coll.Options{})
+	if err != nil {
+		fmt.Printf("refused %d: %v\n", rank, err)
+		return 1
+	}
+	defer c.Close()
+	buf, err := lease.Alloc(coll.ElementSize)
+	if err != nil {
+		fmt.Printf("error %d: %v\n", rank, err)
+		return 1
+	}
+	defer buf.Free()
+	mem, err := c.Register(buf)
+	if err != nil {
+		fmt.Printf("error %d: %v\n", rank, err)
+		return 1
+	}
+	defer mem.Close()
+	s, err := c.Allreduce(mem, mem, 1, verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeUint)
+	if err != nil {
+		fmt.Printf("error %d: %v\n", rank, err)
+		return 1
+	}
+	defer s.Close()
+	coll.PutElement(mem.Bytes(), 0, uint64(rank+1), 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Post(); err == nil {
+		err = s.WaitContext(ctx)
+	}
+	if err != nil {
+		fmt.Printf("error %d: %v\n", rank, err)
+		return 1
+	}
+	v, _ := coll.Element(mem.Bytes(), 0)
+	fmt.Printf("sum %d %d\n", rank, v)
 	return 0
 }
 
@@ -219,6 +275,27 @@ func TestProcessFaults(t *testing.T) {
 			}
 			t.Logf("after %v: rank 1: %s", r.took.Round(time.Millisecond), strings.TrimSpace(lastLine(r.out[1])))
 		})
+	}
+}
+
+// TestProcessesOnTheirOwnDevices: ranks in separate processes, each on
+// a softdev device of its own, with endpoints through the rendezvous:
+// New either refuses (softdev devices of different processes could not
+// reach each other, and their QP numbers repeat, which New's cross-check
+// sees) or the allreduce is right; never a wrong sum with a nil error.
+func TestProcessesOnTheirOwnDevices(t *testing.T) {
+	for _, size := range []int{2, 3, 4} {
+		r := launch(t, size, "allreduce")
+		want := fmt.Sprintf(" %d\n", size*(size+1)/2)
+		for rank, out := range r.out {
+			switch {
+			case strings.HasPrefix(lastLine(out), "sum ") && strings.HasSuffix(out, want):
+			case strings.Contains(out, "refused") && strings.Contains(out, "the endpoints conflict"):
+			default:
+				t.Errorf("%d ranks: rank %d exited %d, neither refused by New nor the right sum%s:\n%s", size, rank, r.exit[rank], want, out)
+			}
+		}
+		t.Logf("%d ranks: rank 0: %s", size, lastLine(r.out[0]))
 	}
 }
 
