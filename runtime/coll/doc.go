@@ -17,7 +17,9 @@
 // New, giving the size, its rank and an Exchange: the caller's
 // all-gather of byte strings (MPI_Allgather, PMIx, a key-value store;
 // coll ships InProcess for ranks that are goroutines of one process,
-// and no launcher). New queries the device and port, creates the queues,
+// and FromEnv for processes a launcher started: PMIx through package
+// pmix under mpirun or srun --mpi=pmix, else the TCP rendezvous of
+// package rendezvous). New queries the device and port, creates the queues,
 // describes them in an Endpoint, trades endpoints through the exchange,
 // connects every queue pair to its peer's and, in a second round of the
 // exchange, waits until every rank has connected (so a Post may follow
@@ -137,8 +139,8 @@
 //
 // The same code runs on an HCA; what differs is around it. Each rank is
 // a process with its own device context, and the exchange is the job's
-// (MPI_Allgather, PMIx): New calls it twice, so it must keep rounds
-// apart. Leave Options.Progress nil: Wait then polls until the run is
+// (FromEnv's PMIx or TCP rendezvous, or MPI_Allgather): New calls it
+// twice, so it must keep rounds apart. Leave Options.Progress nil: Wait then polls until the run is
 // complete, WaitContext until a deadline (softdev needs no more either, since its polls run the
 // device; collsoft sets Progress only to turn a deadlock into an error).
 // Draining every CQ a run fed, every run, matters on mlx4 and mlx5:
