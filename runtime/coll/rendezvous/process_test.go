@@ -63,6 +63,9 @@ func child(mode string) int {
 	switch {
 	case mode == "stall" && bad:
 		time.Sleep(time.Hour)
+	case mode == "early" && bad: // fails before the exchange (in New's setup, say), once connected
+		time.Sleep(time.Second)
+		return 3
 	case mode == "bench":
 		return benchChild(job)
 	case mode == "allreduce":
@@ -197,6 +200,9 @@ func launch(t testing.TB, size int, mode string) ranks {
 	start := time.Now()
 	for i := range size {
 		rank := size - 1 - i
+		if mode == "absent" && rank == victim {
+			continue
+		}
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), childEnv+"="+mode, "RANK="+strconv.Itoa(rank), "WORLD_SIZE="+strconv.Itoa(size),
 			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+port, coll.TokenEnv+"=", "PMIX_NAMESPACE=", "PMIX_RANK=")
@@ -208,7 +214,7 @@ func launch(t testing.TB, size int, mode string) ranks {
 	}
 	var wg sync.WaitGroup
 	for rank, cmd := range cmds {
-		if mode == "stall" && rank == victim {
+		if cmd == nil || mode == "stall" && rank == victim {
 			continue
 		}
 		wg.Add(1)
@@ -224,7 +230,9 @@ func launch(t testing.TB, size int, mode string) ranks {
 		t.Errorf("the ranks ran for more than a minute: killed")
 	}
 	for rank, cmd := range cmds {
-		res.out[rank], res.exit[rank] = outs[rank].String(), cmd.ProcessState.ExitCode()
+		if cmd != nil {
+			res.out[rank], res.exit[rank] = outs[rank].String(), cmd.ProcessState.ExitCode()
+		}
 	}
 	return res
 }
@@ -243,10 +251,11 @@ func TestProcesses(t *testing.T) {
 	}
 }
 
-// TestProcessFaults: a rank that never takes part, or is killed between
-// rounds, fails every other rank with an error naming it, within a bound
-// (the 2 s deadline for the one that never arrives, at once for the
-// killed one); every process ends.
+// TestProcessFaults: a rank that never starts, stalls before the
+// exchange, exits before it or is killed between rounds fails every
+// other rank with an error naming it, within a bound (the 2 s deadline
+// for the first two; at once for the others, whose connection closes);
+// every process ends.
 func TestProcessFaults(t *testing.T) {
 	const size = 4
 	for _, tc := range []struct {
@@ -254,15 +263,17 @@ func TestProcessFaults(t *testing.T) {
 		says  *regexp.Regexp
 		bound time.Duration
 	}{
-		{"stall", regexp.MustCompile(`round 1: .*rank 2 never joined within 2s`), 15 * time.Second},
+		{"absent", regexp.MustCompile(`round 1: .*rank 2 never joined within 2s`), 15 * time.Second},
+		{"stall", regexp.MustCompile(`round 1: .*rank 2 joined but sent nothing for this round within 2s`), 15 * time.Second},
+		{"early", regexp.MustCompile(`round 1: .*rank 2 \(at 127\.0\.0\.1:\d+\) closed its connection \(did its process exit\?\)`), 10 * time.Second},
 		{"kill", regexp.MustCompile(`round 2: .*rank 2 \(at 127\.0\.0\.1:\d+\) closed its connection \(did its process exit\?\)`), 10 * time.Second},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			r := launch(t, size, tc.mode)
 			for rank, out := range r.out {
 				if rank == victim {
-					if r.exit[rank] != -1 {
-						t.Errorf("the victim exited %d, want killed", r.exit[rank])
+					if want := map[string]int{"absent": 0, "stall": -1, "early": 3, "kill": -1}[tc.mode]; r.exit[rank] != want {
+						t.Errorf("the victim exited %d, want %d (-1: killed)", r.exit[rank], want)
 					}
 					continue
 				}

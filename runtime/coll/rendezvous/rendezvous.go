@@ -32,6 +32,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,9 +45,10 @@ type Options struct {
 	// same on every rank; required unless the address is loopback.
 	Token []byte
 	// Timeout bounds each round, counted on each rank from the moment
-	// it starts the round (the first round includes connecting to the
-	// root). Default DefaultTimeout. A client gives up on a root that
-	// says nothing for twice as long (the root reports first).
+	// it starts the round; a client tries to connect until Join's time
+	// plus Timeout or the first round's deadline, whichever is later.
+	// Default DefaultTimeout. A client gives up on a root that says
+	// nothing for twice as long (the root reports first).
 	Timeout time.Duration
 	// MaxBytes bounds one rank's contribution to a round (default
 	// DefaultMaxBytes); every rank must use the same.
@@ -83,14 +85,23 @@ type Rendezvous struct {
 
 	root *root // rank 0
 
-	cmu  sync.Mutex // the client's connection, closed by Close
-	conn net.Conn
-	sess *session
+	// A client connects in the background from Join on, until dialBy
+	// (which each round pushes to its own deadline); ready is closed
+	// once it has connected (conn, sess) or given up (dialErr).
+	joined  time.Time
+	dialBy  atomic.Int64 // UnixNano
+	ready   chan struct{}
+	dialErr error
+	cmu     sync.Mutex // conn, closed by Close
+	conn    net.Conn
+	sess    *session
 }
 
 // Join joins the job's rendezvous at addr (host:port) as rank of size.
 // Rank 0 listens there at once (port 0 picks one: see Addr); the others
-// connect in their first Exchange.
+// start connecting at once, in the background, retrying until the
+// first round's deadline, so the root notices a rank whose process ends
+// even before that round.
 func Join(addr string, rank, size int, opts Options) (*Rendezvous, error) {
 	switch {
 	case size < 1 || size > MaxRanks:
@@ -120,6 +131,12 @@ func Join(addr string, rank, size int, opts Options) (*Rendezvous, error) {
 		if len(opts.Token) == 0 && !loopback(host) {
 			return nil, noToken(addr)
 		}
+		// Connect now, not at the first round: a rank that dies before
+		// it (in New's setup, say) then ends the job at once, its
+		// connection closing, instead of at the deadline.
+		r.joined, r.ready = time.Now(), make(chan struct{})
+		r.dialBy.Store(r.joined.Add(opts.Timeout).UnixNano())
+		go r.dial()
 		return r, nil
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -229,17 +246,26 @@ func (r *Rendezvous) Close() error {
 			r.conn.Close()
 		}
 		r.cmu.Unlock()
+		if r.ready != nil {
+			<-r.ready // the dialer has seen done
+		}
 	})
 	return err
 }
 
-// exchangeClient runs one round from a client: connect (the first
-// time), send, and wait for the root's result.
+// exchangeClient runs one round from a client: wait for the
+// connection (the first time), send, and wait for the root's result.
 func (r *Rendezvous) exchangeClient(local []byte, start time.Time) ([][]byte, error) {
-	if r.sess == nil {
-		if err := r.connect(start.Add(r.opts.Timeout)); err != nil {
-			return nil, err
-		}
+	if by := start.Add(r.opts.Timeout).UnixNano(); by > r.dialBy.Load() {
+		r.dialBy.Store(by)
+	}
+	select {
+	case <-r.ready:
+	case <-r.done:
+		return nil, ErrClosed
+	}
+	if r.dialErr != nil {
+		return nil, r.dialErr
 	}
 	c := r.conn
 	c.SetWriteDeadline(start.Add(r.opts.Timeout))
@@ -270,9 +296,11 @@ func (r *Rendezvous) exchangeClient(local []byte, start time.Time) ([][]byte, er
 	return all, nil
 }
 
-// connect dials the root until deadline and introduces this rank.
-func (r *Rendezvous) connect(deadline time.Time) error {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+// dial connects to the root, retrying until dialBy, and introduces this
+// rank.
+func (r *Rendezvous) dial() {
+	defer close(r.ready)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
@@ -284,34 +312,43 @@ func (r *Rendezvous) connect(deadline time.Time) error {
 	var d net.Dialer
 	wait := 10 * time.Millisecond
 	for {
-		c, err := d.DialContext(ctx, "tcp", r.addr)
+		attempt, stop := context.WithTimeout(ctx, 2*time.Second)
+		c, err := d.DialContext(attempt, "tcp", r.addr)
+		stop()
 		if err == nil {
 			r.cmu.Lock()
 			select {
 			case <-r.done:
 				r.cmu.Unlock()
 				c.Close()
-				return ErrClosed
+				r.dialErr = ErrClosed
+				return
 			default:
 			}
 			r.conn = c
 			r.cmu.Unlock()
-			err = r.handshake(c, deadline)
-			if err == nil {
-				return nil
+			if err = r.handshake(c); err == nil {
+				return
 			}
 			r.cmu.Lock()
 			c.Close()
 			r.conn = nil
 			r.cmu.Unlock()
 			if errors.Is(err, errAuth) || errors.Is(err, errFrame) {
-				return fmt.Errorf("what answers at %s is not this job's rendezvous: %w", r.addr, err)
+				r.dialErr = fmt.Errorf("what answers at %s is not this job's rendezvous: %w", r.addr, err)
+				return
 			}
 			// Dropped before the challenge (the root is busy with other
 			// connections, or going away): try again.
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("no root (rank 0) answered at %s within %v: %w (is rank 0 running, and does the address name its host?)", r.addr, r.opts.Timeout, err)
+			r.dialErr = ErrClosed
+			return
+		}
+		if time.Now().UnixNano() > r.dialBy.Load() {
+			r.dialErr = fmt.Errorf("no root (rank 0) answered at %s within %v: %w (is rank 0 running, and does the address name its host?)",
+				r.addr, time.Since(r.joined).Round(time.Millisecond), err)
+			return
 		}
 		select {
 		case <-ctx.Done():
@@ -322,8 +359,8 @@ func (r *Rendezvous) connect(deadline time.Time) error {
 }
 
 // handshake reads the root's challenge and answers with this rank's hello.
-func (r *Rendezvous) handshake(c net.Conn, deadline time.Time) error {
-	c.SetDeadline(deadline)
+func (r *Rendezvous) handshake(c net.Conn) error {
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
 	s := &session{key: r.opts.Token}
 	f, err := readFrame(c, nonceLen, kindChallenge)
 	if err == nil && len(frameBody(f)) != nonceLen {
