@@ -5,44 +5,33 @@ package pmix_test
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/verbsexp/verbsexp/runtime/coll"
+	"github.com/verbsexp/verbsexp/runtime/coll/internal/jobcheck"
 )
 
 const benchIterations = 200
 
-// bench is a rank of BenchmarkBootstrap: after a warm-up round it runs
-// benchIterations times what New asks of the exchange (an endpoint of
-// 8 ranks' size, then the second round's mark and digest), and rank 0
-// prints how long PMIx_Init took and each pair of rounds, in ns.
+// bench is a rank of BenchmarkBootstrap: rank 0 prints how long
+// PMIx_Init took and then each of benchIterations bootstraps, in ns.
 func bench(job *coll.Job, start time.Time) int {
 	initTook := time.Since(start)
-	endpoint, mark := make([]byte, 56+6*12), make([]byte, 14+32)
-	if _, err := job.Exchange(nil); err != nil {
+	err := jobcheck.Bootstraps(job.Exchange, benchIterations, func(d time.Duration) {
+		if job.Rank() == 0 {
+			fmt.Printf("time %d\n", d.Nanoseconds())
+		}
+	})
+	if err == nil {
+		err = job.Close()
+	}
+	if err != nil {
 		fmt.Printf("error %d: %v\n", job.Rank(), err)
 		return 1
 	}
 	if job.Rank() == 0 {
 		fmt.Printf("init %d\n", initTook.Nanoseconds())
-	}
-	for range benchIterations {
-		t := time.Now()
-		for _, b := range [][]byte{endpoint, mark} {
-			if _, err := job.Exchange(b); err != nil {
-				fmt.Printf("error %d: %v\n", job.Rank(), err)
-				return 1
-			}
-		}
-		if job.Rank() == 0 {
-			fmt.Printf("time %d\n", time.Since(t).Nanoseconds())
-		}
-	}
-	if err := job.Close(); err != nil {
-		fmt.Printf("error %d: %v\n", job.Rank(), err)
-		return 1
 	}
 	return 0
 }
@@ -74,11 +63,6 @@ func BenchmarkBootstrap(b *testing.B) {
 	if len(times) < benchIterations {
 		b.Fatalf("%d times measured", len(times))
 	}
-	b.ReportMetric(median(times), "ns/op")
-	b.ReportMetric(median(inits), "init-ns")
-}
-
-func median(v []float64) float64 {
-	slices.Sort(v)
-	return v[len(v)/2]
+	b.ReportMetric(jobcheck.Median(times), "ns/op")
+	b.ReportMetric(jobcheck.Median(inits), "init-ns")
 }

@@ -234,12 +234,20 @@ func (c *Client) exchange(round int, local []byte) ([][]byte, error) {
 		return nil, errors.New(why)
 	}
 	all := make([][]byte, c.size)
+	var missing []int
 	for r := range all {
 		b, rc := c.get(ns, r, key)
-		if rc != C.PMIX_SUCCESS {
+		switch rc {
+		case C.PMIX_SUCCESS:
+			all[r] = b
+		case C.PMIX_ERR_NOT_FOUND:
+			missing = append(missing, r)
+		default:
 			return nil, fmt.Errorf("PMIx_Get of rank %d's bytes after the fence: %w", r, Status(rc))
 		}
-		all[r] = b
+	}
+	if len(missing) > 0 { // the server ended the fence without them: they are gone
+		return nil, fmt.Errorf("%s published nothing for this round, and the fence completed without them (exited or killed?)", ranklist.Format(missing))
 	}
 	return all, nil
 }

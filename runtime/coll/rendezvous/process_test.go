@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	verbs "github.com/verbsexp/verbsexp/generated"
 	"github.com/verbsexp/verbsexp/runtime/coll"
+	"github.com/verbsexp/verbsexp/runtime/coll/internal/jobcheck"
 	"github.com/verbsexp/verbsexp/runtime/coll/rendezvous"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
@@ -71,19 +71,13 @@ func child(mode string) int {
 	case mode == "allreduce":
 		return allreduceChild(job)
 	}
-	for round := 1; round <= childRounds; round++ {
+	err = jobcheck.Rounds(job.Exchange, rank, job.Size(), childRounds, func(round int) {
 		if mode == "kill" && bad && round == 2 {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}
-		all, err := job.Exchange(contribution(rank, round, 4096))
-		if err != nil {
-			return fail(err)
-		}
-		for r, b := range all {
-			if !bytes.Equal(b, contribution(r, round, 4096)) {
-				return fail(fmt.Errorf("round %d: rank %d's %d bytes are not what it sent", round, r, len(b)))
-			}
-		}
+	})
+	if err != nil {
+		return fail(err)
 	}
 	if err := job.Close(); err != nil {
 		return fail(err)
@@ -150,25 +144,16 @@ func allreduceChild(job *coll.Job) int {
 	return 0
 }
 
-// benchChild times New's two rounds benchRounds times after a warm-up
-// round; rank 0 prints each pair's time in ns.
+// benchChild times benchRounds bootstraps; rank 0 prints each in ns.
 func benchChild(job *coll.Job) int {
-	endpoint, mark := make([]byte, 56+6*12), make([]byte, 14+32)
-	if _, err := job.Exchange(nil); err != nil {
+	err := jobcheck.Bootstraps(job.Exchange, benchRounds, func(d time.Duration) {
+		if job.Rank() == 0 {
+			fmt.Printf("time %d\n", d.Nanoseconds())
+		}
+	})
+	if err != nil {
 		fmt.Printf("error %d: %v\n", job.Rank(), err)
 		return 1
-	}
-	for range benchRounds {
-		t := time.Now()
-		for _, b := range [][]byte{endpoint, mark} {
-			if _, err := job.Exchange(b); err != nil {
-				fmt.Printf("error %d: %v\n", job.Rank(), err)
-				return 1
-			}
-		}
-		if job.Rank() == 0 {
-			fmt.Printf("time %d\n", time.Since(t).Nanoseconds())
-		}
 	}
 	return 0
 }
@@ -335,8 +320,7 @@ func BenchmarkBootstrapProcesses(b *testing.B) {
 			}
 		}
 	}
-	slices.Sort(times)
-	b.ReportMetric(times[len(times)/2], "ns/op")
+	b.ReportMetric(jobcheck.Median(times), "ns/op")
 }
 
 // BenchmarkBootstrap: what New asks of the rendezvous at 8 ranks in one
