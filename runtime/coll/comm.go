@@ -388,11 +388,16 @@ func (c *Comm) accept(local Endpoint, mine []byte, all [][]byte) error {
 		if len(e.Peers) != len(want) {
 			return fmt.Errorf("endpoint of rank %d lists %d peers, want %d", r, len(e.Peers), len(want))
 		}
+		// QP numbers name QPs of one device: only the ranks on this
+		// rank's device can be named by the numbers its CQEs carry.
+		sameDevice := e.NodeGUID == local.NodeGUID && e.GID == local.GID
 		name := fmt.Sprintf("rank %d's manager", r)
 		if err := claim(e, e.Manager.QPNum, name); err != nil {
 			return err
 		}
-		c.qpOwner[e.Manager.QPNum] = qpOwner{r, name}
+		if sameDevice {
+			c.qpOwner[e.Manager.QPNum] = qpOwner{r, name}
+		}
 		for i, q := range e.Peers {
 			if q.Rank != want[i] {
 				return fmt.Errorf("endpoint of rank %d: peer %d is rank %d, want %d", r, i, q.Rank, want[i])
@@ -401,7 +406,9 @@ func (c *Comm) accept(local Endpoint, mine []byte, all [][]byte) error {
 			if err := claim(e, q.QPNum, name); err != nil {
 				return err
 			}
-			c.qpOwner[q.QPNum] = qpOwner{r, name}
+			if sameDevice {
+				c.qpOwner[q.QPNum] = qpOwner{r, name}
+			}
 		}
 	}
 	if !bytes.Equal(all[c.rank], mine) {
@@ -525,9 +532,10 @@ type qpOwner struct {
 	name string
 }
 
-// Describe names a QP of this communicator (any rank's) by its number,
-// for error reports ("rank 3's manager", "rank 3's QP to rank 5"), with
-// the rank it belongs to.
+// Describe names a QP of this communicator by its number on this rank's
+// device (of this rank, or of another rank on the same device), for
+// error reports ("rank 3's manager", "rank 3's QP to rank 5"), with the
+// rank it belongs to.
 func (c *Comm) Describe(qpNum uint32) (name string, rank int, ok bool) {
 	o, ok := c.qpOwner[qpNum]
 	return o.name, o.rank, ok

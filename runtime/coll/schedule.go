@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"runtime"
 	"syscall"
+	"time"
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
@@ -50,7 +51,71 @@ const (
 	wrSends = 1<<62 + iota // all of the run's sends have completed
 	wrDone                 // the run's one completion
 	wrTrail                // consumes it, so the next run counts from there
+	wrGuard                // the sends that read what the manager is about to write have completed
 )
+
+// sendGuard finds where the manager must wait for the run's sends so
+// far: before its first own op (a send or calc to itself, whose receive
+// writes a memory) when it writes bytes an earlier send to a peer reads
+// (in place, the input is the output; sends after it read the new bytes
+// on purpose). A send reads its bytes when it is sent, and
+// again each time the transport sends it again (an RNR NAK from a peer
+// that has not posted its receives yet, a lost packet), until its peer
+// acknowledges it: overwriting them before that sends the new bytes. It
+// returns the op index to wait before (-1: none) and how many peer QPs'
+// sends the wait covers: every QP whose sends all come before that op,
+// whose last send is signaled. A peer with sends on both sides of it
+// would need an unsignaled send waited for: no plan does that.
+func sendGuard(pl *plan, self int, inPlace bool) (at, qps int, err error) {
+	same := func(a, b memID) bool {
+		return a == b || inPlace && (a == memIn && b == memOut || a == memOut && b == memIn)
+	}
+	overlap := func(a, b region) bool {
+		return same(a.mem, b.mem) && a.off < b.off+b.len && b.off < a.off+a.len
+	}
+	var written []region // what the manager's own receives write
+	for _, o := range pl.ops {
+		if o.kind == opRecv && o.peer == self {
+			written = append(written, o.rs...)
+		}
+	}
+	at = -1
+	for i, o := range pl.ops {
+		if (o.kind == opSend || o.kind == opCalc) && o.peer == self {
+			at = i
+			break
+		}
+	}
+	hazard := false
+	for i, o := range pl.ops {
+		if (o.kind == opSend || o.kind == opCalc) && o.peer != self && (at < 0 || i < at) {
+			for _, r := range o.rs {
+				for _, w := range written {
+					hazard = hazard || overlap(r, w)
+				}
+			}
+		}
+	}
+	if !hazard {
+		return -1, 0, nil
+	}
+	before, after := map[int]bool{}, map[int]bool{}
+	for i, o := range pl.ops {
+		if (o.kind == opSend || o.kind == opCalc) && o.peer != self {
+			if i < at {
+				before[o.peer] = true
+			} else {
+				after[o.peer] = true
+			}
+		}
+	}
+	for p := range before {
+		if after[p] {
+			return 0, 0, fmt.Errorf("internal: sends to rank %d on both sides of the manager's first write", p)
+		}
+	}
+	return at, len(before), nil
+}
 
 // The wr_ids of a schedule's leases.
 const (
@@ -142,7 +207,11 @@ func (c *Comm) build(name string, pl *plan, in, out *Memory, need [2]int, scratc
 	if err := c.checkPeers(name, sends, recvs); err != nil {
 		return nil, err
 	}
-	capa := task.Capacity{Tasks: 2*len(order) + 1, SendWRs: 3, RecvWRs: 0}
+	guard, guarded, err := sendGuard(pl, c.rank, in != nil && in == out)
+	if err != nil {
+		return nil, fmt.Errorf("coll: %s: %w", name, err)
+	}
+	capa := task.Capacity{Tasks: 2*len(order) + 1, SendWRs: 4, RecvWRs: 0}
 	for _, o := range pl.ops {
 		capa.SGEs += len(o.rs)
 		switch o.kind {
@@ -206,6 +275,13 @@ func (c *Comm) build(name string, pl *plan, in, out *Memory, need [2]int, scratc
 		return err
 	}
 	for i, o := range pl.ops {
+		if i == guard {
+			enable = nil
+			if err := onMgr(l.Wait(wrGuard, last|verbs.ExpSendSignaled, c.sendCQ, guarded)); err != nil {
+				return nil, err
+			}
+			s.waits++
+		}
 		switch {
 		case o.kind == opRecv:
 		case o.kind == opWait:
@@ -235,8 +311,8 @@ func (c *Comm) build(name string, pl *plan, in, out *Memory, need [2]int, scratc
 			enablePeer = o.peer
 		}
 	}
-	if sendQPs > 0 {
-		if err := onMgr(l.Wait(wrSends, last|verbs.ExpSendSignaled, c.sendCQ, sendQPs)); err != nil {
+	if sendQPs > guarded {
+		if err := onMgr(l.Wait(wrSends, last|verbs.ExpSendSignaled, c.sendCQ, sendQPs-guarded)); err != nil {
 			return nil, err
 		}
 		s.waits++
@@ -427,6 +503,14 @@ func (s *Schedule) failure() error {
 	return e
 }
 
+// How Wait polls without Progress: waitSpins polls back to back, then
+// naps between polls, doubling from waitNapMin to waitNapMax.
+const (
+	waitSpins  = 2000
+	waitNapMin = 5 * time.Microsecond
+	waitNapMax = 200 * time.Microsecond
+)
+
 // Wait polls until the run is complete. With Options.Progress (a
 // software device), a run that cannot complete is reported with the
 // error Progress gives (collsoft: a deadlock naming ranks, QPs and
@@ -438,6 +522,7 @@ func (s *Schedule) Wait() error { return s.WaitContext(context.Background()) }
 // The run then stays in flight: Test or wait again, or close the
 // communicator.
 func (s *Schedule) WaitContext(ctx context.Context) error {
+	var nap time.Duration
 	for polls := 0; ; polls++ {
 		done, err := s.Test()
 		if done || err != nil {
@@ -448,7 +533,16 @@ func (s *Schedule) WaitContext(ctx context.Context) error {
 		}
 		p := s.c.opts.Progress
 		if p == nil {
-			runtime.Gosched()
+			// Spin first; a run that takes longer than that waits for a
+			// peer that is late, or a retransmission: give the CPU to
+			// the others (the device's own threads, the other ranks of an
+			// oversubscribed host) in naps of up to waitNapMax.
+			if polls < waitSpins {
+				runtime.Gosched()
+				continue
+			}
+			nap = min(max(2*nap, waitNapMin), waitNapMax)
+			time.Sleep(nap)
 			continue
 		}
 		if err := p(); err != nil {

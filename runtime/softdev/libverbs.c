@@ -209,8 +209,9 @@ static int sdl_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port
 	return err;
 }
 
-/* The device has no GID or P_Key table (QPs connect by number): legacy
- * libibverbs reads them from the HCA's sysfs directory, which it has not. */
+/* The GID table has one entry, the device's address (legacy libibverbs
+ * reads it from the HCA's sysfs directory; this device answers itself).
+ * There is no P_Key table. */
 static int sdl_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid);
 SAME_TYPE(sdl_query_gid, ibv_query_gid);
 
@@ -221,9 +222,13 @@ static int sdl_query_gid(struct ibv_context *ctx, uint8_t port, int index, union
 		__typeof__(&ibv_query_gid) f = REAL(ibv_query_gid);
 		return f ? f(ctx, port, index, gid) : (errno = ENOSYS, -1);
 	}
+	int err = gid == NULL ? EINVAL : sd_query_gid(ctx, port, index, gid);
 	release(e);
-	errno = EOPNOTSUPP;
-	return -1;
+	if (err != 0) {
+		errno = err;
+		return -1;
+	}
+	return 0;
 }
 
 static int sdl_query_pkey(struct ibv_context *ctx, uint8_t port, int index, uint16_t *pkey);
@@ -609,8 +614,9 @@ static int sdl_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 	return err;
 }
 
-/* ops.query_qp: what the device keeps of a QP. Path, timer, PSN and
- * atomic attributes are accepted by modify_qp without effect and read 0. */
+/* ops.query_qp: what the device keeps of a QP: its state, access, path
+ * (address vector with its GRH, MTU, destination, PSNs as set), timers,
+ * retry counts and read/atomic depths, and its capacities. */
 int sd_op_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
                    struct ibv_qp_init_attr *init)
 {
@@ -629,9 +635,26 @@ int sd_op_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 	memset(attr, 0, sizeof *attr);
 	attr->qp_state = attr->cur_qp_state = q->ibv.state;
 	attr->qp_access_flags = q->access;
-	attr->dest_qp_num = q->dest_qpn;
+	attr->dest_qp_num = q->path.dest_qpn;
 	attr->port_num = 1;
 	attr->cap = cap;
+	attr->path_mtu = q->path.path_mtu ? (enum ibv_mtu)q->path.path_mtu : IBV_MTU_256;
+	attr->rq_psn = q->path.rq_psn;
+	attr->sq_psn = q->path.sq_psn;
+	attr->timeout = q->path.timeout;
+	attr->retry_cnt = q->path.retry_cnt;
+	attr->rnr_retry = q->path.rnr_retry;
+	attr->min_rnr_timer = q->path.min_rnr_timer;
+	attr->max_rd_atomic = q->path.max_rd_atomic;
+	attr->max_dest_rd_atomic = q->path.max_dest_rd_atomic;
+	if (q->path.link != NULL) {
+		attr->ah_attr.is_global = 1;
+		memcpy(attr->ah_attr.grh.dgid.raw, q->path.dgid, 16);
+		attr->ah_attr.grh.hop_limit = q->path.hop_limit;
+		attr->ah_attr.grh.sgid_index = q->path.sgid_index;
+		attr->ah_attr.dlid = q->path.dlid;
+		attr->ah_attr.port_num = q->path.port;
+	}
 	memset(init, 0, sizeof *init);
 	init->qp_context = q->ibv.qp_context;
 	init->send_cq = q->ibv.send_cq;

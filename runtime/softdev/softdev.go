@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
+	"os"
 	"runtime/cgo"
 	"sync"
 	"sync/atomic"
@@ -40,21 +42,45 @@ var ErrClosed = errors.New("softdev: device is closed")
 // returns with its error): an error, never a nil dereference.
 var ErrNilDevice = fmt.Errorf("softdev: nil *Device (did Open fail?): %w", syscall.EINVAL)
 
-// Open creates a device. Close it when done. Without options it has the
-// limits DefaultLimits gives.
+// Open creates a device at its address (see Address) and starts its
+// transport. Close it when done. Without options it has the limits
+// DefaultLimits gives and runs its send queues in polls.
 func Open(opts ...DeviceOption) (*Device, error) {
-	l := DefaultLimits
+	cfg := deviceConfig{limits: DefaultLimits, timeScale: 1}
 	for _, o := range opts {
 		if o != nil { // a nil option is no option
-			o(&l)
+			o(&cfg)
 		}
 	}
+	l := cfg.limits
 	if l.MaxQPWR <= 0 || l.MaxQPWR > int(C.SD_LIMIT_QP_WR) || l.MaxCQE <= 0 || l.MaxCQE > int(C.SD_LIMIT_CQE) {
 		return nil, fmt.Errorf("softdev: open: limits %+v: each must be in 1..%d: %w", l, int(C.SD_LIMIT_QP_WR), syscall.EINVAL)
 	}
-	ctx := C.sd_open(C.uint32_t(l.MaxQPWR), C.uint32_t(l.MaxCQE))
+	if !(cfg.timeScale > 0) || math.IsInf(cfg.timeScale, 0) {
+		return nil, fmt.Errorf("softdev: open: TimerScale %v: need a finite factor > 0: %w", cfg.timeScale, syscall.EINVAL)
+	}
+	addr, where := cfg.addr, "Address option"
+	if !cfg.addrSet {
+		addr, where = os.Getenv(AddrEnv), "$"+AddrEnv
+	}
+	c := C.struct_sd_config{max_qp_wr: C.uint32_t(l.MaxQPWR), max_cqe: C.uint32_t(l.MaxCQE), timescale: C.double(cfg.timeScale),
+		autonomous: map[runMode]C.int{runAuto: C.SD_RUN_AUTO, runThread: C.SD_RUN_THREAD, runPolls: C.SD_RUN_POLLS}[cfg.run]}
+	if addr == "" {
+		c.auto_loopback = 1
+	} else {
+		ip, err := netip.ParseAddr(addr)
+		if err != nil || ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast() {
+			return nil, fmt.Errorf("softdev: open: %s %q is not a unicast IP address of this host: %w", where, addr, syscall.EINVAL)
+		}
+		g := ip.As16()
+		for i := range g {
+			c.addr[i] = C.uint8_t(g[i])
+		}
+	}
+	var e C.int
+	ctx := C.sd_open(&c, &e)
 	if ctx == nil {
-		return nil, fmt.Errorf("softdev: open: %w", syscall.ENOMEM)
+		return nil, openErr(addr, where, syscall.Errno(e))
 	}
 	d := &Device{ctx: ctx}
 	if err := d.attach(); err != nil {
@@ -63,6 +89,44 @@ func Open(opts ...DeviceOption) (*Device, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// openErr says why a device could not be opened at addr.
+func openErr(addr, where string, e syscall.Errno) error {
+	switch {
+	case addr == "" && e == syscall.EADDRINUSE:
+		return fmt.Errorf("softdev: open: every loopback address 127.0.0.2 ... 127.255.255.254 has a listener at port %d: %w", WirePort, e)
+	case e == syscall.EADDRINUSE:
+		return fmt.Errorf("softdev: open: %s %s: port %d there is taken (another device, or another program, listens on it; one device per address): %w", where, addr, WirePort, e)
+	case e == syscall.EADDRNOTAVAIL:
+		return fmt.Errorf("softdev: open: %s %s is not an address of this host (ip addr shows them): %w", where, addr, e)
+	case e == syscall.EMFILE || e == syscall.ENFILE:
+		return fmt.Errorf("softdev: open: out of file descriptors (a device needs 6; ulimit -n): %w", e)
+	}
+	return fmt.Errorf("softdev: open: %w", e)
+}
+
+// GID returns the device's GID (its port's GID table entry 0): its IP
+// address, IPv4-mapped as RoCE v2 forms it, or IPv6. Peers connect to it
+// with a GRH whose dgid is this.
+func (d *Device) GID() [16]byte {
+	var g [16]byte
+	_ = d.use(func() error {
+		var b [16]C.uint8_t
+		var dropped, fails C.uint64_t
+		var last C.int
+		C.sd_dev_wire(d.ctx, &b[0], &dropped, &fails, &last)
+		for i := range g {
+			g[i] = byte(b[i])
+		}
+		return nil
+	})
+	return g
+}
+
+// Addr returns the IP address the device listens on (the GID as an IP).
+func (d *Device) Addr() netip.Addr {
+	return netip.AddrFrom16(d.GID()).Unmap()
 }
 
 // Limits returns the device's max_qp_wr and max_cqe.
@@ -473,4 +537,56 @@ func (d *Device) TaskFailure() (task *verbs.ExpTask, wr unsafe.Pointer, errno sy
 		return nil
 	})
 	return
+}
+
+// WireStats counts what a QP's RC transport did, as an HCA's port and
+// QP counters would.
+type WireStats struct {
+	TxPackets, RxPackets uint64 // packets sent and taken (requests and answers)
+	Retransmitted        uint64 // packets sent again: after a timeout, a sequence NAK or an RNR NAK
+	Timeouts             uint64 // local ACK timer expiries
+	RNRNaksReceived      uint64 // as requester: the responder had no receive WQE
+	RNRNaksSent          uint64 // as responder
+	SeqNaksReceived      uint64 // as requester: a PSN the responder did not expect
+	SeqNaksSent          uint64
+	Duplicates           uint64 // requests taken again and answered again, not executed again
+	Dropped              uint64 // packets for this QP not taken (its state, out of sequence, ghosts)
+}
+
+// QPWire returns the transport counters of one of the device's QPs.
+func (d *Device) QPWire(qp *verbs.QP) (WireStats, error) {
+	var w WireStats
+	err := d.use(func() error {
+		var s C.struct_sd_wire_stats
+		if e := C.sd_qp_wire(d.ctx, (*C.struct_ibv_qp)(unsafe.Pointer(qp)), &s); e != 0 {
+			return callErr("qp_wire", e)
+		}
+		w = WireStats{TxPackets: uint64(s.tx_pkts), RxPackets: uint64(s.rx_pkts), Retransmitted: uint64(s.retrans),
+			Timeouts: uint64(s.timeouts), RNRNaksReceived: uint64(s.rnr_naks_rx), RNRNaksSent: uint64(s.rnr_naks_tx),
+			SeqNaksReceived: uint64(s.seq_naks_rx), SeqNaksSent: uint64(s.seq_naks_tx), Duplicates: uint64(s.dups),
+			Dropped: uint64(s.dropped)}
+		return nil
+	})
+	return w, err
+}
+
+// DeviceWire counts what a device's wire did.
+type DeviceWire struct {
+	Dropped      uint64        // packets taken from a link and dropped: no QP of this device, not from its peer, or frames that did not parse
+	ConnectFails uint64        // connections to peer devices that could not be made, or broke
+	LastError    syscall.Errno // why the last of them failed (ECONNREFUSED: nobody listens there)
+}
+
+// Wire returns the device's wire counters.
+func (d *Device) Wire() DeviceWire {
+	var w DeviceWire
+	_ = d.use(func() error {
+		var b [16]C.uint8_t
+		var dropped, fails C.uint64_t
+		var last C.int
+		C.sd_dev_wire(d.ctx, &b[0], &dropped, &fails, &last)
+		w = DeviceWire{Dropped: uint64(dropped), ConnectFails: uint64(fails), LastError: syscall.Errno(last)}
+		return nil
+	})
+	return w
 }
