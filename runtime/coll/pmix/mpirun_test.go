@@ -73,6 +73,15 @@ func child(mode string) int {
 		return 0
 	case mode == "bench":
 		return bench(job, start)
+	case mode == "allreduce":
+		if err := jobcheck.Allreduce(job.Exchange, rank, job.Size()); err != nil {
+			return fail(err)
+		}
+		if err := job.Close(); err != nil {
+			return fail(err)
+		}
+		fmt.Printf("ok %d\n", rank)
+		return 0
 	}
 	err = jobcheck.Rounds(job.Exchange, rank, job.Size(), childRounds, func(round int) {
 		if mode == "kill" && bad && round == 2 {
@@ -182,6 +191,19 @@ func TestMpirun(t *testing.T) {
 		}
 		for rank, e := range r.errs {
 			t.Errorf("np %d: rank %d: %s", np, rank, e)
+		}
+		noneLeft(t, r)
+	}
+}
+
+// TestMpirunAllreduce: a Go program using coll.FromEnv under mpirun at
+// 2, 4 and 8 ranks, each process on a softdev device of its own: New
+// through PMIx and an allreduce of rank+1, the sum checked on every rank.
+func TestMpirunAllreduce(t *testing.T) {
+	for _, np := range []int{2, 4, 8} {
+		r := mpirun(t, np, "allreduce")
+		if r.err != nil || len(r.ok) != np {
+			t.Errorf("np %d: mpirun: %v; %d ranks ok; it printed:\n%s", np, r.err, len(r.ok), r.out)
 		}
 		noneLeft(t, r)
 	}

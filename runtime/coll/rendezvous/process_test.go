@@ -1,225 +1,110 @@
 package rendezvous_test
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/internal/multiproc"
 	"github.com/verbsexp/verbsexp/runtime/coll"
 	"github.com/verbsexp/verbsexp/runtime/coll/internal/jobcheck"
 	"github.com/verbsexp/verbsexp/runtime/coll/rendezvous"
-	"github.com/verbsexp/verbsexp/runtime/lease"
-	"github.com/verbsexp/verbsexp/runtime/softdev"
 )
 
-// The process tests run this test binary as the ranks of a job, started
-// one by one as a shell loop would, each with RANK, WORLD_SIZE,
-// MASTER_ADDR and MASTER_PORT: childEnv says what a rank does, victim
-// is the rank that misbehaves.
+// The process tests run their ranks as processes of their own
+// (internal/multiproc), each given what a torchrun-style launcher gives
+// it: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT; every rank finds
+// the job with coll.FromEnv. modeEnv says what a rank does, victim is
+// the rank that misbehaves.
 const (
-	childEnv    = "VERBSEXP_RENDEZVOUS_CHILD"
+	modeEnv     = "VERBSEXP_RENDEZVOUS_MODE"
 	victim      = 2
 	childRounds = 4
 	benchRounds = 200
 )
 
-func TestMain(m *testing.M) {
-	if mode := os.Getenv(childEnv); mode != "" {
-		os.Exit(child(mode))
+// launcher is the environment of rank of a job of size whose rank 0
+// listens at port; the launcher variables of any job this test itself
+// runs in are cleared.
+func launcher(size int, port, mode string) func(rank int) []string {
+	return func(rank int) []string {
+		return []string{"RANK=" + strconv.Itoa(rank), "WORLD_SIZE=" + strconv.Itoa(size), "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port,
+			modeEnv + "=" + mode, coll.TokenEnv + "=", "PMIX_NAMESPACE=", "PMIX_RANK=", "OMPI_COMM_WORLD_RANK=", "OMPI_COMM_WORLD_SIZE="}
 	}
-	os.Exit(m.Run())
 }
 
-// child is one rank: it prints "pid RANK PID", then "ok RANK" or
-// "error RANK: ...", and returns the exit code.
-func child(mode string) int {
-	job, err := coll.FromEnv(coll.JobOptions{Timeout: 2 * time.Second})
-	if err != nil {
-		fmt.Printf("error ?: %v\n", err)
-		return 1
+// rootLast starts rank 0 300 ms after the others, which retry meanwhile.
+func rootLast(rank int) []string {
+	if rank == 0 {
+		return []string{"sh", "-c", `sleep 0.3; exec "$@"`, "sh"}
 	}
-	rank := job.Rank()
-	fmt.Printf("pid %d %d\n", rank, os.Getpid())
-	fail := func(err error) int {
-		fmt.Printf("error %d: %v\n", rank, err)
-		return 1
-	}
-	if !strings.HasPrefix(job.Launcher, "TCP rendezvous at ") {
-		return fail(fmt.Errorf("FromEnv: %q", job.Launcher))
-	}
-	bad := rank == victim
-	switch {
-	case mode == "stall" && bad:
-		time.Sleep(time.Hour)
-	case mode == "early" && bad: // fails before the exchange (in New's setup, say), once connected
-		time.Sleep(time.Second)
-		return 3
-	case mode == "bench":
-		return benchChild(job)
-	case mode == "allreduce":
-		return allreduceChild(job)
-	}
-	err = jobcheck.Rounds(job.Exchange, rank, job.Size(), childRounds, func(round int) {
-		if mode == "kill" && bad && round == 2 {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		}
-	})
-	if err != nil {
-		return fail(err)
-	}
-	if err := job.Close(); err != nil {
-		return fail(err)
-	}
-	if rank == 0 { // the listener is gone with Close, before the process
-		ln, err := net.Listen("tcp", net.JoinHostPort(os.Getenv("MASTER_ADDR"), os.Getenv("MASTER_PORT")))
-		if err != nil {
-			return fail(fmt.Errorf("the port after Close: %w", err))
-		}
-		ln.Close()
-	}
-	fmt.Printf("ok %d\n", rank)
-	return 0
+	return nil
 }
 
-// allreduceChild runs New on a softdev device of its own and one ADD
-// allreduce of rank+1, printing "sum S" or "refused: ...": a device
-// that cannot reach the others' must make New fail (or, once it can,
-// the sum be right), never a wrong sum.
-func allreduceChild(job *coll.Job) int {
-	rank := job.Rank()
-	dev, err := softdev.Open()
-	if err != nil {
-		fmt.Printf("error %d: %v\n", rank, err)
-		return 1
-	}
-	defer dev.Close()
-	c, err := coll.New(dev.Context(), rank, job.Size(), job.Exchange, coll.Options{})
-	if err != nil {
-		fmt.Printf("refused %d: %v\n", rank, err)
-		return 1
-	}
-	defer c.Close()
-	buf, err := lease.Alloc(coll.ElementSize)
-	if err != nil {
-		fmt.Printf("error %d: %v\n", rank, err)
-		return 1
-	}
-	defer buf.Free()
-	mem, err := c.Register(buf)
-	if err != nil {
-		fmt.Printf("error %d: %v\n", rank, err)
-		return 1
-	}
-	defer mem.Close()
-	s, err := c.Allreduce(mem, mem, 1, verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeUint)
-	if err != nil {
-		fmt.Printf("error %d: %v\n", rank, err)
-		return 1
-	}
-	defer s.Close()
-	coll.PutElement(mem.Bytes(), 0, uint64(rank+1), 0)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.Post(); err == nil {
-		err = s.WaitContext(ctx)
-	}
-	if err != nil {
-		fmt.Printf("error %d: %v\n", rank, err)
-		return 1
-	}
-	v, _ := coll.Element(mem.Bytes(), 0)
-	fmt.Printf("sum %d %d\n", rank, v)
-	return 0
-}
-
-// benchChild times benchRounds bootstraps; rank 0 prints each in ns.
-func benchChild(job *coll.Job) int {
-	err := jobcheck.Bootstraps(job.Exchange, benchRounds, func(d time.Duration) {
-		if job.Rank() == 0 {
-			fmt.Printf("time %d\n", d.Nanoseconds())
-		}
-	})
-	if err != nil {
-		fmt.Printf("error %d: %v\n", job.Rank(), err)
-		return 1
-	}
-	return 0
-}
-
-// ranks is what the processes of one job printed and how each ended.
-type ranks struct {
-	out  []string // by rank
-	exit []int    // exit codes (-1: killed)
-	took time.Duration
-}
-
-// launch starts size ranks of this test binary in mode, rank 0 last
-// (the others retry until it listens), and waits for all of them, for
-// at most a minute; the victim of "stall" is killed once the others have
-// ended, as a launcher would.
-func launch(t testing.TB, size int, mode string) ranks {
+func freePort(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	res := ranks{out: make([]string, size), exit: make([]int, size)}
-	cmds := make([]*exec.Cmd, size)
-	outs := make([]bytes.Buffer, size)
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// asRank is one rank's part: FromEnv, then what modeEnv says. A failure
+// says how long after the rank's start it came ("after 2.01s: ...").
+func asRank(t *testing.T) {
 	start := time.Now()
-	for i := range size {
-		rank := size - 1 - i
-		if mode == "absent" && rank == victim {
-			continue
+	fail := func(err error) { t.Fatalf("after %v: %v", time.Since(start), err) }
+	job, err := coll.FromEnv(coll.JobOptions{Timeout: 2 * time.Second})
+	if err != nil {
+		fail(err)
+	}
+	rank, bad := job.Rank(), job.Rank() == victim
+	if !strings.HasPrefix(job.Launcher, "TCP rendezvous at ") {
+		fail(fmt.Errorf("FromEnv: %q", job.Launcher))
+	}
+	switch mode := os.Getenv(modeEnv); {
+	case mode == "stall" && bad: // never takes part; the others fail at the deadline
+		time.Sleep(3 * time.Second)
+		return
+	case mode == "early" && bad: // fails before the exchange (in New's setup, say), once connected
+		time.Sleep(time.Second)
+		os.Exit(3)
+	case mode == "bench":
+		err = jobcheck.Bootstraps(job.Exchange, benchRounds, func(d time.Duration) {
+			if rank == 0 {
+				fmt.Printf("time %d\n", d.Nanoseconds())
+			}
+		})
+	case mode == "allreduce":
+		err = jobcheck.Allreduce(job.Exchange, rank, job.Size())
+	default:
+		err = jobcheck.Rounds(job.Exchange, rank, job.Size(), childRounds, func(round int) {
+			if mode == "kill" && bad && round == 2 {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+		})
+	}
+	if err != nil {
+		fail(err)
+	}
+	if err := job.Close(); err != nil {
+		fail(err)
+	}
+	if rank == 0 { // the listener is gone with Close, before the process
+		ln, err := net.Listen("tcp", net.JoinHostPort(os.Getenv("MASTER_ADDR"), os.Getenv("MASTER_PORT")))
+		if err != nil {
+			fail(fmt.Errorf("the port after Close: %w", err))
 		}
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"="+mode, "RANK="+strconv.Itoa(rank), "WORLD_SIZE="+strconv.Itoa(size),
-			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+port, coll.TokenEnv+"=", "PMIX_NAMESPACE=", "PMIX_RANK=")
-		cmd.Stdout, cmd.Stderr = &outs[rank], &outs[rank]
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds[rank] = cmd
+		ln.Close()
 	}
-	var wg sync.WaitGroup
-	for rank, cmd := range cmds {
-		if cmd == nil || mode == "stall" && rank == victim {
-			continue
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); cmd.Wait() }()
-	}
-	wg.Wait()
-	res.took = time.Since(start)
-	if mode == "stall" {
-		cmds[victim].Process.Kill()
-		cmds[victim].Wait()
-	}
-	if ctx.Err() != nil {
-		t.Errorf("the ranks ran for more than a minute: killed")
-	}
-	for rank, cmd := range cmds {
-		if cmd != nil {
-			res.out[rank], res.exit[rank] = outs[rank].String(), cmd.ProcessState.ExitCode()
-		}
-	}
-	return res
 }
 
 // TestProcesses: 4 and 8 ranks in separate processes, rank 0 started
@@ -227,77 +112,87 @@ func launch(t testing.TB, size int, mode string) ranks {
 // checked; rank 0's port is free once it has closed the rendezvous.
 func TestProcesses(t *testing.T) {
 	for _, size := range []int{4, 8} {
-		r := launch(t, size, "rounds")
-		for rank, out := range r.out {
-			if r.exit[rank] != 0 || !strings.Contains(out, fmt.Sprintf("ok %d\n", rank)) {
-				t.Errorf("%d ranks: rank %d exited %d:\n%s", size, rank, r.exit[rank], out)
+		t.Run(fmt.Sprint(size, "ranks"), func(t *testing.T) {
+			if _, ok := multiproc.Rank(); ok {
+				asRank(t)
+				return
 			}
-		}
+			multiproc.Run(t, size, multiproc.Config{Env: launcher(size, freePort(t), "rounds"), Wrap: rootLast})
+		})
+	}
+}
+
+// TestFromEnvAllreduce: a Go program using coll.FromEnv, as separate
+// processes with the TCP rendezvous, each on a softdev device of its
+// own: New and an allreduce of rank+1, the sum checked on every rank,
+// at 2, 3 and 4 processes. (Before softdev was a network device, New's
+// cross-check refused it, the processes' QP numbers repeating at one
+// LID; before the cross-check, every rank got a wrong sum and a nil
+// error.)
+func TestFromEnvAllreduce(t *testing.T) {
+	for _, size := range []int{2, 3, 4} {
+		t.Run(fmt.Sprint(size, "ranks"), func(t *testing.T) {
+			if _, ok := multiproc.Rank(); ok {
+				asRank(t)
+				return
+			}
+			multiproc.Run(t, size, multiproc.Config{Env: launcher(size, freePort(t), "allreduce")})
+		})
 	}
 }
 
 // TestProcessFaults: a rank that never starts, stalls before the
 // exchange, exits before it or is killed between rounds fails every
-// other rank with an error naming it, within a bound (the 2 s deadline
-// for the first two; at once for the others, whose connection closes);
-// every process ends.
+// other rank with an error naming it, within a bound: the 2 s deadline
+// for the first two; for the others at once, their connection closing
+// (the message says which: a rank at the deadline "never joined" or
+// "sent nothing", a rank whose process ended "closed its connection").
 func TestProcessFaults(t *testing.T) {
 	const size = 4
+	after := regexp.MustCompile(`after ([0-9.]+m?s): `)
 	for _, tc := range []struct {
-		mode  string
-		says  *regexp.Regexp
-		bound time.Duration
+		mode   string
+		says   *regexp.Regexp
+		bound  time.Duration
+		victim func(err error) bool // how the victim must end
 	}{
-		{"absent", regexp.MustCompile(`round 1: .*rank 2 never joined within 2s`), 15 * time.Second},
-		{"stall", regexp.MustCompile(`round 1: .*rank 2 joined but sent nothing for this round within 2s`), 15 * time.Second},
-		{"early", regexp.MustCompile(`round 1: .*rank 2 \(at 127\.0\.0\.1:\d+\) closed its connection \(did its process exit\?\)`), 10 * time.Second},
-		{"kill", regexp.MustCompile(`round 2: .*rank 2 \(at 127\.0\.0\.1:\d+\) closed its connection \(did its process exit\?\)`), 10 * time.Second},
+		{"absent", regexp.MustCompile(`round 1: .*rank 3 never joined within 2s`), 10 * time.Second, nil},
+		{"stall", regexp.MustCompile(`round 1: .*rank 2 joined but sent nothing for this round within 2s`), 10 * time.Second,
+			func(err error) bool { return err == nil }},
+		{"early", regexp.MustCompile(`round 1: .*rank 2 \(at 127\.0\.0\.1:\d+\) closed its connection \(did its process exit\?\)`), 10 * time.Second,
+			func(err error) bool { return err != nil && strings.Contains(err.Error(), "exit status 3") }},
+		{"kill", regexp.MustCompile(`round 2: .*rank 2 \(at 127\.0\.0\.1:\d+\) closed its connection \(did its process exit\?\)`), 10 * time.Second,
+			func(err error) bool { return err != nil && strings.Contains(err.Error(), "signal: killed") }},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			r := launch(t, size, tc.mode)
-			for rank, out := range r.out {
-				if rank == victim {
-					if want := map[string]int{"absent": 0, "stall": -1, "early": 3, "kill": -1}[tc.mode]; r.exit[rank] != want {
-						t.Errorf("the victim exited %d, want %d (-1: killed)", r.exit[rank], want)
+			if _, ok := multiproc.Rank(); ok {
+				asRank(t)
+				return
+			}
+			started := size
+			if tc.mode == "absent" {
+				started = size - 1 // rank 3 never starts
+			}
+			res := multiproc.Start(t, started, multiproc.Config{Env: launcher(size, freePort(t), tc.mode), Timeout: 30 * time.Second}).Wait()
+			for _, r := range res {
+				out := string(r.Output)
+				if r.Rank == victim && tc.victim != nil {
+					if !tc.victim(r.Err) {
+						t.Errorf("the victim ended with %v:\n%s", r.Err, out)
 					}
 					continue
 				}
-				if r.exit[rank] != 1 || !tc.says.MatchString(out) {
-					t.Errorf("rank %d exited %d, want 1 and %q:\n%s", rank, r.exit[rank], tc.says, out)
+				m := after.FindStringSubmatch(out)
+				if r.Err == nil || m == nil || !tc.says.MatchString(out) {
+					t.Errorf("rank %d ended with %v, want a failure saying %q:\n%s", r.Rank, r.Err, tc.says, out)
+					continue
+				}
+				if took, _ := time.ParseDuration(m[1]); took > tc.bound {
+					t.Errorf("rank %d failed after %v, more than %v", r.Rank, took, tc.bound)
 				}
 			}
-			if r.took > tc.bound {
-				t.Errorf("the ranks took %v to end, more than %v", r.took, tc.bound)
-			}
-			t.Logf("after %v: rank 1: %s", r.took.Round(time.Millisecond), strings.TrimSpace(lastLine(r.out[1])))
 		})
 	}
-}
-
-// TestProcessesOnTheirOwnDevices: ranks in separate processes, each on
-// a softdev device of its own, with endpoints through the rendezvous:
-// New either refuses (softdev devices of different processes could not
-// reach each other, and their QP numbers repeat, which New's cross-check
-// sees) or the allreduce is right; never a wrong sum with a nil error.
-func TestProcessesOnTheirOwnDevices(t *testing.T) {
-	for _, size := range []int{2, 3, 4} {
-		r := launch(t, size, "allreduce")
-		want := fmt.Sprintf(" %d\n", size*(size+1)/2)
-		for rank, out := range r.out {
-			switch {
-			case strings.HasPrefix(lastLine(out), "sum ") && strings.HasSuffix(out, want):
-			case strings.Contains(out, "refused") && strings.Contains(out, "the endpoints conflict"):
-			default:
-				t.Errorf("%d ranks: rank %d exited %d, neither refused by New nor the right sum%s:\n%s", size, rank, r.exit[rank], want, out)
-			}
-		}
-		t.Logf("%d ranks: rank 0: %s", size, lastLine(r.out[0]))
-	}
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
 }
 
 // BenchmarkBootstrapProcesses: New's two exchange rounds at 8 ranks in
@@ -306,21 +201,27 @@ func lastLine(s string) string {
 func BenchmarkBootstrapProcesses(b *testing.B) {
 	var times []float64
 	for range b.N {
-		r := launch(b, 8, "bench")
-		for rank, out := range r.out {
-			if r.exit[rank] != 0 {
-				b.Fatalf("rank %d exited %d:\n%s", rank, r.exit[rank], out)
-			}
-		}
-		sc := bufio.NewScanner(strings.NewReader(r.out[0]))
-		for sc.Scan() {
+		res := multiproc.Run(b, 8, multiproc.Config{Env: launcher(8, freePort(b), "bench"),
+			Args: []string{"-test.run=^TestBootstrapRank$"}})
+		for _, line := range strings.Split(string(res[0].Output), "\n") {
 			var ns int64
-			if _, err := fmt.Sscanf(sc.Text(), "time %d", &ns); err == nil {
+			if _, err := fmt.Sscanf(line, "time %d", &ns); err == nil {
 				times = append(times, float64(ns))
 			}
 		}
 	}
+	if len(times) < benchRounds {
+		b.Fatalf("%d times measured", len(times))
+	}
 	b.ReportMetric(jobcheck.Median(times), "ns/op")
+}
+
+// TestBootstrapRank is a rank of BenchmarkBootstrapProcesses (it does
+// nothing unless started as one).
+func TestBootstrapRank(t *testing.T) {
+	if _, ok := multiproc.Rank(); ok && os.Getenv(modeEnv) == "bench" {
+		asRank(t)
+	}
 }
 
 // BenchmarkBootstrap: what New asks of the rendezvous at 8 ranks in one
