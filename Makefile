@@ -37,10 +37,15 @@ COUNT        ?= 5
 # Interleaved runs of each make bench-gen scenario (medians are printed).
 BENCH_GEN_RUNS ?= 7
 
-.PHONY: generate test vet fmt-check bench-gen toolchains abi-check abi-baseline test-runtime bench examples origin-test origin-abi-check
+.PHONY: generate test vet fmt-check bench-gen toolchains launchers abi-check abi-baseline test-runtime bench examples origin-test origin-abi-check
 
 toolchains:
 	@scripts/ensure-toolchains
+
+# libpmix (runtime/coll/pmix binds it) and mpirun (its tests run ranks
+# under it): only that package needs them.
+launchers:
+	@scripts/ensure-launchers
 
 # Generates into a scratch directory, prints the ABI diff against the
 # current generated/abi.json and replaces generated/ only if nothing breaks
@@ -66,7 +71,7 @@ abi-baseline:
 	@printf '# Breaking changes against the baseline, one "KIND SUBJECT" per line (see docs/regenerate.md).\n' > $(ABI_ACK)
 	@echo "baseline is now generated/abi.json; commit $(BASELINE) and $(ABI_ACK)"
 
-vet:
+vet: launchers
 	$(GO) vet ./... $(GOLDEN_CGO)
 	@for a in $(ARCHES); do \
 		echo "CGO_ENABLED=0 GOARCH=$$a go vet ./generated ./abiutil"; \
@@ -82,7 +87,7 @@ fmt-check:
 CGO_ENV      := $(if $(OFED_INCLUDE),CGO_CFLAGS="-O2 -g -I$(abspath $(OFED_INCLUDE))")
 
 # VERBSEXP_HEADERS tells tests/ which headers generated/ comes from.
-test: toolchains origin-test fmt-check vet
+test: toolchains launchers origin-test fmt-check vet
 	@echo "== make test: go test ./... (against $(HEADERS))"
 	VERBSEXP_HEADERS=$(abspath $(HEADERS)) $(CGO_ENV) $(GO) test ./... $(GOLDEN_CGO)
 	@echo "== make test: runtime under -race and cgocheck2"
@@ -117,7 +122,7 @@ examples:
 # FUZZTIME. Crashers land in the package's testdata/fuzz/<Fuzz…>/ and
 # then run as regression tests with every go test.
 FUZZTIME     ?= 30s
-FUZZ_TARGETS := ./gen:FuzzGenerate ./internal/manifest:FuzzUnmarshal ./gen/internal/diff:FuzzCompare ./runtime/task:FuzzTaskList ./runtime/coll:FuzzEndpoint
+FUZZ_TARGETS := ./gen:FuzzGenerate ./internal/manifest:FuzzUnmarshal ./gen/internal/diff:FuzzCompare ./runtime/task:FuzzTaskList ./runtime/coll:FuzzEndpoint ./runtime/coll/rendezvous:FuzzFrame
 
 .PHONY: fuzz bench-scale
 fuzz: toolchains

@@ -504,10 +504,17 @@ func TestNewRefuses(t *testing.T) {
 			coll.Options{}, nil, "lists 1 peers, want 0"},
 		{"other link layer", ctx, 0, 1, relabel(func(e *coll.Endpoint) { e.LinkLayer = verbs.LinkLayerInfiniband }),
 			coll.Options{}, coll.ErrOtherDevice, "link layer"},
+		{"exchange returns this rank another endpoint", ctx, 0, 1, relabel(func(e *coll.Endpoint) { e.Manager.PSN ^= 1 }),
+			coll.Options{}, coll.ErrConflict, "not the one it sent"},
 		{"second round fails", ctx, 0, 1, rounds(self, func() ([][]byte, error) { return nil, syscall.ETIMEDOUT }),
 			coll.Options{}, syscall.ETIMEDOUT, "exchange"},
 		{"second round mixes rounds", ctx, 0, 1, rounds(self, func() ([][]byte, error) { return [][]byte{[]byte("vxep")}, nil }),
 			coll.Options{}, nil, "mixed rounds"},
+		{"second round: the mark without a digest", ctx, 0, 1, rounds(self, func() ([][]byte, error) { return [][]byte{[]byte("vxep connected")}, nil }),
+			coll.Options{}, nil, "mixed rounds"},
+		{"second round: another view", ctx, 0, 1, rounds(self, func() ([][]byte, error) {
+			return [][]byte{append([]byte("vxep connected"), make([]byte, 32)...)}, nil
+		}), coll.Options{}, coll.ErrConflict, "second round returned a digest for this rank that is not the one it sent"},
 	} {
 		c, err := coll.New(tc.ctx, tc.rank, tc.n, tc.exchange, tc.opts)
 		if c != nil {
