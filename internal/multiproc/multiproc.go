@@ -1,15 +1,11 @@
 // Package multiproc runs a test as several processes: ranks, each the
 // test binary itself started again to run only that test, as a launcher
-// starts the ranks of a job. A test asks Rank whether it is one of them;
-// if not, it starts them:
-//
-//	func TestAcross(t *testing.T) {
-//		if r, ok := multiproc.Rank(); ok {
-//			rank(t, r) // this process is rank r.Rank of r.Size
-//			return
-//		}
-//		multiproc.Run(t, 3)
-//	}
+// starts the ranks of a job. A test asks Rank whether it is one of them:
+// if it is, it does that rank's part (Self says which rank of how many)
+// and returns; if not, it calls Run, which starts the ranks, waits for
+// them and fails the test for each one that failed, with its output.
+// The tests of this package and of runtime/softdev (TestWireRules...)
+// and runtime/coll (TestCollectivesAcrossProcesses) are written so.
 //
 // Ranks meet through Exchange, a directory of files every rank writes
 // one of and reads all of, round by round (the "endpoints through files"
