@@ -65,6 +65,7 @@ type Comm struct {
 	doneCQ     *verbs.CQ // the manager's send CQ: the one completion of a run
 	selfCQ     *verbs.CQ // the manager's receive CQ (its loopback)
 	sendCQ     *verbs.CQ // every peer QP's send CQ
+	watchCQ    *verbs.CQ // the watch QPs' (their probes)
 	peers      []*peer   // by rank; nil for ranks that are not neighbors
 	caps       caps
 	eps        []Endpoint         // every rank's, from the exchange
@@ -84,13 +85,16 @@ type commState struct {
 	// One lease per Memory, so its Buffer cannot be freed under the MR.
 	registered *lease.Table
 	nextMemory uint64
+	watcher    watcher // probes of the neighbors while a run takes long
 }
 
 type peer struct {
-	rank   int
-	qp     *verbs.QP
-	recvCQ *verbs.CQ
-	psn    uint32
+	rank     int
+	qp       *verbs.QP
+	recvCQ   *verbs.CQ
+	psn      uint32
+	watch    *verbs.QP // a plain RC QP to the neighbor's, for probes (watch.go)
+	watchPSN uint32
 }
 
 // caps are what a communicator's queues hold.
@@ -321,6 +325,9 @@ func (c *Comm) setUp() (Endpoint, error) {
 		}
 		ep.Peers = append(ep.Peers, QPAddr{Rank: r, QPNum: p.qp.QPNum, PSN: p.psn})
 	}
+	if err := c.setUpWatch(&ep); err != nil {
+		return ep, err
+	}
 	return ep, nil
 }
 
@@ -397,7 +404,7 @@ func (c *Comm) accept(local Endpoint, mine []byte, all [][]byte) error {
 			return err
 		}
 		want := neighbors(r, c.size)
-		if len(e.Peers) != len(want) {
+		if len(e.Peers) != len(want) || len(e.Watch) != len(want) {
 			return fmt.Errorf("endpoint of rank %d lists %d peers, want %d", r, len(e.Peers), len(want))
 		}
 		// QP numbers name QPs of one device: only the ranks on this
@@ -414,12 +421,20 @@ func (c *Comm) accept(local Endpoint, mine []byte, all [][]byte) error {
 			if q.Rank != want[i] {
 				return fmt.Errorf("endpoint of rank %d: peer %d is rank %d, want %d", r, i, q.Rank, want[i])
 			}
-			name := fmt.Sprintf("rank %d's QP to rank %d", r, q.Rank)
-			if err := claim(e, q.QPNum, name); err != nil {
-				return err
+			w := e.Watch[i]
+			if w.Rank != q.Rank {
+				return fmt.Errorf("endpoint of rank %d: watch QP %d is for rank %d, want %d", r, i, w.Rank, q.Rank)
 			}
-			if sameDevice {
-				c.qpOwner[q.QPNum] = qpOwner{r, name}
+			for _, x := range []struct {
+				num  uint32
+				name string
+			}{{q.QPNum, fmt.Sprintf("rank %d's QP to rank %d", r, q.Rank)}, {w.QPNum, fmt.Sprintf("rank %d's watch QP to rank %d", r, q.Rank)}} {
+				if err := claim(e, x.num, x.name); err != nil {
+					return err
+				}
+				if sameDevice {
+					c.qpOwner[x.num] = qpOwner{r, x.name}
+				}
 			}
 		}
 	}
@@ -499,6 +514,14 @@ func (c *Comm) connectAll(local Endpoint) error {
 		if err := c.connect(p.qp, remote, addr, p.psn); err != nil {
 			return fmt.Errorf("connect the QP to rank %d: %w", p.rank, err)
 		}
+		for i, q := range remote.Watch {
+			if q.Rank == c.rank {
+				addr = remote.Watch[i]
+			}
+		}
+		if err := c.connect(p.watch, remote, addr, p.watchPSN); err != nil {
+			return fmt.Errorf("connect the watch QP to rank %d: %w", p.rank, err)
+		}
 	}
 	return nil
 }
@@ -564,6 +587,8 @@ func (c *Comm) DescribeCQ(cq *verbs.CQ) (string, bool) {
 		return fmt.Sprintf("rank %d's loopback receive CQ", c.rank), true
 	case c.sendCQ:
 		return fmt.Sprintf("rank %d's send CQ", c.rank), true
+	case c.watchCQ:
+		return fmt.Sprintf("rank %d's watch CQ", c.rank), true
 	}
 	for _, p := range c.peers {
 		if p != nil && p.recvCQ == cq {
@@ -571,6 +596,16 @@ func (c *Comm) DescribeCQ(cq *verbs.CQ) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// peerOfQP is the neighbor one of this rank's QPs connects to, or -1.
+func (c *Comm) peerOfQP(num uint32) int {
+	for _, p := range c.peers {
+		if p != nil && (p.qp != nil && p.qp.QPNum == num || p.watch != nil && p.watch.QPNum == num) {
+			return p.rank
+		}
+	}
+	return -1
 }
 
 // qpFor is the QP this rank uses to reach rank r (the manager for itself).
@@ -722,13 +757,17 @@ func (c *Comm) release() error {
 		if p != nil && p.qp != nil {
 			keep("destroy a QP", verbs.DestroyQP(p.qp))
 		}
+		if p != nil && p.watch != nil {
+			keep("destroy a watch QP", verbs.DestroyQP(p.watch))
+		}
 	}
 	for _, p := range c.peers {
 		if p != nil && p.recvCQ != nil {
 			keep("destroy a CQ", verbs.DestroyCQ(p.recvCQ))
 		}
 	}
-	for _, cq := range []*verbs.CQ{c.doneCQ, c.selfCQ, c.sendCQ} {
+	c.watcher.free()
+	for _, cq := range []*verbs.CQ{c.doneCQ, c.selfCQ, c.sendCQ, c.watchCQ} {
 		if cq != nil {
 			keep("destroy a CQ", verbs.DestroyCQ(cq))
 		}

@@ -10,8 +10,9 @@ import (
 
 // Endpoint is what one rank tells the others to connect to it: where
 // its port is and, for each neighbor, the number and first PSN of the
-// RC queue pair it created for that neighbor. It travels as the bytes
-// MarshalBinary gives, through the caller's Exchange.
+// RC queue pairs it created for that neighbor (the one collectives run
+// on, and the one that watches the neighbor is alive). It travels as the
+// bytes MarshalBinary gives, through the caller's Exchange.
 type Endpoint struct {
 	Rank, Size int
 	NodeGUID   uint64 // the device's (ibv_query_device)
@@ -22,6 +23,7 @@ type Endpoint struct {
 	MTU        uint8    // the port's active MTU (enum ibv_mtu)
 	Manager    QPAddr   // the management QP (connected to itself)
 	Peers      []QPAddr // one per neighbor, ascending by rank
+	Watch      []QPAddr // the watch QP for each neighbor, in the order of Peers
 }
 
 // QPAddr is one queue pair of an Endpoint.
@@ -33,7 +35,7 @@ type QPAddr struct {
 
 const (
 	endpointMagic   = "vxep"
-	endpointVersion = 1
+	endpointVersion = 2
 	endpointFixed   = 4 + 1 + 4 + 4 + 8 + 1 + 1 + 2 + 16 + 1 + 12 + 2 // through the peer count
 	qpAddrSize      = 12
 )
@@ -43,7 +45,10 @@ func (e *Endpoint) MarshalBinary() ([]byte, error) {
 	if len(e.Peers) > 0xffff {
 		return nil, fmt.Errorf("coll: endpoint of rank %d: %d peers do not fit the encoding", e.Rank, len(e.Peers))
 	}
-	b := make([]byte, 0, endpointFixed+qpAddrSize*len(e.Peers))
+	if len(e.Watch) != len(e.Peers) {
+		return nil, fmt.Errorf("coll: endpoint of rank %d: %d watch QPs for %d peers", e.Rank, len(e.Watch), len(e.Peers))
+	}
+	b := make([]byte, 0, endpointFixed+2*qpAddrSize*len(e.Peers))
 	b = append(b, endpointMagic...)
 	b = append(b, endpointVersion)
 	b = binary.BigEndian.AppendUint32(b, uint32(e.Rank))
@@ -56,6 +61,9 @@ func (e *Endpoint) MarshalBinary() ([]byte, error) {
 	b = e.Manager.append(b)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(e.Peers)))
 	for _, q := range e.Peers {
+		b = q.append(b)
+	}
+	for _, q := range e.Watch {
 		b = q.append(b)
 	}
 	return b, nil
@@ -86,12 +94,13 @@ func (e *Endpoint) UnmarshalBinary(b []byte) error {
 	e.Manager = readQPAddr(r[37:])
 	n := int(be.Uint16(r[49:]))
 	r = r[51:]
-	if len(r) != n*qpAddrSize {
-		return fmt.Errorf("%w: %d peers need %d bytes after the header, have %d", ErrBadEndpoint, n, n*qpAddrSize, len(r))
+	if len(r) != 2*n*qpAddrSize {
+		return fmt.Errorf("%w: %d peers need %d bytes after the header, have %d", ErrBadEndpoint, n, 2*n*qpAddrSize, len(r))
 	}
-	e.Peers = make([]QPAddr, n)
+	e.Peers, e.Watch = make([]QPAddr, n), make([]QPAddr, n)
 	for i := range e.Peers {
 		e.Peers[i] = readQPAddr(r[i*qpAddrSize:])
+		e.Watch[i] = readQPAddr(r[(n+i)*qpAddrSize:])
 	}
 	return nil
 }

@@ -5,8 +5,12 @@ package coll_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -340,5 +344,99 @@ func runEveryRankPosted(t *testing.T, ss []*coll.Schedule, from int) {
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
 		}
+	}
+}
+
+// TestRankKilledMidCollective: the last rank SIGKILLs its own process
+// after posting its 4th allreduce. Every other rank's Wait must end with
+// an error naming it (lost, found by a probe or told by a neighbor, or
+// an error completion on a QP to it) within a bound the QP timers give:
+// probeAfter, then timeout 14 × (retry_cnt 7 + 1) ≈ 0.54 s, with slack.
+func TestRankKilledMidCollective(t *testing.T) {
+	self, isRank := multiproc.Rank()
+	for _, n := range []int{2, 3, 4, 8} {
+		t.Run(fmt.Sprint(n, "ranks"), func(t *testing.T) {
+			victim := n - 1
+			if !isRank {
+				res := multiproc.Run(t, n, multiproc.Config{Timeout: 120 * time.Second,
+					Expect: func(rank int, err error) error {
+						if rank == victim {
+							var ee *exec.ExitError
+							if errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL {
+								return nil
+							}
+							return fmt.Errorf("the victim ended with %v, not its own SIGKILL", err)
+						}
+						return err
+					}})
+				for _, r := range res {
+					i := bytes.Index(r.Output, []byte("lost rank"))
+					if r.Rank == victim {
+						continue
+					}
+					if i < 0 {
+						t.Errorf("rank %d said nothing of the loss:\n%s", r.Rank, r.Output)
+						continue
+					}
+					t.Logf("rank %d: %s", r.Rank, bytes.SplitN(r.Output[i:], []byte("\n"), 2)[0])
+				}
+				return
+			}
+			dev, err := softdev.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dev.Close()
+			c, err := coll.New(dev.Context(), self.Rank, self.Size, self.Exchange(), coll.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			buf, _ := lease.Alloc(coll.ElementSize)
+			defer buf.Free()
+			mem, err := c.Register(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mem.Close()
+			s, err := c.Allreduce(mem, mem, 1, verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeUint)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for run := 0; ; run++ {
+				coll.PutElement(buf.Bytes(), 0, uint64(self.Rank+1), 0)
+				if err := s.Post(); err != nil {
+					t.Fatalf("run %d: %v", run, err)
+				}
+				if self.Rank == victim && run == 3 {
+					syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				}
+				start := time.Now()
+				ctx, cancel := self.Context()
+				err := s.WaitContext(ctx)
+				cancel()
+				took := time.Since(start)
+				if err == nil {
+					if v, _ := coll.Element(buf.Bytes(), 0); v != uint64(n*(n+1)/2) || run > 3 {
+						t.Fatalf("run %d: sum %d with a nil error", run, v)
+					}
+					continue
+				}
+				var lost *coll.PeerLostError
+				var runErr *coll.RunError
+				switch {
+				case errors.As(err, &lost) && lost.Peer == victim:
+				case errors.As(err, &runErr) && runErr.Peer == victim:
+				default:
+					t.Fatalf("run %d: %v: does not name rank %d as lost", run, err, victim)
+				}
+				if bound := 250*time.Millisecond + 8*67*time.Millisecond + 3*time.Second; took > bound {
+					t.Errorf("run %d: the loss took %v to notice (bound %v)", run, took, bound)
+				}
+				fmt.Printf("rank %d: lost rank %d after %v: %v\n", self.Rank, victim, took.Round(time.Millisecond), err)
+				return
+			}
+		})
 	}
 }

@@ -439,6 +439,7 @@ func (s *Schedule) Post() error {
 		return fmt.Errorf("coll: rank %d: post %s: %w", c.rank, s.name, err)
 	}
 	c.inflight = s.schedule
+	c.watcher.started()
 	return nil
 }
 
@@ -476,13 +477,20 @@ func (s *Schedule) Test() (bool, error) {
 	}
 	switch C.coll_test(s.test) {
 	case 0:
+		if err := c.check(s.schedule); err != nil {
+			c.inflight, c.broken = nil, err
+			c.stopWatch(true, lostRank(err, c.rank))
+			return false, err
+		}
 		return false, nil
 	case 1:
 		c.inflight = nil
+		c.stopWatch(false, 0)
 		return true, nil
 	}
 	err := s.failure()
 	c.inflight, c.broken = nil, err
+	c.stopWatch(true, lostRank(err, c.rank))
 	return false, err
 }
 
@@ -494,6 +502,7 @@ type RunError struct {
 	CQ       string // whose completions
 	Status   verbs.WCStatus
 	QP       string // the completion's QP, when it is an error completion
+	Peer     int    // the rank that QP connects to, when it names one; else -1
 	WRID     uint64
 	Got      uint32 // completions found, when the count is wrong
 	Want     uint32
@@ -511,9 +520,23 @@ func (e *RunError) Error() string {
 	return fmt.Sprintf("%s: %d completions in one run, the schedule produces %d", head, e.Got, e.Want)
 }
 
+// lostRank is the rank a failed run blames: the peer lost, or the rank
+// of the QP an error completion came on; self when it cannot tell.
+func lostRank(err error, self int) int {
+	var lost *PeerLostError
+	var run *RunError
+	switch {
+	case errors.As(err, &lost):
+		return lost.Peer
+	case errors.As(err, &run) && run.Peer >= 0:
+		return run.Peer
+	}
+	return self
+}
+
 func (s *schedule) failure() error {
 	t := s.test
-	e := &RunError{Rank: s.c.rank, Schedule: s.name, Got: uint32(t.got)}
+	e := &RunError{Rank: s.c.rank, Schedule: s.name, Got: uint32(t.got), Peer: -1}
 	if t.bad_cq < 0 {
 		e.CQ, e.Want = "the completion CQ", uint32(t.done_expect)
 	} else {
@@ -528,6 +551,7 @@ func (s *schedule) failure() error {
 		if e.QP == "" {
 			e.QP = fmt.Sprintf("QP %#x", uint32(t.qp_num))
 		}
+		e.Peer = s.c.peerOfQP(uint32(t.qp_num))
 	}
 	return e
 }
@@ -652,6 +676,16 @@ func cmem[T any]() (*T, error) {
 		return nil, fmt.Errorf("coll: %d bytes of C memory: %w", unsafe.Sizeof(t), syscall.ENOMEM)
 	}
 	return (*T)(p), nil
+}
+
+// cmemSlice is n zeroed Ts in C memory.
+func cmemSlice[T any](n int) ([]T, error) {
+	var t T
+	p := C.calloc(C.size_t(max(n, 1)), C.size_t(unsafe.Sizeof(t)))
+	if p == nil {
+		return nil, fmt.Errorf("coll: %d × %d bytes of C memory: %w", n, unsafe.Sizeof(t), syscall.ENOMEM)
+	}
+	return unsafe.Slice((*T)(p), max(n, 1)), nil
 }
 
 func free(p unsafe.Pointer) { C.free(p) }
