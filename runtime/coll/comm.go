@@ -11,6 +11,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,19 +58,20 @@ const MaxRanks = 1 << 24
 // changes after New sits behind one pointer that copies share, so a
 // second Close, through either, is ErrClosed.
 type Comm struct {
-	ctx        *verbs.Context
-	rank, size int
-	opts       Options
-	pd         *verbs.PD
-	mgr        *verbs.QP
-	doneCQ     *verbs.CQ // the manager's send CQ: the one completion of a run
-	selfCQ     *verbs.CQ // the manager's receive CQ (its loopback)
-	sendCQ     *verbs.CQ // every peer QP's send CQ
-	watchCQ    *verbs.CQ // the watch QPs' (their probes)
-	peers      []*peer   // by rank; nil for ranks that are not neighbors
-	caps       caps
-	eps        []Endpoint         // every rank's, from the exchange
-	qpOwner    map[uint32]qpOwner // every rank's QPs, for error reports
+	ctx         *verbs.Context
+	rank, size  int
+	opts        Options
+	pd          *verbs.PD
+	mgr         *verbs.QP
+	doneCQ      *verbs.CQ // the manager's send CQ: the one completion of a run
+	selfCQ      *verbs.CQ // the manager's receive CQ (its loopback)
+	sendCQ      *verbs.CQ // every peer QP's send CQ
+	watchCQ     *verbs.CQ // the watch QPs' (their probes)
+	readySendCQ *verbs.CQ // the ready QPs' sends (ready.go)
+	peers       []*peer   // by rank; nil for ranks that are not neighbors
+	caps        caps
+	eps         []Endpoint         // every rank's, from the exchange
+	qpOwner     map[uint32]qpOwner // every rank's QPs, for error reports
 
 	*commState
 }
@@ -95,6 +97,10 @@ type peer struct {
 	psn      uint32
 	watch    *verbs.QP // a plain RC QP to the neighbor's, for probes (watch.go)
 	watchPSN uint32
+	ready    *verbs.QP // a plain RC QP to the neighbor's, for ready messages (ready.go)
+	readyCQ  *verbs.CQ // its receives: the neighbor's ready messages
+	readyPSN uint32
+	useReady bool // this rank and the neighbor trade ready messages
 }
 
 // caps are what a communicator's queues hold.
@@ -248,7 +254,7 @@ func (c *Comm) Endpoints() []Endpoint { return append([]Endpoint(nil), c.eps...)
 // setUp queries the device and port and creates every queue; it returns
 // this rank's endpoint.
 func (c *Comm) setUp() (Endpoint, error) {
-	ep := Endpoint{Rank: c.rank, Size: c.size, Port: c.opts.Port}
+	ep := Endpoint{Rank: c.rank, Size: c.size, Port: c.opts.Port, Progressed: c.opts.Progress != nil}
 	dev, err := cmem[verbs.ExpDeviceAttr]()
 	if err != nil {
 		return ep, err
@@ -328,6 +334,9 @@ func (c *Comm) setUp() (Endpoint, error) {
 	if err := c.setUpWatch(&ep); err != nil {
 		return ep, err
 	}
+	if err := c.setUpReady(&ep); err != nil {
+		return ep, err
+	}
 	return ep, nil
 }
 
@@ -404,7 +413,7 @@ func (c *Comm) accept(local Endpoint, mine []byte, all [][]byte) error {
 			return err
 		}
 		want := neighbors(r, c.size)
-		if len(e.Peers) != len(want) || len(e.Watch) != len(want) {
+		if len(e.Peers) != len(want) {
 			return fmt.Errorf("endpoint of rank %d lists %d peers, want %d", r, len(e.Peers), len(want))
 		}
 		// QP numbers name QPs of one device: only the ranks on this
@@ -421,14 +430,18 @@ func (c *Comm) accept(local Endpoint, mine []byte, all [][]byte) error {
 			if q.Rank != want[i] {
 				return fmt.Errorf("endpoint of rank %d: peer %d is rank %d, want %d", r, i, q.Rank, want[i])
 			}
-			w := e.Watch[i]
-			if w.Rank != q.Rank {
-				return fmt.Errorf("endpoint of rank %d: watch QP %d is for rank %d, want %d", r, i, w.Rank, q.Rank)
+			w, y := e.Watch[i], e.Ready[i]
+			if w.Rank != q.Rank || y.Rank != q.Rank {
+				return fmt.Errorf("endpoint of rank %d: watch or ready QP %d is for rank %d or %d, want %d", r, i, w.Rank, y.Rank, q.Rank)
+			}
+			if q.Rank == c.rank {
+				c.peers[r].useReady = usesReady(local, *e)
 			}
 			for _, x := range []struct {
 				num  uint32
 				name string
-			}{{q.QPNum, fmt.Sprintf("rank %d's QP to rank %d", r, q.Rank)}, {w.QPNum, fmt.Sprintf("rank %d's watch QP to rank %d", r, q.Rank)}} {
+			}{{q.QPNum, fmt.Sprintf("rank %d's QP to rank %d", r, q.Rank)}, {w.QPNum, fmt.Sprintf("rank %d's watch QP to rank %d", r, q.Rank)},
+				{y.QPNum, fmt.Sprintf("rank %d's ready QP to rank %d", r, q.Rank)}} {
 				if err := claim(e, x.num, x.name); err != nil {
 					return err
 				}
@@ -505,22 +518,21 @@ func (c *Comm) connectAll(local Endpoint) error {
 			continue
 		}
 		remote := c.eps[p.rank]
-		var addr QPAddr
-		for _, q := range remote.Peers {
-			if q.Rank == c.rank {
-				addr = q
+		i := slices.IndexFunc(remote.Peers, func(q QPAddr) bool { return q.Rank == c.rank })
+		for _, x := range []struct {
+			qp   *verbs.QP
+			addr QPAddr
+			psn  uint32
+			what string
+		}{{p.qp, remote.Peers[i], p.psn, "QP"}, {p.watch, remote.Watch[i], p.watchPSN, "watch QP"}, {p.ready, remote.Ready[i], p.readyPSN, "ready QP"}} {
+			if err := c.connect(x.qp, remote, x.addr, x.psn); err != nil {
+				return fmt.Errorf("connect the %s to rank %d: %w", x.what, p.rank, err)
 			}
 		}
-		if err := c.connect(p.qp, remote, addr, p.psn); err != nil {
-			return fmt.Errorf("connect the QP to rank %d: %w", p.rank, err)
-		}
-		for i, q := range remote.Watch {
-			if q.Rank == c.rank {
-				addr = remote.Watch[i]
+		if p.useReady {
+			if err := c.postReadyRecvs(p); err != nil {
+				return err
 			}
-		}
-		if err := c.connect(p.watch, remote, addr, p.watchPSN); err != nil {
-			return fmt.Errorf("connect the watch QP to rank %d: %w", p.rank, err)
 		}
 	}
 	return nil
@@ -589,10 +601,16 @@ func (c *Comm) DescribeCQ(cq *verbs.CQ) (string, bool) {
 		return fmt.Sprintf("rank %d's send CQ", c.rank), true
 	case c.watchCQ:
 		return fmt.Sprintf("rank %d's watch CQ", c.rank), true
+	case c.readySendCQ:
+		return fmt.Sprintf("rank %d's ready send CQ", c.rank), true
 	}
 	for _, p := range c.peers {
-		if p != nil && p.recvCQ == cq {
+		switch {
+		case p == nil:
+		case p.recvCQ == cq:
 			return fmt.Sprintf("rank %d's receive CQ from rank %d", c.rank, p.rank), true
+		case p.readyCQ == cq:
+			return fmt.Sprintf("rank %d's ready CQ from rank %d", c.rank, p.rank), true
 		}
 	}
 	return "", false
@@ -601,8 +619,13 @@ func (c *Comm) DescribeCQ(cq *verbs.CQ) (string, bool) {
 // peerOfQP is the neighbor one of this rank's QPs connects to, or -1.
 func (c *Comm) peerOfQP(num uint32) int {
 	for _, p := range c.peers {
-		if p != nil && (p.qp != nil && p.qp.QPNum == num || p.watch != nil && p.watch.QPNum == num) {
-			return p.rank
+		if p == nil {
+			continue
+		}
+		for _, qp := range []*verbs.QP{p.qp, p.watch, p.ready} {
+			if qp != nil && qp.QPNum == num {
+				return p.rank
+			}
 		}
 	}
 	return -1
@@ -760,14 +783,20 @@ func (c *Comm) release() error {
 		if p != nil && p.watch != nil {
 			keep("destroy a watch QP", verbs.DestroyQP(p.watch))
 		}
+		if p != nil && p.ready != nil {
+			keep("destroy a ready QP", verbs.DestroyQP(p.ready))
+		}
 	}
 	for _, p := range c.peers {
 		if p != nil && p.recvCQ != nil {
 			keep("destroy a CQ", verbs.DestroyCQ(p.recvCQ))
 		}
+		if p != nil && p.readyCQ != nil {
+			keep("destroy a CQ", verbs.DestroyCQ(p.readyCQ))
+		}
 	}
 	c.watcher.free()
-	for _, cq := range []*verbs.CQ{c.doneCQ, c.selfCQ, c.sendCQ, c.watchCQ} {
+	for _, cq := range []*verbs.CQ{c.doneCQ, c.selfCQ, c.sendCQ, c.watchCQ, c.readySendCQ} {
 		if cq != nil {
 			keep("destroy a CQ", verbs.DestroyCQ(cq))
 		}

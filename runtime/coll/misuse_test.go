@@ -501,7 +501,7 @@ func TestNewRefuses(t *testing.T) {
 		{"exchange returns another size", ctx, 0, 1, relabel(func(e *coll.Endpoint) { e.Size = 7 }),
 			coll.Options{}, nil, "the exchange mixed communicators"},
 		{"endpoint with an extra peer", ctx, 0, 1, relabel(func(e *coll.Endpoint) {
-			e.Peers, e.Watch = append(e.Peers, coll.QPAddr{Rank: 0}), append(e.Watch, coll.QPAddr{Rank: 0})
+			e.Peers, e.Watch, e.Ready = append(e.Peers, coll.QPAddr{Rank: 0}), append(e.Watch, coll.QPAddr{Rank: 0}), append(e.Ready, coll.QPAddr{Rank: 0})
 		}),
 			coll.Options{}, nil, "lists 1 peers, want 0"},
 		{"other link layer", ctx, 0, 1, relabel(func(e *coll.Endpoint) { e.LinkLayer = verbs.LinkLayerInfiniband }),
