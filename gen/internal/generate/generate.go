@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/verbsexp/verbsexp/gen/internal/model"
 	"github.com/verbsexp/verbsexp/gen/internal/parse"
 	"github.com/verbsexp/verbsexp/gen/internal/shim"
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 	"github.com/verbsexp/verbsexp/internal/target"
 )
 
@@ -251,7 +251,7 @@ func decodeFiles(b []byte) ([]emit.File, bool) {
 func hashInputs(inputs []parse.Input) ([]string, error) {
 	var r []string
 	for _, in := range inputs {
-		b, err := os.ReadFile(in.Abs)
+		b, err := inputfile.Read(in.Abs, parse.MaxHeaderBytes, "it changed since it was read (the generator reads headers of at most that size)")
 		if err != nil {
 			return nil, fmt.Errorf("hashing %s: %v", in.Path, err)
 		}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 )
 
 // checkIncludes walks the #include graph of the headers in the -I
@@ -160,7 +162,7 @@ func (w *includeWalk) resolve(from, name string, quoted, next bool) (string, err
 			continue // gcc skips a directory and looks further
 		}
 		if !fi.Mode().IsRegular() {
-			return "", fmt.Errorf("%s is %s, not a header file: the generator and the compiler read only regular files (a FIFO blocks, a device such as /dev/zero never ends); include a header file", c, describeMode(fi.Mode()))
+			return "", fmt.Errorf("%s is %s, not a header file: the generator and the compiler read only regular files (a FIFO blocks, a device such as /dev/zero never ends); include a header file", c, inputfile.Describe(fi.Mode()))
 		}
 		if fi.Size() > maxHeaderBytes {
 			return "", fmt.Errorf("%s is larger than %d MiB: the generator reads headers of at most %d MiB each (the largest real one is ~0.1 MiB)", c, maxHeaderBytes>>20, maxHeaderBytes>>20)

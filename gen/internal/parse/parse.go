@@ -12,6 +12,7 @@ import (
 	"modernc.org/cc/v4"
 
 	"github.com/verbsexp/verbsexp/internal/cint"
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 )
 
 // Options says what to read.
@@ -62,7 +63,7 @@ func CheckEntry(opts Options) error {
 		case fi.IsDir():
 			return fmt.Errorf("%s is a directory, not a header file; pass -I DIR where DIR/%s is the header (e.g. -I headers, or -I /usr/include for an installed MLNX_OFED)", p, opts.Entry)
 		default:
-			return fmt.Errorf("%s is %s, not a header file: the generator reads only regular files", p, describeMode(fi.Mode()))
+			return fmt.Errorf("%s is %s, not a header file: the generator reads only regular files", p, inputfile.Describe(fi.Mode()))
 		}
 	}
 	missing := fmt.Sprintf("%s not found in the include directories %q", opts.Entry, opts.IncludeDirs)

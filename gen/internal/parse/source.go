@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 )
 
 // Input bounds: what one translation (one target) may read. The real
@@ -23,6 +25,10 @@ const (
 	maxHeaderBytes = 4 << 20   // one file
 	maxInputBytes  = 8 << 20   // every file of one translation
 	maxInputLines  = 256 << 10 // every line of one translation
+
+	// MaxHeaderBytes is maxHeaderBytes for the generator's other reads of
+	// the headers (their hashes).
+	MaxHeaderBytes = maxHeaderBytes
 )
 
 // sourceFS is the cc.Config.FS of every translation: the one way
@@ -125,26 +131,9 @@ func (s sourceFS) Open(name string) (fs.File, error) {
 			// looks further.
 			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 		}
-		return nil, s.refuse(fmt.Errorf("%s is %s, not a regular file: the generator reads only regular files (a FIFO blocks, a device such as /dev/zero never ends); include a header file instead", name, describeMode(fi.Mode())))
+		return nil, s.refuse(fmt.Errorf("%s is %s, not a regular file: the generator reads only regular files (a FIFO blocks, a device such as /dev/zero never ends); include a header file instead", name, inputfile.Describe(fi.Mode())))
 	}
 	return &sourceFile{f: f, name: name, fs: s}, nil
-}
-
-// describeMode names a non-regular file type.
-func describeMode(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	}
-	return "not a regular file (mode " + m.String() + ")"
 }
 
 // sourceFile reads the whole file, bounded, on the first Read (cc reads
