@@ -29,9 +29,11 @@ Checks a committed generated package, for CI:
   1. current:  PKGDIR is byte for byte what this generator makes of the
                headers (regenerated in memory; differing files are listed,
                with the ABI diff when abi.json differs);
-  2. C layout: every record size and alignment, member offset and size and
-               constant of PKGDIR/abi.json is what each target's C compiler
-               says on the headers (_Static_asserts, one compiler per arch);
+  2. C layout: every record size and alignment, member offset and size,
+               bit-field position and constant of PKGDIR/abi.json is what
+               each target's C compiler says on the headers
+               (_Static_asserts, and bit-fields read from an object file;
+               one compiler per arch);
   3. baseline: with -baseline, no breaking change from that manifest to
                PKGDIR/abi.json that the -ack file does not list.
 

@@ -30,8 +30,9 @@ type Assertion struct {
 
 // Assertions lists the checks for one arch of a manifest: every record's
 // size and alignment, every member's offset and size, every constant's
-// value. Bit-fields cannot be named by offsetof and are left to run-time
-// checks. hint is appended to every message (what to do when it fails).
+// value. Bit-fields cannot be named by offsetof: Check reads their
+// positions from an object file instead (bits.go). hint is appended to
+// every message (what to do when it fails).
 func Assertions(a *manifest.Arch, arch, hint string) []Assertion {
 	var r []Assertion
 	add := func(cond, msg string) { r = append(r, Assertion{cond, msg + hint}) }
@@ -61,12 +62,24 @@ func Assertions(a *manifest.Arch, arch, hint string) []Assertion {
 // Source returns a C translation unit of _Static_asserts for one arch of
 // m, including entry first, and the number of assertions.
 func Source(m *manifest.Manifest, arch, entry string) (string, int, error) {
+	if err := checkEntry(entry); err != nil {
+		return "", 0, err
+	}
 	a := m.Arches[arch]
 	if a == nil {
 		return "", 0, fmt.Errorf("manifest has no arch %s", arch)
 	}
 	as := Assertions(a, arch, "")
 	return source(arch, entry, as), len(as), nil
+}
+
+// checkEntry refuses an entry header that cannot stand in #include <…>
+// as it is (the manifest's names are checked when it is read).
+func checkEntry(entry string) error {
+	if !manifest.HeaderPath(entry) {
+		return fmt.Errorf("entry header %q: want a relative header path of letters, digits and _ - . + / only", entry)
+	}
+	return nil
 }
 
 // headerLines is how many lines of source come before the first
@@ -92,7 +105,7 @@ func Compile(src string, t target.Target, includes []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := compile(cc, t, src, includes, "-fmax-errors=50")
+	c, err := compile(cc, t, src, includes, "-fsyntax-only", "-fmax-errors=50")
 	if err != nil {
 		return err
 	}
@@ -113,9 +126,10 @@ type compilation struct {
 	err  error  // its exit: nil when it accepted the file
 }
 
-// compile writes src to a scratch file and runs cc -fsyntax-only
-// -std=gnu11 on it, with flags and includes searched first. The error is
-// for a run that could not happen or did not finish within checkTimeout.
+// compile writes src to a scratch file and runs cc -std=gnu11 on it,
+// with flags (-fsyntax-only, or -c -o FILE) and includes searched first.
+// The error is for a run that could not happen or did not finish within
+// checkTimeout.
 func compile(cc string, t target.Target, src string, includes []string, flags ...string) (*compilation, error) {
 	dir, err := os.MkdirTemp("", "abicheck-")
 	if err != nil {
@@ -126,7 +140,7 @@ func compile(cc string, t target.Target, src string, includes []string, flags ..
 	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 		return nil, err
 	}
-	args := append([]string{"-fsyntax-only", "-std=gnu11"}, flags...)
+	args := append([]string{"-std=gnu11"}, flags...)
 	for _, d := range includes {
 		args = append(args, "-I", d)
 	}
@@ -199,6 +213,9 @@ var errorLine = regexp.MustCompile(`^(.*?):(\d+):(?:\d+:)? (?:fatal )?error: (.*
 // could not run (no compiler, no such arch); a failing check is a Result
 // that is not OK.
 func Check(m *manifest.Manifest, t target.Target, entry string, includes []string) (*Result, error) {
+	if err := checkEntry(entry); err != nil {
+		return nil, err
+	}
 	a := m.Arches[t.GoArch]
 	if a == nil {
 		return nil, fmt.Errorf("the manifest has no linux/%s", t.GoArch)
@@ -208,12 +225,18 @@ func Check(m *manifest.Manifest, t target.Target, entry string, includes []strin
 		return nil, err
 	}
 	as := Assertions(a, t.GoArch, "")
-	c, err := compile(cc, t, source(t.GoArch, entry, as), includes, "-fmax-errors=0", "-fno-diagnostics-show-caret", "-w")
+	c, err := compile(cc, t, source(t.GoArch, entry, as), includes, "-fsyntax-only", "-fmax-errors=0", "-fno-diagnostics-show-caret", "-w")
 	if err != nil {
 		return nil, err
 	}
 	r := &Result{Target: t, Compiler: cc, Assertions: len(as)}
+	bits := bitFields(a)
+	r.Assertions += len(bits)
 	if c.err == nil {
+		// The headers compile: the bit-fields' positions can be read.
+		if err := checkBits(r, cc, t, entry, includes, bits); err != nil {
+			return nil, err
+		}
 		return r, nil
 	}
 	failed := map[int]string{}

@@ -135,6 +135,9 @@ func Unmarshal(b []byte) (*Manifest, error) {
 	if m.Inputs == nil {
 		return nil, fmt.Errorf(`missing required key "inputs"`)
 	}
+	if err := checkStrings(&m); err != nil {
+		return nil, err
+	}
 	for name, a := range m.Arches {
 		if a == nil {
 			return nil, fmt.Errorf("arches.%s is null", name)

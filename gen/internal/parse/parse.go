@@ -13,6 +13,7 @@ import (
 
 	"github.com/verbsexp/verbsexp/internal/cint"
 	"github.com/verbsexp/verbsexp/internal/inputfile"
+	"github.com/verbsexp/verbsexp/internal/manifest"
 )
 
 // Options says what to read.
@@ -52,6 +53,9 @@ const expansionLimit = 8_000_000
 // preprocessor error. Upstream rdma-core headers (verbs.h, no
 // verbs_exp.h) are recognised and the -entry values for them named.
 func CheckEntry(opts Options) error {
+	if !manifest.HeaderPath(opts.Entry) {
+		return fmt.Errorf("entry header %q: want a header path relative to an include directory, of letters, digits and _ - . + / only (it is spelled in #include <…> and in Go comments)", opts.Entry)
+	}
 	for _, d := range opts.IncludeDirs {
 		p := filepath.Join(d, opts.Entry)
 		fi, err := os.Stat(p)
