@@ -156,8 +156,9 @@ var errorCases = map[string]errorCase{
 	"struct-offset-overflow": headerCase("struct ibv_o { char a[1ULL << 62]; char b[1ULL << 62]; char c[1ULL << 62]; char d[1ULL << 62]; char e; };\n"),
 	"enum-beyond-int64": headerCase("enum ibv_u { IBV_U_TOP = 1ULL << 63, IBV_U_MAX = 0xffffffffffffffffULL };\nenum ibv_s { IBV_S_NEG = -1, IBV_S_WRAP = 0x8000000000000000ULL };\nstruct ibv_use { enum ibv_u u; enum ibv_s s; };\n",
 		expectGo("type U uint64", "UMax U = 18446744073709551615", "type S int64", "SWrap S = -9223372036854775808")),
-	"member-vector": headerCase("struct ibv_v { char c; int v __attribute__((vector_size(16))); };\n"),
-	"member-mode":   headerCase("#include <sys/types.h>\nstruct ibv_r { char c; register_t r; };\n"),
+	"member-vector":    headerCase("struct ibv_v { char c; int v __attribute__((vector_size(16))); };\n"),
+	"member-mode":      headerCase("#include <sys/types.h>\nstruct ibv_r { char c; register_t r; };\n"),
+	"generated-c-name": headerCase("struct ibv_m { int a; };\n#define verbsexp_p0 1\n"),
 	"scope-typo": func(t *testing.T, bin string) (int, string) {
 		out := filepath.Join(t.TempDir(), "pkg")
 		if c, o := runGen(t, bin, nil, "-q", "-I", writeHeader(t, goodHeader), "-o", out, "-arch", "amd64"); c != 0 {

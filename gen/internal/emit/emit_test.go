@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/dave/jennifer/jen"
+
+	"github.com/verbsexp/verbsexp/gen/internal/parse"
+	"github.com/verbsexp/verbsexp/gen/internal/shim"
 )
 
 // TestRenderErrorHasNoSource: Go that does not format is reported in one
@@ -26,5 +29,23 @@ func TestRenderErrorHasNoSource(t *testing.T) {
 	}
 	if !strings.HasPrefix(msg, "internal error: the generated doc.go does not parse (") || !strings.HasSuffix(msg, "please report it with the headers and flags you used") {
 		t.Errorf("message %q", msg)
+	}
+}
+
+// TestGeneratedCNames: every name the preamble declares is one parse
+// refuses in the headers (parse.GeneratedCName), so no header macro can
+// change the generated C; the project's headers' own verbsexp_ helpers
+// are outside that namespace.
+func TestGeneratedCNames(t *testing.T) {
+	w := &shim.Wrapper{Trampoline: "verbsexp_ExpPostTask", CMem: "ExpPostTaskCMem"}
+	for _, n := range []string{cFn, cRes, cErr, cParam(0), cParam(12), cSlot(2), "verbsexp_packed", retStruct("void *"), retStruct("int64_t"), w.Trampoline, w.CMemTrampoline(), "VERBSEXP_REGENERATE"} {
+		if !parse.GeneratedCName(n) {
+			t.Errorf("%s is declared by the generated C but not reserved", n)
+		}
+	}
+	for _, n := range []string{"verbsexp_comp_mask_ok", "verbsexp_vc_", "verbsexp_ok_", "verbsexp_p", "verbsexp_", "fn", "r", "VERBSEXP_X"} {
+		if parse.GeneratedCName(n) {
+			t.Errorf("%s is reserved, but the generated C does not declare it", n)
+		}
 	}
 }

@@ -114,7 +114,7 @@ func Run(opts Options) (*Result, error) {
 	}
 	shims := shim.Build(pkg, layout.NewPlanner(pkg, 0))
 	res.Pkg, res.Shims = pkg, shims
-	res.Notes = append(append([]parse.Diag(nil), pkg.Notes...), shims.Skipped...)
+	res.Notes = append(append(append([]parse.Diag(nil), pkg.Notes...), shims.Skipped...), shims.Renamed...)
 	key, keyed := filesKey(c, opts, sums, hashes)
 	if keyed {
 		if files, ok := cachedFiles(c, key); ok {

@@ -93,20 +93,38 @@ func newNamespace() *namespace { return &namespace{taken: map[string]string{}} }
 // claim returns a unique Go name for c; suffix disambiguates ("Enum",
 // "Func", …). collided reports the C name that held the plain name.
 func (ns *namespace) claim(c, want, suffix string) (name, collided string) {
-	if holder, ok := ns.taken[want]; !ok {
-		ns.taken[want] = c
-		return want, ""
-	} else {
-		collided = holder
-	}
-	cand := want + suffix
-	for i := 2; ; i++ {
-		if _, ok := ns.taken[cand]; !ok {
-			ns.taken[cand] = c
-			return cand, collided
+	return ns.claimWith(c, want, suffix, "", "")
+}
+
+// claimWith is claim for a name that comes with a second one, prefix+name
+// (a member X and its setter SetX): both must be free, and both are
+// taken, the second for other (what it is: "the setter of x").
+func (ns *namespace) claimWith(c, want, suffix, prefix, other string) (name, collided string) {
+	free := func(cand string) bool {
+		if _, ok := ns.taken[cand]; ok {
+			return false
 		}
-		cand = want + suffix + strconv.Itoa(i)
+		_, ok := ns.taken[prefix+cand]
+		return prefix == "" || !ok
 	}
+	if !free(want) {
+		collided = ns.taken[want]
+		if collided == "" {
+			collided = ns.taken[prefix+want] + " (as " + prefix + want + ", the name " + want + "'s setter needs)"
+		}
+	}
+	cand := want
+	for i := 1; !free(cand); i++ {
+		cand = want + suffix
+		if i > 1 {
+			cand += strconv.Itoa(i)
+		}
+	}
+	ns.taken[cand] = c
+	if prefix != "" {
+		ns.taken[prefix+cand] = other
+	}
+	return cand, collided
 }
 
 // reserve marks a name as used without a C owner (generated helpers).

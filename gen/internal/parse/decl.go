@@ -33,6 +33,11 @@ type Unit struct {
 	// Read lists every header read in the -I directories (in scope or
 	// not), relative to its directory, sorted: what -scope can select.
 	Read []string
+	// CgoMacros are the object-like macros, anywhere in the headers, named
+	// as a variable of the C wrappers cgo writes after the preamble (r, v,
+	// p0, p1, …), sorted: the preamble #undefs them, or cgo's C would not
+	// compile.
+	CgoMacros []string
 
 	stats inputStats // what reading the headers took (source.go)
 }

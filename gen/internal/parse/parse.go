@@ -153,7 +153,99 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	x.walk(reflect.ValueOf(ast.TranslationUnit))
 	x.macros(ast)
 	x.finish()
+	if err := x.generatedNames(ast); err != nil {
+		return nil, inputError(goarch, err)
+	}
+	for name, m := range ast.Macros {
+		if !m.IsFnLike && cgoWrapperName(name) {
+			x.unit.CgoMacros = append(x.unit.CgoMacros, name)
+		}
+	}
+	sort.Strings(x.unit.CgoMacros)
 	return x.unit, nil
+}
+
+// cgoWrapperName reports the names cgo's C wrappers (cgo-gcc-prolog)
+// declare unprefixed: the argument block's p0, p1, … and r, and the
+// parameter v.
+func cgoWrapperName(name string) bool {
+	if name == "r" || name == "v" {
+		return true
+	}
+	n, ok := strings.CutPrefix(name, "p")
+	return ok && n != "" && strings.Trim(n, "0123456789") == ""
+}
+
+// GeneratedCName reports whether name is in the namespace of the C the
+// generator writes after the headers (shims.go's cgo preamble): its
+// trampolines, verbsexp_<Go name> (a capital letter after the prefix),
+// and verbsexp_fn, verbsexp_r, verbsexp_e, verbsexp_packed,
+// verbsexp_ret_…, verbsexp_p<N>, verbsexp_slot<N> and
+// VERBSEXP_REGENERATE. The project's headers name their own helpers
+// verbsexp_<lower case>, outside it.
+func GeneratedCName(name string) bool {
+	if name == "VERBSEXP_REGENERATE" {
+		return true
+	}
+	rest, ok := strings.CutPrefix(name, "verbsexp_")
+	if !ok || rest == "" {
+		return false
+	}
+	if rest[0] >= 'A' && rest[0] <= 'Z' || strings.HasPrefix(rest, "ret_") {
+		return true
+	}
+	switch rest {
+	case "fn", "r", "e", "packed":
+		return true
+	}
+	for _, p := range []string{"p", "slot"} {
+		if n, ok := strings.CutPrefix(rest, p); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// generatedNames refuses headers that define a macro (anywhere) or
+// declare a function or tag (in scope) of GeneratedCName's namespace:
+// the generated C would not mean what it says.
+func (x *extractor) generatedNames(ast *cc.AST) error {
+	type clash struct {
+		what string
+		pos  Pos
+	}
+	var found []clash
+	for name, m := range ast.Macros {
+		if GeneratedCName(name) {
+			p := m.Position()
+			pos := Pos{File: p.Filename, Line: p.Line, Col: p.Column}
+			if rel, ok := x.rel(p.Filename); ok {
+				pos.File = rel
+			}
+			found = append(found, clash{"macro " + name, pos})
+		}
+	}
+	for _, f := range x.unit.Funcs {
+		if GeneratedCName(f.Name) {
+			found = append(found, clash{"function " + f.Name, f.Pos})
+		}
+	}
+	for _, r := range append(append([]*Record(nil), x.unit.Records...), x.unit.Opaque...) {
+		if GeneratedCName(r.Tag) {
+			found = append(found, clash{r.CName(), r.Pos})
+		}
+	}
+	for _, e := range x.unit.Enums {
+		if GeneratedCName(e.Tag) {
+			found = append(found, clash{"enum " + e.Tag, e.Pos})
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	sort.Slice(found, func(i, j int) bool { return found[i].pos.String()+found[i].what < found[j].pos.String()+found[j].what })
+	c := found[0]
+	return fmt.Errorf("%s: %s: the C the generator writes after the headers declares names of this form (verbsexp_ and a capital letter, verbsexp_fn, verbsexp_r, verbsexp_e, verbsexp_packed, verbsexp_ret_…, verbsexp_p<N>, verbsexp_slot<N>, VERBSEXP_REGENERATE); rename it", c.pos, c.what)
 }
 
 // CheckWithCompiler runs the target compiler of cfg over the headers, the
