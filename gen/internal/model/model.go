@@ -112,6 +112,9 @@ func Build(name string, units []*parse.Unit) (*Package, error) {
 	p.CgoMacros = slices.Compact(p.CgoMacros)
 	ns := newNamespace()
 	ns.reserve(FuncPtrName)
+	// shims.go imports cgo's "C", and no package-level name may be a
+	// file's import name too.
+	ns.taken["C"] = `cgo's import "C" of shims.go`
 	p.ns = ns
 	b := &builder{p: p, ns: ns, n: len(units)}
 

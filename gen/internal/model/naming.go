@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // initialisms are spelled in capitals in Go names (Go's own convention for
@@ -37,7 +38,10 @@ func GoName(c string) string {
 	}
 	var b strings.Builder
 	prevNumeric := false
-	for _, w := range strings.Split(c, "_") {
+	// Words are separated by _ and by anything else Go does not allow in
+	// an identifier: gcc takes $ in C identifiers.
+	words := strings.FieldsFunc(c, func(r rune) bool { return r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	for _, w := range strings.Split(strings.Join(words, "_"), "_") {
 		if w == "" {
 			continue
 		}
@@ -69,6 +73,9 @@ func GoName(c string) string {
 	}
 	if s[0] >= '0' && s[0] <= '9' {
 		return "N" + s
+	}
+	if r, _ := utf8.DecodeRuneInString(s); !unicode.IsUpper(r) {
+		return "X" + s // a letter without a capital form: exported all the same
 	}
 	return s
 }

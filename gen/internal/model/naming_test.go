@@ -24,6 +24,10 @@ func TestGoName(t *testing.T) {
 		{"_", "X"},
 		{"3d", "N3d"},
 		{"cqeCount", "CqeCount"},
+		{"a$b", "AB"},
+		{"$", "X"},
+		{"été", "Été"},
+		{"名前", "X名前"},
 	} {
 		if got := GoName(c.c); got != c.want {
 			t.Errorf("GoName(%q) = %q, want %q", c.c, got, c.want)

@@ -15,6 +15,11 @@ struct rec {
 
 struct tight { char c; int set_w; int w; } __attribute__((packed));
 
+/* Go name C would be cgo's import in shims.go; gcc takes $ and non-ASCII
+ * letters in identifiers, Go neither $ nor a first letter without a
+ * capital. */
+struct c { int a$b; int a_b; int été; int 名前; };
+
 /* Every parameter is a name the wrapper's Go body could not have used. */
 static inline int names_all(struct rec *nil, int unpack, int syscall, int int64, int type, int r,
                             int err, int ret, int fn, int errno_, int libibverbs, int len, int true, int symNamesAll,

@@ -5,10 +5,10 @@ package names
 
 // Constants of anonymous enums and integer macros.
 const (
-	P0    = 1 // p0 (names.h:35:9)
-	R     = 2 // r (names.h:36:9)
-	V     = 3 // v (names.h:37:9)
-	Fn    = 4 // fn (names.h:38:9)
-	E     = 5 // e (names.h:39:9)
-	Slot2 = 6 // slot2 (names.h:40:9)
+	P0    = 1 // p0 (names.h:40:9)
+	R     = 2 // r (names.h:41:9)
+	V     = 3 // v (names.h:42:9)
+	Fn    = 4 // fn (names.h:43:9)
+	E     = 5 // e (names.h:44:9)
+	Slot2 = 6 // slot2 (names.h:45:9)
 )

@@ -47,6 +47,16 @@ _Static_assert(offsetof(struct tight, set_w) == 1, "struct tight.set_w: offset i
 _Static_assert(sizeof(((struct tight *)0)->set_w) == 4, "struct tight.set_w: size is not 4 on amd64" VERBSEXP_REGENERATE);
 _Static_assert(offsetof(struct tight, w) == 5, "struct tight.w: offset is not 5 on amd64" VERBSEXP_REGENERATE);
 _Static_assert(sizeof(((struct tight *)0)->w) == 4, "struct tight.w: size is not 4 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(struct c) == 16, "struct c: size is not 16 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct c) == 4, "struct c: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct c, a$b) == 0, "struct c.a$b: offset is not 0 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct c *)0)->a$b) == 4, "struct c.a$b: size is not 4 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct c, a_b) == 4, "struct c.a_b: offset is not 4 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct c *)0)->a_b) == 4, "struct c.a_b: size is not 4 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct c, été) == 8, "struct c.été: offset is not 8 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct c *)0)->été) == 4, "struct c.été: size is not 4 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct c, 名前) == 12, "struct c.名前: offset is not 12 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct c *)0)->名前) == 4, "struct c.名前: size is not 4 on amd64" VERBSEXP_REGENERATE);
 _Static_assert((p0) == 1ULL, "p0 is not 1 on amd64" VERBSEXP_REGENERATE);
 _Static_assert((r) == 2ULL, "r is not 2 on amd64" VERBSEXP_REGENERATE);
 _Static_assert((v) == 3ULL, "v is not 3 on amd64" VERBSEXP_REGENERATE);
@@ -78,6 +88,16 @@ _Static_assert(offsetof(struct tight, set_w) == 1, "struct tight.set_w: offset i
 _Static_assert(sizeof(((struct tight *)0)->set_w) == 4, "struct tight.set_w: size is not 4 on arm64" VERBSEXP_REGENERATE);
 _Static_assert(offsetof(struct tight, w) == 5, "struct tight.w: offset is not 5 on arm64" VERBSEXP_REGENERATE);
 _Static_assert(sizeof(((struct tight *)0)->w) == 4, "struct tight.w: size is not 4 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(struct c) == 16, "struct c: size is not 16 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct c) == 4, "struct c: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct c, a$b) == 0, "struct c.a$b: offset is not 0 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct c *)0)->a$b) == 4, "struct c.a$b: size is not 4 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct c, a_b) == 4, "struct c.a_b: offset is not 4 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct c *)0)->a_b) == 4, "struct c.a_b: size is not 4 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct c, été) == 8, "struct c.été: offset is not 8 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct c *)0)->été) == 4, "struct c.été: size is not 4 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct c, 名前) == 12, "struct c.名前: offset is not 12 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct c *)0)->名前) == 4, "struct c.名前: size is not 4 on arm64" VERBSEXP_REGENERATE);
 _Static_assert((p0) == 1ULL, "p0 is not 1 on arm64" VERBSEXP_REGENERATE);
 _Static_assert((r) == 2ULL, "r is not 2 on arm64" VERBSEXP_REGENERATE);
 _Static_assert((v) == 3ULL, "v is not 3 on arm64" VERBSEXP_REGENERATE);
@@ -109,6 +129,16 @@ _Static_assert(offsetof(struct tight, set_w) == 1, "struct tight.set_w: offset i
 _Static_assert(sizeof(((struct tight *)0)->set_w) == 4, "struct tight.set_w: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
 _Static_assert(offsetof(struct tight, w) == 5, "struct tight.w: offset is not 5 on ppc64le" VERBSEXP_REGENERATE);
 _Static_assert(sizeof(((struct tight *)0)->w) == 4, "struct tight.w: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(struct c) == 16, "struct c: size is not 16 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct c) == 4, "struct c: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct c, a$b) == 0, "struct c.a$b: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct c *)0)->a$b) == 4, "struct c.a$b: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct c, a_b) == 4, "struct c.a_b: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct c *)0)->a_b) == 4, "struct c.a_b: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct c, été) == 8, "struct c.été: offset is not 8 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct c *)0)->été) == 4, "struct c.été: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct c, 名前) == 12, "struct c.名前: offset is not 12 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct c *)0)->名前) == 4, "struct c.名前: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
 _Static_assert((p0) == 1ULL, "p0 is not 1 on ppc64le" VERBSEXP_REGENERATE);
 _Static_assert((r) == 2ULL, "r is not 2 on ppc64le" VERBSEXP_REGENERATE);
 _Static_assert((v) == 3ULL, "v is not 3 on ppc64le" VERBSEXP_REGENERATE);
@@ -156,7 +186,7 @@ func unpack(v C.int64_t) (int64, syscall.Errno) {
 	return int64(int32(v)), syscall.Errno(uint32(v >> 32))
 }
 
-// NamesAll calls names_all (names.h:19:19), an inline function of the headers, compiled into this package.
+// NamesAll calls names_all (names.h:24:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func NamesAll(nil_ *Rec, unpack_ int32, syscall_ int32, int64_ int32, type_ int32, r_ int32, err_ int32, ret_ int32, fn_ int32, errno_ int32, libibverbs_ int32, len_ int32, true_ int32, symNamesAll_ int32, unsafe_ int32, abiutil_ int32, dynlib_ int32, c int32) error {
 	if nil_ == nil {
@@ -166,14 +196,14 @@ func NamesAll(nil_ *Rec, unpack_ int32, syscall_ int32, int64_ int32, type_ int3
 	return abiutil.Status("names_all", r, errno)
 }
 
-// ExpPostTaskCMem calls ibv_exp_post_task_c_mem (names.h:29:19), an inline function of the headers, compiled into this package.
+// ExpPostTaskCMem calls ibv_exp_post_task_c_mem (names.h:34:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ExpPostTaskCMem(x int32) error {
 	r, errno := unpack(C.verbsexp_ExpPostTaskCMem(C.int32_t(x)))
 	return abiutil.Status("ibv_exp_post_task_c_mem", r, errno)
 }
 
-// ExpPostTask calls ibv_exp_post_task (names.h:30:19), an inline function of the headers, compiled into this package.
+// ExpPostTask calls ibv_exp_post_task (names.h:35:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // badTask may be nil: the failing request is then not reported.
 func ExpPostTask(context unsafe.Pointer, task unsafe.Pointer, badTask *unsafe.Pointer) error {

@@ -82,6 +82,14 @@ func (r *Tight) SetW_(v int32) {
 	abiutil.Store(unsafe.Add(unsafe.Pointer(r), 5), v)
 }
 
+// CStruct is struct c (names.h:21:1): 16 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+type CStruct struct {
+	AB  int32
+	AB_ int32
+	Été int32
+	X名前 int32
+}
+
 // Layout guards: each index is zero only while the Go layout equals the C
 // layout recorded at generation time; any drift is a compile error.
 func _() {
@@ -98,4 +106,10 @@ func _() {
 	_ = x[unsafe.Sizeof(Tight{})-9]
 	_ = x[unsafe.Alignof(Tight{})-1]
 	_ = x[unsafe.Offsetof(Tight{}.C)-0]
+	_ = x[unsafe.Sizeof(CStruct{})-16]
+	_ = x[unsafe.Alignof(CStruct{})-4]
+	_ = x[unsafe.Offsetof(CStruct{}.AB)-0]
+	_ = x[unsafe.Offsetof(CStruct{}.AB_)-4]
+	_ = x[unsafe.Offsetof(CStruct{}.Été)-8]
+	_ = x[unsafe.Offsetof(CStruct{}.X名前)-12]
 }
