@@ -246,3 +246,36 @@ func TestCheckBitFieldMoved(t *testing.T) {
 	}
 	wantAll(t, "output", out, "2/3 C layout: FAIL", "struct ibv_b.b: bit-field is not 5 bits at bit 4 [amd64] (the compiler sets 5 bits at bit 3)")
 }
+
+// TestRedefinedMacros: a constant #undef'd and defined again, or defined
+// twice differently, has the value C code sees, its last definition's
+// (it disappeared from the package, exit 0); one #undef'd for good stays
+// out; gen check agrees with the compiler on every one of them.
+func TestRedefinedMacros(t *testing.T) {
+	const h = `#define IBV_Q 3
+#undef IBV_Q
+#define IBV_Q 4
+#define IBV_R 1
+#define IBV_S 5
+#define IBV_S 6
+#define IBV_T 7
+#undef IBV_T
+#define IBV_V IBV_Q
+#undef IBV_Q
+#define IBV_Q (IBV_R + 10)
+struct ibv_u { int a; };
+`
+	_, pkg := checkPkg(t, h)
+	b, err := os.ReadFile(filepath.Join(pkg, "consts.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	consts := strings.Join(strings.Fields(string(b)), " ") // gofmt aligns the comments
+	wantAll(t, "consts.go", consts, "Q = 11 // IBV_Q (infiniband/verbs_exp.h:11:9)", "S = 6 // IBV_S (infiniband/verbs_exp.h:6:9)", "V = 11 // IBV_V", "R = 1 // IBV_R")
+	if strings.Contains(consts, "IBV_T") {
+		t.Errorf("IBV_T, #undef'd for good, is in the package:\n%s", consts)
+	}
+	if code, out, errs := cli(t, "check", pkg); code != 0 {
+		t.Errorf("gen check: exit %d\n%s%s", code, out, errs)
+	}
+}

@@ -152,6 +152,11 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	x.unit.Read = sfs.readPaths()
 	x.walk(reflect.ValueOf(ast.TranslationUnit))
 	x.macros(ast)
+	if names := x.redefined(ast); len(names) > 0 {
+		if err := x.finalValues(goarch, &cfg, src, dirs, opts, ast, names); err != nil {
+			return nil, err
+		}
+	}
 	x.finish()
 	if err := x.generatedNames(ast); err != nil {
 		return nil, inputError(goarch, err)
@@ -720,6 +725,72 @@ func (x *extractor) macros(ast *cc.AST) {
 		}
 		x.unit.Macros = append(x.unit.Macros, &Macro{Name: name, Pos: pos, Value: v})
 	}
+}
+
+// redefined lists, sorted, the object-like macros in scope that cc/v4
+// left without a value because they were defined more than once
+// differently or #undef'd first: it evaluates only macros whose every
+// definition agrees (Macro.IsConst). C code sees the definition in force
+// at the end of the headers, and so must the package.
+func (x *extractor) redefined(ast *cc.AST) []string {
+	var names []string
+	for name, m := range ast.Macros {
+		if m.IsFnLike || m.IsConst || m.Value() != cc.Unknown || len(m.ReplacementList()) == 0 {
+			continue
+		}
+		if strings.HasPrefix(name, "__") {
+			continue // __LINE__, __COUNTER__: not constants
+		}
+		p := m.Position()
+		if _, ok := x.position(p.Filename, p.Line, p.Column); ok {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// finalAlias names the macro finalValues defines for name.
+const finalAlias = "__verbsexp_final_"
+
+// finalValues gives the redefined macros their final values: the same
+// translation again with one more source after the headers, defining
+// for each an alias, once, to its name; cc/v4 evaluates the aliases at
+// the end of the translation unit, where the name means its last
+// definition. It costs a second translation only for headers that
+// redefine a constant (none of the real ones do).
+func (x *extractor) finalValues(goarch string, cfg *cc.Config, src []cc.Source, dirs []string, opts Options, first *cc.AST, names []string) error {
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, "#define %s%s %s\n", finalAlias, n, n)
+	}
+	sfs := newSourceFS(dirs)
+	c := *cfg
+	c.FS = opts.record.wrap(sfs)
+	ast, err := cc.Translate(&c, append(append([]cc.Source(nil), src...), cc.Source{Name: "<verbsexp-final>", Value: b.String()}))
+	if refused := sfs.refusal(); refused != nil {
+		return inputError(goarch, refused)
+	}
+	if err != nil {
+		return frontEndError(goarch, strings.TrimSpace(err.Error()))
+	}
+	for _, n := range names {
+		m := ast.Macros[finalAlias+n]
+		if m == nil {
+			continue
+		}
+		if t := m.Type(); t == nil || !cc.IsIntegerType(t) {
+			continue
+		}
+		v, ok := intValue(m.Value())
+		if !ok {
+			continue
+		}
+		p := first.Macros[n].Position()
+		pos, _ := x.position(p.Filename, p.Line, p.Column)
+		x.unit.Macros = append(x.unit.Macros, &Macro{Name: n, Pos: pos, Value: v})
+	}
+	return nil
 }
 
 // inEnumType converts v to the integer type of size bytes and the given
