@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -110,6 +111,7 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	}
 	sfs := newSourceFS(dirs)
 	cfg.FS = opts.record.wrap(sfs) // record: see cache.go
+	cfg.PragmaHandler = sfs.pragma
 	cfg.FSOnly = true
 	cfg.IncludePaths = append(append([]string{""}, dirs...), cfg0.IncludePaths...)
 	cfg.SysIncludePaths = append(append([]string(nil), dirs...), cfg0.SysIncludePaths...)
@@ -133,7 +135,7 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 		return nil, inputError(goarch, refused)
 	}
 	if err != nil {
-		return nil, frontEndError(goarch, strings.TrimSpace(err.Error()))
+		return nil, ccError(goarch, cfg0.CC != "", err)
 	}
 	x := &extractor{
 		unit:     &Unit{GoArch: goarch},
@@ -146,6 +148,8 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 		funcs:    map[string]bool{},
 		enumTags: map[string]bool{},
 		ignored:  map[*cc.Declarator]string{},
+
+		ignoredUnnamed: map[cc.Type]unnamedAttr{},
 	}
 	x.markTypedefs(ast.TranslationUnit)
 	x.unit.stats = *sfs.st.macros.stats
@@ -281,6 +285,21 @@ func inputError(goarch string, err error) error {
 	return fmt.Errorf("linux/%s: %v", goarch, err)
 }
 
+// ccInternal matches cc/v4's references to its own source in messages:
+// "value out of range: 70 (check.go:3955:check:)".
+var ccInternal = regexp.MustCompile(` \([a-z0-9_]+\.go:[0-9]+:[^)]*\)`)
+
+// ccError reports what cc/v4 refuses. After the compiler accepted the
+// headers (checked), that is a construct the front end cannot read, not
+// a header to fix.
+func ccError(goarch string, checked bool, err error) error {
+	msg := strings.TrimSpace(ccInternal.ReplaceAllString(err.Error(), ""))
+	if !checked {
+		return frontEndError(goarch, msg)
+	}
+	return fmt.Errorf("linux/%s: the C compiler accepts the headers, but the C front end the generator reads them with (modernc.org/cc/v4) does not:\n%s\n(a construct it cannot read stands there: write it another way, or keep it out of the -scope headers)", goarch, msg)
+}
+
 // frontEndError reports headers that do not compile, with
 // file:line:col lines (the target compiler's, or cc's when only cc
 // rejects them) and what to do.
@@ -304,6 +323,8 @@ type extractor struct {
 	funcs    map[string]bool
 	enumTags map[string]bool
 	ignored  map[*cc.Declarator]string // typedefs and members with an attribute cc/v4 ignores (attrs.go)
+
+	ignoredUnnamed map[cc.Type]unnamedAttr // records with an unnamed bit-field of such an attribute
 }
 
 // rel returns the path of an in-scope file relative to its include
@@ -439,6 +460,10 @@ func (x *extractor) recordDef(n *cc.StructOrUnionSpecifier) {
 // fillRecord copies layout and members from a cc struct or union type.
 func (x *extractor) fillRecord(r *Record, t cc.Type) {
 	r.Size, r.Align = t.Size(), t.Align()
+	r.Unsupported, r.UnsupportedPos = recordUnsupported(t), r.Pos
+	if u, ok := x.ignoredUnnamed[t]; ok && r.Unsupported == "" {
+		r.Unsupported, r.UnsupportedPos, r.UnsupportedBitField = u.why, Pos{File: r.Pos.File, Line: u.line, Col: u.col}, true
+	}
 	type fielder interface {
 		NumFields() int
 		FieldByIndex(int) *cc.Field
@@ -487,7 +512,7 @@ func (x *extractor) typ(t cc.Type, parent *Record) *Type {
 		// cc/v4 (v4.34.0) lays out a vector as its element (gcc aligns it
 		// to its size) and ignores mode: marked for layout to refuse.
 		if a == "" {
-			a = "vector_size"
+			a = unsupported([]attribute{{name: "vector_size", raw: "vector_size"}}, false)
 		}
 		r.Kind = Opaque
 		r.Unsupported = a
@@ -767,12 +792,13 @@ func (x *extractor) finalValues(goarch string, cfg *cc.Config, src []cc.Source, 
 	sfs := newSourceFS(dirs)
 	c := *cfg
 	c.FS = opts.record.wrap(sfs)
+	c.PragmaHandler = sfs.pragma
 	ast, err := cc.Translate(&c, append(append([]cc.Source(nil), src...), cc.Source{Name: "<verbsexp-final>", Value: b.String()}))
 	if refused := sfs.refusal(); refused != nil {
 		return inputError(goarch, refused)
 	}
 	if err != nil {
-		return frontEndError(goarch, strings.TrimSpace(err.Error()))
+		return ccError(goarch, cfg.CC != "", err)
 	}
 	for _, n := range names {
 		m := ast.Macros[finalAlias+n]
