@@ -118,7 +118,7 @@ examples:
 # FUZZTIME. Crashers land in the package's testdata/fuzz/<Fuzz…>/ and
 # then run as regression tests with every go test.
 FUZZTIME     ?= 30s
-FUZZ_TARGETS := ./gen:FuzzGenerate ./internal/manifest:FuzzUnmarshal ./gen/internal/diff:FuzzCompare ./runtime/task:FuzzTaskList ./runtime/coll:FuzzEndpoint
+FUZZ_TARGETS := ./gen:FuzzGenerate ./internal/manifest:FuzzUnmarshal ./internal/abicheck:FuzzCheckSource ./gen/internal/diff:FuzzCompare ./runtime/task:FuzzTaskList ./runtime/coll:FuzzEndpoint
 
 .PHONY: fuzz bench-scale
 fuzz: toolchains
