@@ -8,6 +8,7 @@ package abicheck
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 	"github.com/verbsexp/verbsexp/internal/manifest"
 	"github.com/verbsexp/verbsexp/internal/target"
 )
@@ -154,6 +156,14 @@ func compile(cc string, t target.Target, src string, includes []string, flags ..
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("linux/%s: %s did not finish the check in %v", t.GoArch, filepath.Base(cc), checkTimeout)
 	}
+	var exit *exec.ExitError
+	if runErr != nil && !errors.As(runErr, &exit) {
+		// It did not run: not a verdict on the manifest or the headers.
+		if hint, ok := inputfile.OutOfDescriptors(runErr); ok {
+			return nil, fmt.Errorf("linux/%s: cannot run %s: %v: %s", t.GoArch, filepath.Base(cc), runErr, hint)
+		}
+		return nil, fmt.Errorf("linux/%s: cannot run %s: %v", t.GoArch, filepath.Base(cc), runErr)
+	}
 	return &compilation{out.String(), file, runErr}, nil
 }
 
@@ -171,6 +181,9 @@ func compiler(t target.Target) (string, error) {
 	cmd := exec.CommandContext(ctx, cc, "-dM", "-E", "-x", "c", os.DevNull)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	out, err := cmd.Output()
+	if hint, ok := inputfile.OutOfDescriptors(err); ok {
+		return "", fmt.Errorf("linux/%s: cannot run %s: %v: %s", t.GoArch, cc, err, hint)
+	}
 	if err != nil {
 		return "", fmt.Errorf("linux/%s: %s cannot tell its predefined macros (%v): %s", t.GoArch, cc, err, t.Remedy())
 	}

@@ -111,3 +111,19 @@ func Describe(m fs.FileMode) string {
 	}
 	return "not a regular file (mode " + m.String() + ")"
 }
+
+// OutOfDescriptors says, for an error of opening a file or starting a
+// process, whether the process ran out of file descriptors (EMFILE, or
+// the system ENFILE), and then what to do: its limit, and how to raise
+// it. Such an error says nothing about the file or program itself.
+func OutOfDescriptors(err error) (string, bool) {
+	switch {
+	case errors.Is(err, syscall.EMFILE):
+		var lim syscall.Rlimit
+		syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+		return fmt.Sprintf("the generator ran out of file descriptors (it may hold %d at once: ulimit -n); raise the limit", lim.Cur), true
+	case errors.Is(err, syscall.ENFILE):
+		return "the system ran out of file descriptors (ENFILE); close some programs, or raise fs.file-max", true
+	}
+	return "", false
+}

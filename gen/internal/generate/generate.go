@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync"
 
-	"modernc.org/cc/v4"
-
 	"github.com/verbsexp/verbsexp/gen/internal/cache"
 	"github.com/verbsexp/verbsexp/gen/internal/emit"
 	"github.com/verbsexp/verbsexp/gen/internal/layout"
@@ -91,12 +89,17 @@ func Run(opts Options) (*Result, error) {
 		}
 		popts := opts.Parse
 		popts.Checked = true
-		var src cc.SourceCache
-		parallel(n, func(i int) {
-			if !hit[i] {
-				units[i], sums[i], errs[i] = parse.TranslateUnit(comps[i], popts, &src, c)
+		// In one child process, under limits (parse/contain.go).
+		need := make([]bool, n)
+		for i := range need {
+			need[i] = !hit[i]
+		}
+		tu, ts, terrs := parse.TranslateUnits(comps, need, popts, c)
+		for i := range need {
+			if need[i] {
+				units[i], sums[i], errs[i] = tu[i], ts[i], terrs[i]
 			}
-		})
+		}
 		if err := firstError(errs); err != nil {
 			return nil, err
 		}

@@ -90,9 +90,10 @@ func (w *includeWalk) file(path string) error {
 		next := false
 		switch t[1].text {
 		case "define":
-			if d, ok := parseDefine(path, t); ok && !d.fn {
-				if n := headerName(d.body); n != "" {
-					w.names[d.name] = n
+			// An object-like macro: no ( right after its name.
+			if t[2].kind == tkIdent && (len(t) == 3 || !t[3].is("(") || t[3].space) {
+				if n := headerName(t[3:]); n != "" {
+					w.names[t[2].text] = n
 				}
 			}
 			continue

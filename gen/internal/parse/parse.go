@@ -38,17 +38,6 @@ const (
 	DefaultScope = "infiniband"
 )
 
-// expansionLimit is cc/v4's own bound on preprocessing work
-// (Config.ExpansionLimit): every token it preprocesses, and the macro
-// expansion work. The real headers need ~200 000 (MLNX_OFED 4.9 with
-// glibc, arm64). It must never be reached: beyond it cc/v4 stops
-// evaluating macros silently (EvalAllMacros), leaving constants out. What
-// the headers of the -I directories can need is bounded before cc/v4 runs
-// (source.go, macros.go): their tokens by maxInputBytes (≤ 4M), their
-// text's and their macros' expansion by maxExpansionWork each; the rest is
-// the system headers'.
-const expansionLimit = 8_000_000
-
 // CheckEntry verifies that the entry header is a file in one of the
 // include directories, so a wrong -I is reported plainly instead of as a
 // preprocessor error. Upstream rdma-core headers (verbs.h, no
@@ -103,7 +92,10 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	cfg.EvalAllMacros = true
 	cfg.UnsignedEnums = true
 	cfg.Header = true
-	cfg.ExpansionLimit = expansionLimit
+	// No expansion limit: reached in EvalAllMacros it would leave
+	// constants out silently. The child's memory and CPU time bound the
+	// work instead (contain.go).
+	cfg.ExpansionLimit = 0
 	cfg.SourceCache = cache
 	dirs, err := absDirs(opts.IncludeDirs)
 	if err != nil {
@@ -152,7 +144,7 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 		ignoredUnnamed: map[cc.Type]unnamedAttr{},
 	}
 	x.markTypedefs(ast.TranslationUnit)
-	x.unit.stats = *sfs.st.macros.stats
+	x.unit.stats = sfs.st.stats
 	x.unit.Read = sfs.readPaths()
 	x.walk(reflect.ValueOf(ast.TranslationUnit))
 	x.macros(ast)
@@ -164,6 +156,9 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	x.finish()
 	if err := x.generatedNames(ast); err != nil {
 		return nil, inputError(goarch, err)
+	}
+	if r := x.tooDeep; r != nil {
+		return nil, fmt.Errorf("%s: %s nests unnamed records more than %d deep: every nested record's Go name and manifest path spells the path to it, so the package would grow with the square of the depth (30 MB at %d; the real headers nest 4 deep): nest them less, or name the inner records", r.Pos, r.CName(), maxRecordNesting, maxRecordNesting)
 	}
 	for name, m := range ast.Macros {
 		if !m.IsFnLike && cgoWrapperName(name) {
@@ -184,6 +179,12 @@ func cgoWrapperName(name string) bool {
 	n, ok := strings.CutPrefix(name, "p")
 	return ok && n != "" && strings.Trim(n, "0123456789") == ""
 }
+
+// maxRecordNesting bounds unnamed records nested one in the other: every
+// nested Go type's name and every manifest path spells the path to it,
+// so the package grows with the square of the depth (1000 deep: 30 MB,
+// 3 s; the real headers nest 4 deep).
+const maxRecordNesting = 1000
 
 // GeneratedCName reports whether name is in the namespace of the C the
 // generator writes after the headers (shims.go's cgo preamble): its
@@ -325,6 +326,10 @@ type extractor struct {
 	ignored  map[*cc.Declarator]string // typedefs and members with an attribute cc/v4 ignores (attrs.go)
 
 	ignoredUnnamed map[cc.Type]unnamedAttr // records with an unnamed bit-field of such an attribute
+
+	depth   int     // unnamed records being filled, one in the other
+	named   *Record // the named record being filled
+	tooDeep *Record // the named record in which they went deeper than maxRecordNesting
 }
 
 // rel returns the path of an in-scope file relative to its include
@@ -454,6 +459,7 @@ func (x *extractor) recordDef(n *cc.StructOrUnionSpecifier) {
 	r := &Record{Kind: kind, Tag: tag, Pos: pos}
 	x.records[key] = r
 	x.unit.Records = append(x.unit.Records, r)
+	x.named = r
 	x.fillRecord(r, n.Type())
 }
 
@@ -602,7 +608,17 @@ func (x *extractor) recordType(r *Type, t cc.Type, parent *Record) {
 		}
 		r.Kind = Nested
 		r.Record = &Record{Kind: kind, Pos: parent.Pos}
+		if x.depth++; x.depth > maxRecordNesting {
+			// Refused once, at the outermost record (layout reports it).
+			if x.tooDeep == nil {
+				x.tooDeep = x.named
+			}
+			x.depth--
+			r.Kind, r.Record = Opaque, nil
+			return
+		}
 		x.fillRecord(r.Record, t)
+		x.depth--
 		return
 	}
 	r.Kind = RecordRef
