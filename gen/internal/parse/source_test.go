@@ -27,11 +27,10 @@ func realHeaders(t *testing.T) []string {
 	return append(dirs, rel...)
 }
 
-// TestLimitsLeaveRoomForRealHeaders reads the real headers for every
-// target and checks that each input bound is at least 8 times what they
-// need, so that no real header comes near a refusal.
-func TestLimitsLeaveRoomForRealHeaders(t *testing.T) {
-	var worst inputStats
+// realCompilers are the installed target compilers (all three where
+// make toolchains ran; a missing one is skipped, saying so).
+func realCompilers(t *testing.T) []*Compiler {
+	var comps []*Compiler
 	for _, tg := range target.All {
 		if _, err := tg.Compiler(); err != nil {
 			t.Logf("SKIP linux/%s: %v", tg.GoArch, err)
@@ -41,7 +40,21 @@ func TestLimitsLeaveRoomForRealHeaders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := comp.Config
+		comps = append(comps, comp)
+	}
+	if len(comps) == 0 {
+		t.Skip("SKIP: no target compiler")
+	}
+	return comps
+}
+
+// TestLimitsLeaveRoomForRealHeaders reads the real headers for every
+// target and checks that each input bound is at least 8 times what they
+// need, so that no real header comes near a refusal.
+func TestLimitsLeaveRoomForRealHeaders(t *testing.T) {
+	var worst inputStats
+	for _, comp := range realCompilers(t) {
+		tg, cfg := comp.Target, comp.Config
 		for _, inc := range realHeaders(t) {
 			if _, err := os.Stat(filepath.Join(inc, DefaultEntry)); err != nil {
 				continue
@@ -197,21 +210,7 @@ func TestRunBoundedOutput(t *testing.T) {
 // that its CPU time and memory are at most an eighth of the child's
 // limits.
 func TestFrontEndLimitsLeaveRoom(t *testing.T) {
-	var comps []*Compiler
-	for _, tg := range target.All {
-		if _, err := tg.Compiler(); err != nil {
-			t.Logf("SKIP linux/%s: %v", tg.GoArch, err)
-			continue
-		}
-		comp, err := FindCompiler(tg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		comps = append(comps, comp)
-	}
-	if len(comps) == 0 {
-		t.Skip("SKIP: no target compiler")
-	}
+	comps := realCompilers(t)
 	need := make([]bool, len(comps))
 	for i := range need {
 		need[i] = true
