@@ -21,9 +21,16 @@ GO           ?= go
 OFED_INCLUDE ?=
 ENTRY        ?=
 HEADERS      := $(if $(OFED_INCLUDE),$(OFED_INCLUDE),headers)
+# OFED_INCLUDE may hold spaces: recipes quote it, and its absolute path
+# comes from the shell (make's abspath splits it). Quotes and $ cannot be
+# passed through make and the scripts.
+ifneq ($(findstring ',$(OFED_INCLUDE))$(findstring ",$(OFED_INCLUDE))$(findstring $$,$(OFED_INCLUDE)),)
+$(error OFED_INCLUDE=$(OFED_INCLUDE) holds a quote or a $$, which make cannot pass on; use a symbolic link to the directory, e.g. ln -s '...' /tmp/ofed-include)
+endif
+ABS_HEADERS   = $$(cd "$(HEADERS)" && pwd)
 ARCHES       := amd64 arm64 ppc64le
 # Packages under testdata are not matched by ./...; these carry cgo checks.
-GOLDEN_CGO   := ./gen/testdata/golden/bitfields ./gen/testdata/golden/packed ./gen/testdata/golden/funcs
+GOLDEN_CGO   := ./gen/testdata/golden/bitfields ./gen/testdata/golden/packed ./gen/testdata/golden/funcs ./gen/testdata/golden/names
 
 # The ABI users built against, and reviewed breaking changes since (see
 # docs/regenerate.md).
@@ -51,20 +58,20 @@ launchers:
 # current generated/abi.json and replaces generated/ only if nothing breaks
 # (ALLOW_BREAKING=1 to accept breaking changes).
 generate: toolchains
-	@GO=$(GO) ALLOW_BREAKING=$(ALLOW_BREAKING) OFED_INCLUDE=$(OFED_INCLUDE) ENTRY=$(ENTRY) scripts/regenerate $(HEADERS)
+	@GO=$(GO) ALLOW_BREAKING=$(ALLOW_BREAKING) OFED_INCLUDE="$(OFED_INCLUDE)" ENTRY=$(ENTRY) scripts/regenerate "$(HEADERS)"
 
 # make test and make abi-check check generated/ against HEADERS: when it
 # was generated from other headers, say so in one line and stop.
 ORIGIN = @mkdir -p .tmp && $(GO) build -o .tmp/origin ./scripts/origin && .tmp/origin
 origin-test:
-	$(ORIGIN) test $(HEADERS) $(ENTRY)
+	$(ORIGIN) test "$(HEADERS)" $(ENTRY)
 origin-abi-check:
-	$(ORIGIN) abi-check $(HEADERS) $(ENTRY)
+	$(ORIGIN) abi-check "$(HEADERS)" $(ENTRY)
 
 # gen check: stale check, manifest = C compiler on every arch, and the
 # diff against BASELINE (ACK_BREAKING=1 or ABI_ACK entries accept breaks).
 abi-check: toolchains origin-abi-check
-	@GO=$(GO) HEADERS=$(HEADERS) ENTRY=$(ENTRY) BASELINE=$(BASELINE) ABI_ACK=$(ABI_ACK) ACK_BREAKING=$(ACK_BREAKING) scripts/abi-check
+	@GO=$(GO) HEADERS="$(HEADERS)" ENTRY=$(ENTRY) BASELINE=$(BASELINE) ABI_ACK=$(ABI_ACK) ACK_BREAKING=$(ACK_BREAKING) scripts/abi-check
 
 abi-baseline:
 	cp generated/abi.json $(BASELINE)
@@ -84,19 +91,19 @@ fmt-check:
 
 # With OFED_INCLUDE, the C the tests compile (softdev, the shims' test
 # provider) reads those headers too: CGO_CFLAGS precede a package's own -I.
-CGO_ENV      := $(if $(OFED_INCLUDE),CGO_CFLAGS="-O2 -g -I$(abspath $(OFED_INCLUDE))")
+CGO_ENV      := $(if $(OFED_INCLUDE),CGO_CFLAGS="-O2 -g \"-I$(ABS_HEADERS)\"")
 
 # VERBSEXP_HEADERS tells tests/ which headers generated/ comes from.
 test: toolchains launchers origin-test fmt-check vet
 	@echo "== make test: go test ./... (against $(HEADERS))"
-	VERBSEXP_HEADERS=$(abspath $(HEADERS)) $(CGO_ENV) $(GO) test ./... $(GOLDEN_CGO)
+	VERBSEXP_HEADERS="$(ABS_HEADERS)" $(CGO_ENV) $(GO) test ./... $(GOLDEN_CGO)
 	@echo "== make test: runtime under -race and cgocheck2"
 	@$(MAKE) --no-print-directory test-runtime
 	@echo "== make test: abi-check"
 	@$(MAKE) --no-print-directory abi-check
 
 bench-gen: toolchains
-	$(GO) test ./gen -run '^$$' -bench BenchmarkGenerateVsGodefs -benchtime $(BENCH_GEN_RUNS)x $(if $(OFED_INCLUDE),-ofed $(OFED_INCLUDE))
+	$(GO) test ./gen -run '^$$' -bench BenchmarkGenerateVsGodefs -benchtime $(BENCH_GEN_RUNS)x $(if $(OFED_INCLUDE),-ofed "$(OFED_INCLUDE)")
 
 test-runtime:
 	$(CGO_ENV) $(GO) test -race $(RUNTIME_PKGS)
@@ -122,7 +129,7 @@ examples:
 # FUZZTIME. Crashers land in the package's testdata/fuzz/<Fuzz…>/ and
 # then run as regression tests with every go test.
 FUZZTIME     ?= 30s
-FUZZ_TARGETS := ./gen:FuzzGenerate ./internal/manifest:FuzzUnmarshal ./gen/internal/diff:FuzzCompare ./runtime/task:FuzzTaskList ./runtime/coll:FuzzEndpoint ./runtime/coll/rendezvous:FuzzFrame
+FUZZ_TARGETS := ./gen:FuzzGenerate ./internal/manifest:FuzzUnmarshal ./internal/abicheck:FuzzCheckSource ./gen/internal/diff:FuzzCompare ./runtime/task:FuzzTaskList ./runtime/coll:FuzzEndpoint ./runtime/coll/rendezvous:FuzzFrame ./runtime/softdev:FuzzWireFrames
 
 .PHONY: fuzz bench-scale
 fuzz: toolchains

@@ -17,6 +17,7 @@ import (
 	"github.com/verbsexp/verbsexp/gen/internal/generate"
 	"github.com/verbsexp/verbsexp/internal/abicheck"
 	"github.com/verbsexp/verbsexp/internal/gencmd"
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 	"github.com/verbsexp/verbsexp/internal/manifest"
 	"github.com/verbsexp/verbsexp/internal/target"
 )
@@ -28,9 +29,11 @@ Checks a committed generated package, for CI:
   1. current:  PKGDIR is byte for byte what this generator makes of the
                headers (regenerated in memory; differing files are listed,
                with the ABI diff when abi.json differs);
-  2. C layout: every record size and alignment, member offset and size and
-               constant of PKGDIR/abi.json is what each target's C compiler
-               says on the headers (_Static_asserts, one compiler per arch);
+  2. C layout: every record size and alignment, member offset and size,
+               bit-field position and constant of PKGDIR/abi.json is what
+               each target's C compiler says on the headers
+               (_Static_asserts, and bit-fields read from an object file;
+               one compiler per arch);
   3. baseline: with -baseline, no breaking change from that manifest to
                PKGDIR/abi.json that the -ack file does not list.
 
@@ -313,12 +316,13 @@ func (c *checker) current() (bool, error) {
 	names := map[string]bool{}
 	for _, f := range res.Files {
 		names[f.Name] = true
-		have, err := os.ReadFile(filepath.Join(c.pkgDir, f.Name))
+		have, err := readUpTo(filepath.Join(c.pkgDir, f.Name), int64(len(f.Data))+1)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			differ = append(differ, f.Name)
 			lines = append(lines, f.Name+": missing from "+c.label)
 		case err != nil:
+			fmt.Fprintln(c.out, "cannot read "+f.Name)
 			return false, err
 		case !bytes.Equal(have, f.Data):
 			differ = append(differ, f.Name)
@@ -338,7 +342,9 @@ func (c *checker) current() (bool, error) {
 		if names[e.Name()] || e.IsDir() {
 			continue
 		}
-		if b, err := os.ReadFile(filepath.Join(c.pkgDir, e.Name())); err == nil && bytes.Contains(b, []byte(emit.Marker)) {
+		// The marker is on the second line: the start of the file is
+		// enough, and a FIFO or a device is not the generator's.
+		if b, err := readUpTo(filepath.Join(c.pkgDir, e.Name()), markerWindow); err == nil && bytes.Contains(b, []byte(emit.Marker)) {
 			differ = append(differ, e.Name())
 			lines = append(lines, e.Name()+": written by gen, but gen no longer writes it")
 		}
@@ -357,6 +363,23 @@ func (c *checker) current() (bool, error) {
 	}
 	fmt.Fprintf(c.out, "        regenerate it: go generate %s (runs %s), review the diff and commit it\n", goPattern(c.pkgDir), c.opts.Command)
 	return false, nil
+}
+
+// markerWindow is how much of a file gen check reads to find the
+// generated-code marker: the recorded command (a line of flags) and the
+// marker line.
+const markerWindow = 64 << 10
+
+// readUpTo returns at most the first max bytes of the regular file path
+// (a FIFO or a device is refused before any read): a committed file
+// longer than its regenerated version differs whatever the rest holds.
+func readUpTo(path string, max int64) ([]byte, error) {
+	f, _, err := inputfile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, max))
 }
 
 // firstDifference describes where two versions of a file part, by line.

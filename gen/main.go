@@ -42,6 +42,7 @@ import (
 	"github.com/verbsexp/verbsexp/gen/internal/model"
 	"github.com/verbsexp/verbsexp/gen/internal/parse"
 	"github.com/verbsexp/verbsexp/internal/gencmd"
+	"github.com/verbsexp/verbsexp/internal/manifest"
 	"github.com/verbsexp/verbsexp/internal/target"
 )
 
@@ -79,6 +80,14 @@ func (g *genFlags) options(out string) (generate.Options, error) {
 	targets, err := target.Parse(g.arches)
 	if err != nil {
 		return generate.Options{}, err
+	}
+	// Both reach generated C and Go (an #include, comments, the recorded
+	// command in shims.go's cgo preamble).
+	if !manifest.HeaderPath(g.entry) {
+		return generate.Options{}, fmt.Errorf("-entry %q: want a header path relative to an -I directory, of letters, digits and _ - . + / only (the generator spells it in #include <…> and in Go comments), e.g. -entry infiniband/verbs_exp.h", g.entry)
+	}
+	if g.scope != "" && !manifest.HeaderPath(g.scope) {
+		return generate.Options{}, fmt.Errorf("-scope %q: want a directory relative to the -I directories, of letters, digits and _ - . + / only (the generator records it in Go comments), e.g. -scope infiniband, or -scope \"\" for all", g.scope)
 	}
 	name := g.pkg
 	if name == "" {

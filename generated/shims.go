@@ -7100,200 +7100,200 @@ _Static_assert((VERBS_MAX_ENV_VAL) == 4096ULL, "VERBS_MAX_ENV_VAL is not 4096 on
 // Trampolines return errno with the result in one value, read once by Go:
 // verbsexp_packed puts an int result in the low 32 bits and, when it is -1,
 // errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.
-static inline int64_t verbsexp_packed(int32_t r) { return (int64_t)(uint32_t)r | (r == -1 ? (int64_t)errno << 32 : 0); }
-struct verbsexp_ret_ptr { void * r; int32_t e; };
+static inline int64_t verbsexp_packed(int32_t verbsexp_r) { return (int64_t)(uint32_t)verbsexp_r | (verbsexp_r == -1 ? (int64_t)errno << 32 : 0); }
+struct verbsexp_ret_ptr { void * verbsexp_r; int32_t verbsexp_e; };
 
-static inline void * verbsexp_VerbsGetCtx(void * p0) { return (void *)verbs_get_ctx(p0); }
-static inline struct verbsexp_ret_ptr verbsexp_GetDeviceList(void *fn, void * p0) {
+static inline void * verbsexp_VerbsGetCtx(void * verbsexp_p0) { return (void *)verbs_get_ctx(verbsexp_p0); }
+static inline struct verbsexp_ret_ptr verbsexp_GetDeviceList(void *verbsexp_fn, void * verbsexp_p0) {
 	errno = 0;
-	void * r = (void *)((__typeof__(&ibv_get_device_list))fn)(p0);
-	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+	void * verbsexp_r = (void *)((__typeof__(&ibv_get_device_list))verbsexp_fn)(verbsexp_p0);
+	return (struct verbsexp_ret_ptr){verbsexp_r, verbsexp_r == NULL ? errno : 0};
 }
-static inline void verbsexp_FreeDeviceList(void *fn, void * p0) { ((__typeof__(&ibv_free_device_list))fn)(p0); }
-static inline void * verbsexp_GetDeviceName(void *fn, void * p0) { return (void *)((__typeof__(&ibv_get_device_name))fn)(p0); }
-static inline uint64_t verbsexp_GetDeviceGUID(void *fn, void * p0) { return ((__typeof__(&ibv_get_device_guid))fn)(p0); }
-static inline struct verbsexp_ret_ptr verbsexp_OpenDevice(void *fn, void * p0) {
+static inline void verbsexp_FreeDeviceList(void *verbsexp_fn, void * verbsexp_p0) { ((__typeof__(&ibv_free_device_list))verbsexp_fn)(verbsexp_p0); }
+static inline void * verbsexp_GetDeviceName(void *verbsexp_fn, void * verbsexp_p0) { return (void *)((__typeof__(&ibv_get_device_name))verbsexp_fn)(verbsexp_p0); }
+static inline uint64_t verbsexp_GetDeviceGUID(void *verbsexp_fn, void * verbsexp_p0) { return ((__typeof__(&ibv_get_device_guid))verbsexp_fn)(verbsexp_p0); }
+static inline struct verbsexp_ret_ptr verbsexp_OpenDevice(void *verbsexp_fn, void * verbsexp_p0) {
 	errno = 0;
-	void * r = (void *)((__typeof__(&ibv_open_device))fn)(p0);
-	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+	void * verbsexp_r = (void *)((__typeof__(&ibv_open_device))verbsexp_fn)(verbsexp_p0);
+	return (struct verbsexp_ret_ptr){verbsexp_r, verbsexp_r == NULL ? errno : 0};
 }
-static inline int64_t verbsexp_CloseDevice(void *fn, void * p0) {
+static inline int64_t verbsexp_CloseDevice(void *verbsexp_fn, void * verbsexp_p0) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&ibv_close_device))fn)(p0));
+	return verbsexp_packed(((__typeof__(&ibv_close_device))verbsexp_fn)(verbsexp_p0));
 }
-static inline int64_t verbsexp_GetAsyncEvent(void *fn, void * p0, void * p1) {
+static inline int64_t verbsexp_GetAsyncEvent(void *verbsexp_fn, void * verbsexp_p0, void * verbsexp_p1) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&ibv_get_async_event))fn)(p0, p1));
+	return verbsexp_packed(((__typeof__(&ibv_get_async_event))verbsexp_fn)(verbsexp_p0, verbsexp_p1));
 }
-static inline void verbsexp_AckAsyncEvent(void *fn, void * p0) { ((__typeof__(&ibv_ack_async_event))fn)(p0); }
-static inline int64_t verbsexp_QueryDevice(void *fn, void * p0, void * p1) {
+static inline void verbsexp_AckAsyncEvent(void *verbsexp_fn, void * verbsexp_p0) { ((__typeof__(&ibv_ack_async_event))verbsexp_fn)(verbsexp_p0); }
+static inline int64_t verbsexp_QueryDevice(void *verbsexp_fn, void * verbsexp_p0, void * verbsexp_p1) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&ibv_query_device))fn)(p0, p1));
+	return verbsexp_packed(((__typeof__(&ibv_query_device))verbsexp_fn)(verbsexp_p0, verbsexp_p1));
 }
-static inline int64_t verbsexp_QueryPort(void *fn, void * p0, uint8_t p1, void * p2) {
+static inline int64_t verbsexp_QueryPort(void *verbsexp_fn, void * verbsexp_p0, uint8_t verbsexp_p1, void * verbsexp_p2) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&ibv_query_port))fn)(p0, p1, p2));
+	return verbsexp_packed(((__typeof__(&ibv_query_port))verbsexp_fn)(verbsexp_p0, verbsexp_p1, verbsexp_p2));
 }
-static inline int64_t verbsexp_IbvQueryPort(void * p0, uint8_t p1, void * p2) {
+static inline int64_t verbsexp_IbvQueryPort(void * verbsexp_p0, uint8_t verbsexp_p1, void * verbsexp_p2) {
 	errno = 0;
-	return verbsexp_packed(___ibv_query_port(p0, p1, p2));
+	return verbsexp_packed(___ibv_query_port(verbsexp_p0, verbsexp_p1, verbsexp_p2));
 }
-static inline int64_t verbsexp_QueryGID(void *fn, void * p0, uint8_t p1, int32_t p2, void * p3) {
+static inline int64_t verbsexp_QueryGID(void *verbsexp_fn, void * verbsexp_p0, uint8_t verbsexp_p1, int32_t verbsexp_p2, void * verbsexp_p3) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&ibv_query_gid))fn)(p0, p1, p2, p3));
+	return verbsexp_packed(((__typeof__(&ibv_query_gid))verbsexp_fn)(verbsexp_p0, verbsexp_p1, verbsexp_p2, verbsexp_p3));
 }
-static inline int64_t verbsexp_QueryPkey(void *fn, void * p0, uint8_t p1, int32_t p2, void * p3) {
+static inline int64_t verbsexp_QueryPkey(void *verbsexp_fn, void * verbsexp_p0, uint8_t verbsexp_p1, int32_t verbsexp_p2, void * verbsexp_p3) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&ibv_query_pkey))fn)(p0, p1, p2, p3));
+	return verbsexp_packed(((__typeof__(&ibv_query_pkey))verbsexp_fn)(verbsexp_p0, verbsexp_p1, verbsexp_p2, verbsexp_p3));
 }
-static inline struct verbsexp_ret_ptr verbsexp_AllocPD(void *fn, void * p0) {
+static inline struct verbsexp_ret_ptr verbsexp_AllocPD(void *verbsexp_fn, void * verbsexp_p0) {
 	errno = 0;
-	void * r = (void *)((__typeof__(&ibv_alloc_pd))fn)(p0);
-	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+	void * verbsexp_r = (void *)((__typeof__(&ibv_alloc_pd))verbsexp_fn)(verbsexp_p0);
+	return (struct verbsexp_ret_ptr){verbsexp_r, verbsexp_r == NULL ? errno : 0};
 }
-static inline int64_t verbsexp_DeallocPD(void *fn, void * p0) {
+static inline int64_t verbsexp_DeallocPD(void *verbsexp_fn, void * verbsexp_p0) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&ibv_dealloc_pd))fn)(p0));
+	return verbsexp_packed(((__typeof__(&ibv_dealloc_pd))verbsexp_fn)(verbsexp_p0));
 }
-static inline struct verbsexp_ret_ptr verbsexp_RegMR(void *fn, void * p0, void * p1, uint64_t p2, int32_t p3) {
+static inline struct verbsexp_ret_ptr verbsexp_RegMR(void *verbsexp_fn, void * verbsexp_p0, void * verbsexp_p1, uint64_t verbsexp_p2, int32_t verbsexp_p3) {
 	errno = 0;
-	void * r = (void *)((__typeof__(&ibv_reg_mr))fn)(p0, p1, p2, p3);
-	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+	void * verbsexp_r = (void *)((__typeof__(&ibv_reg_mr))verbsexp_fn)(verbsexp_p0, verbsexp_p1, verbsexp_p2, verbsexp_p3);
+	return (struct verbsexp_ret_ptr){verbsexp_r, verbsexp_r == NULL ? errno : 0};
 }
-static inline int64_t verbsexp_DeregMR(void *fn, void * p0) {
+static inline int64_t verbsexp_DeregMR(void *verbsexp_fn, void * verbsexp_p0) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&ibv_dereg_mr))fn)(p0));
+	return verbsexp_packed(((__typeof__(&ibv_dereg_mr))verbsexp_fn)(verbsexp_p0));
 }
-static inline struct verbsexp_ret_ptr verbsexp_CreateCompChannel(void *fn, void * p0) {
+static inline struct verbsexp_ret_ptr verbsexp_CreateCompChannel(void *verbsexp_fn, void * verbsexp_p0) {
 	errno = 0;
-	void * r = (void *)((__typeof__(&ibv_create_comp_channel))fn)(p0);
-	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+	void * verbsexp_r = (void *)((__typeof__(&ibv_create_comp_channel))verbsexp_fn)(verbsexp_p0);
+	return (struct verbsexp_ret_ptr){verbsexp_r, verbsexp_r == NULL ? errno : 0};
 }
-static inline int64_t verbsexp_DestroyCompChannel(void *fn, void * p0) {
+static inline int64_t verbsexp_DestroyCompChannel(void *verbsexp_fn, void * verbsexp_p0) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&ibv_destroy_comp_channel))fn)(p0));
+	return verbsexp_packed(((__typeof__(&ibv_destroy_comp_channel))verbsexp_fn)(verbsexp_p0));
 }
-static inline struct verbsexp_ret_ptr verbsexp_CreateCQ(void *fn, void * p0, int32_t p1, void * p2, void * p3, int32_t p4) {
+static inline struct verbsexp_ret_ptr verbsexp_CreateCQ(void *verbsexp_fn, void * verbsexp_p0, int32_t verbsexp_p1, void * verbsexp_p2, void * verbsexp_p3, int32_t verbsexp_p4) {
 	errno = 0;
-	void * r = (void *)((__typeof__(&ibv_create_cq))fn)(p0, p1, p2, p3, p4);
-	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+	void * verbsexp_r = (void *)((__typeof__(&ibv_create_cq))verbsexp_fn)(verbsexp_p0, verbsexp_p1, verbsexp_p2, verbsexp_p3, verbsexp_p4);
+	return (struct verbsexp_ret_ptr){verbsexp_r, verbsexp_r == NULL ? errno : 0};
 }
-static inline int64_t verbsexp_ResizeCQ(void *fn, void * p0, int32_t p1) {
+static inline int64_t verbsexp_ResizeCQ(void *verbsexp_fn, void * verbsexp_p0, int32_t verbsexp_p1) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&ibv_resize_cq))fn)(p0, p1));
+	return verbsexp_packed(((__typeof__(&ibv_resize_cq))verbsexp_fn)(verbsexp_p0, verbsexp_p1));
 }
-static inline int64_t verbsexp_DestroyCQ(void *fn, void * p0) {
+static inline int64_t verbsexp_DestroyCQ(void *verbsexp_fn, void * verbsexp_p0) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&ibv_destroy_cq))fn)(p0));
+	return verbsexp_packed(((__typeof__(&ibv_destroy_cq))verbsexp_fn)(verbsexp_p0));
 }
-static inline int64_t verbsexp_GetCQEvent(void *fn, void * p0, void * p1, void * p2) {
+static inline int64_t verbsexp_GetCQEvent(void *verbsexp_fn, void * verbsexp_p0, void * verbsexp_p1, void * verbsexp_p2) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&ibv_get_cq_event))fn)(p0, p1, p2));
+	return verbsexp_packed(((__typeof__(&ibv_get_cq_event))verbsexp_fn)(verbsexp_p0, verbsexp_p1, verbsexp_p2));
 }
-static inline void verbsexp_AckCQEvents(void *fn, void * p0, uint32_t p1) { ((__typeof__(&ibv_ack_cq_events))fn)(p0, p1); }
-static inline int64_t verbsexp_PollCQ(void * p0, int32_t p1, void * p2) {
+static inline void verbsexp_AckCQEvents(void *verbsexp_fn, void * verbsexp_p0, uint32_t verbsexp_p1) { ((__typeof__(&ibv_ack_cq_events))verbsexp_fn)(verbsexp_p0, verbsexp_p1); }
+static inline int64_t verbsexp_PollCQ(void * verbsexp_p0, int32_t verbsexp_p1, void * verbsexp_p2) {
 	errno = 0;
-	return verbsexp_packed(ibv_poll_cq(p0, p1, p2));
+	return verbsexp_packed(ibv_poll_cq(verbsexp_p0, verbsexp_p1, verbsexp_p2));
 }
-static inline int64_t verbsexp_ReqNotifyCQ(void * p0, int32_t p1) {
+static inline int64_t verbsexp_ReqNotifyCQ(void * verbsexp_p0, int32_t verbsexp_p1) {
 	errno = 0;
-	return verbsexp_packed(ibv_req_notify_cq(p0, p1));
+	return verbsexp_packed(ibv_req_notify_cq(verbsexp_p0, verbsexp_p1));
 }
-static inline struct verbsexp_ret_ptr verbsexp_CreateQP(void *fn, void * p0, void * p1) {
+static inline struct verbsexp_ret_ptr verbsexp_CreateQP(void *verbsexp_fn, void * verbsexp_p0, void * verbsexp_p1) {
 	errno = 0;
-	void * r = (void *)((__typeof__(&ibv_create_qp))fn)(p0, p1);
-	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+	void * verbsexp_r = (void *)((__typeof__(&ibv_create_qp))verbsexp_fn)(verbsexp_p0, verbsexp_p1);
+	return (struct verbsexp_ret_ptr){verbsexp_r, verbsexp_r == NULL ? errno : 0};
 }
-static inline int64_t verbsexp_ModifyQP(void *fn, void * p0, void * p1, int32_t p2) {
+static inline int64_t verbsexp_ModifyQP(void *verbsexp_fn, void * verbsexp_p0, void * verbsexp_p1, int32_t verbsexp_p2) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&ibv_modify_qp))fn)(p0, p1, p2));
+	return verbsexp_packed(((__typeof__(&ibv_modify_qp))verbsexp_fn)(verbsexp_p0, verbsexp_p1, verbsexp_p2));
 }
-static inline int64_t verbsexp_QueryQP(void *fn, void * p0, void * p1, int32_t p2, void * p3) {
+static inline int64_t verbsexp_QueryQP(void *verbsexp_fn, void * verbsexp_p0, void * verbsexp_p1, int32_t verbsexp_p2, void * verbsexp_p3) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&ibv_query_qp))fn)(p0, p1, p2, p3));
+	return verbsexp_packed(((__typeof__(&ibv_query_qp))verbsexp_fn)(verbsexp_p0, verbsexp_p1, verbsexp_p2, verbsexp_p3));
 }
-static inline int64_t verbsexp_DestroyQP(void *fn, void * p0) {
+static inline int64_t verbsexp_DestroyQP(void *verbsexp_fn, void * verbsexp_p0) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&ibv_destroy_qp))fn)(p0));
+	return verbsexp_packed(((__typeof__(&ibv_destroy_qp))verbsexp_fn)(verbsexp_p0));
 }
-static inline int64_t verbsexp_PostSend(void * p0, void * p1, void * p2) {
-	void *slot2; // bad_wr: where a nil from Go points
-	if (p2 == NULL)
-		p2 = &slot2;
+static inline int64_t verbsexp_PostSend(void * verbsexp_p0, void * verbsexp_p1, void * verbsexp_p2) {
+	void *verbsexp_slot2; // bad_wr: where a nil from Go points
+	if (verbsexp_p2 == NULL)
+		verbsexp_p2 = &verbsexp_slot2;
 	errno = 0;
-	return verbsexp_packed(ibv_post_send(p0, p1, p2));
+	return verbsexp_packed(ibv_post_send(verbsexp_p0, verbsexp_p1, verbsexp_p2));
 }
-static inline int64_t verbsexp_PostRecv(void * p0, void * p1, void * p2) {
-	void *slot2; // bad_wr: where a nil from Go points
-	if (p2 == NULL)
-		p2 = &slot2;
+static inline int64_t verbsexp_PostRecv(void * verbsexp_p0, void * verbsexp_p1, void * verbsexp_p2) {
+	void *verbsexp_slot2; // bad_wr: where a nil from Go points
+	if (verbsexp_p2 == NULL)
+		verbsexp_p2 = &verbsexp_slot2;
 	errno = 0;
-	return verbsexp_packed(ibv_post_recv(p0, p1, p2));
+	return verbsexp_packed(ibv_post_recv(verbsexp_p0, verbsexp_p1, verbsexp_p2));
 }
-static inline struct verbsexp_ret_ptr verbsexp_CreateAH(void *fn, void * p0, void * p1) {
+static inline struct verbsexp_ret_ptr verbsexp_CreateAH(void *verbsexp_fn, void * verbsexp_p0, void * verbsexp_p1) {
 	errno = 0;
-	void * r = (void *)((__typeof__(&ibv_create_ah))fn)(p0, p1);
-	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+	void * verbsexp_r = (void *)((__typeof__(&ibv_create_ah))verbsexp_fn)(verbsexp_p0, verbsexp_p1);
+	return (struct verbsexp_ret_ptr){verbsexp_r, verbsexp_r == NULL ? errno : 0};
 }
-static inline int64_t verbsexp_DestroyAH(void *fn, void * p0) {
+static inline int64_t verbsexp_DestroyAH(void *verbsexp_fn, void * verbsexp_p0) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&ibv_destroy_ah))fn)(p0));
+	return verbsexp_packed(((__typeof__(&ibv_destroy_ah))verbsexp_fn)(verbsexp_p0));
 }
-static inline int64_t verbsexp_ForkInit(void *fn) {
+static inline int64_t verbsexp_ForkInit(void *verbsexp_fn) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&ibv_fork_init))fn)());
+	return verbsexp_packed(((__typeof__(&ibv_fork_init))verbsexp_fn)());
 }
-static inline void * verbsexp_WCStatusStr(void *fn, uint32_t p0) { return (void *)((__typeof__(&ibv_wc_status_str))fn)(p0); }
-static inline void * verbsexp_NodeTypeStr(void *fn, int32_t p0) { return (void *)((__typeof__(&ibv_node_type_str))fn)(p0); }
-static inline void * verbsexp_PortStateStr(void *fn, uint32_t p0) { return (void *)((__typeof__(&ibv_port_state_str))fn)(p0); }
-static inline void * verbsexp_EventTypeStr(void *fn, uint32_t p0) { return (void *)((__typeof__(&ibv_event_type_str))fn)(p0); }
-static inline void * verbsexp_VerbsGetExpCtx(void * p0) { return (void *)verbs_get_exp_ctx(p0); }
-static inline struct verbsexp_ret_ptr verbsexp_ExpGetDeviceList(void *fn, void * p0) {
+static inline void * verbsexp_WCStatusStr(void *verbsexp_fn, uint32_t verbsexp_p0) { return (void *)((__typeof__(&ibv_wc_status_str))verbsexp_fn)(verbsexp_p0); }
+static inline void * verbsexp_NodeTypeStr(void *verbsexp_fn, int32_t verbsexp_p0) { return (void *)((__typeof__(&ibv_node_type_str))verbsexp_fn)(verbsexp_p0); }
+static inline void * verbsexp_PortStateStr(void *verbsexp_fn, uint32_t verbsexp_p0) { return (void *)((__typeof__(&ibv_port_state_str))verbsexp_fn)(verbsexp_p0); }
+static inline void * verbsexp_EventTypeStr(void *verbsexp_fn, uint32_t verbsexp_p0) { return (void *)((__typeof__(&ibv_event_type_str))verbsexp_fn)(verbsexp_p0); }
+static inline void * verbsexp_VerbsGetExpCtx(void * verbsexp_p0) { return (void *)verbs_get_exp_ctx(verbsexp_p0); }
+static inline struct verbsexp_ret_ptr verbsexp_ExpGetDeviceList(void *verbsexp_fn, void * verbsexp_p0) {
 	errno = 0;
-	void * r = (void *)((__typeof__(&ibv_exp_get_device_list))fn)(p0);
-	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+	void * verbsexp_r = (void *)((__typeof__(&ibv_exp_get_device_list))verbsexp_fn)(verbsexp_p0);
+	return (struct verbsexp_ret_ptr){verbsexp_r, verbsexp_r == NULL ? errno : 0};
 }
-static inline int64_t verbsexp_ExpQueryDevice(void * p0, void * p1) {
+static inline int64_t verbsexp_ExpQueryDevice(void * verbsexp_p0, void * verbsexp_p1) {
 	errno = 0;
-	return verbsexp_packed(ibv_exp_query_device(p0, p1));
+	return verbsexp_packed(ibv_exp_query_device(verbsexp_p0, verbsexp_p1));
 }
-static inline struct verbsexp_ret_ptr verbsexp_ExpCreateCQ(void * p0, int32_t p1, void * p2, void * p3, int32_t p4, void * p5) {
+static inline struct verbsexp_ret_ptr verbsexp_ExpCreateCQ(void * verbsexp_p0, int32_t verbsexp_p1, void * verbsexp_p2, void * verbsexp_p3, int32_t verbsexp_p4, void * verbsexp_p5) {
 	errno = 0;
-	void * r = (void *)ibv_exp_create_cq(p0, p1, p2, p3, p4, p5);
-	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+	void * verbsexp_r = (void *)ibv_exp_create_cq(verbsexp_p0, verbsexp_p1, verbsexp_p2, verbsexp_p3, verbsexp_p4, verbsexp_p5);
+	return (struct verbsexp_ret_ptr){verbsexp_r, verbsexp_r == NULL ? errno : 0};
 }
-static inline int64_t verbsexp_ExpModifyCQ(void * p0, void * p1, int32_t p2) {
+static inline int64_t verbsexp_ExpModifyCQ(void * verbsexp_p0, void * verbsexp_p1, int32_t verbsexp_p2) {
 	errno = 0;
-	return verbsexp_packed(ibv_exp_modify_cq(p0, p1, p2));
+	return verbsexp_packed(ibv_exp_modify_cq(verbsexp_p0, verbsexp_p1, verbsexp_p2));
 }
-static inline struct verbsexp_ret_ptr verbsexp_ExpCreateQP(void * p0, void * p1) {
+static inline struct verbsexp_ret_ptr verbsexp_ExpCreateQP(void * verbsexp_p0, void * verbsexp_p1) {
 	errno = 0;
-	void * r = (void *)ibv_exp_create_qp(p0, p1);
-	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+	void * verbsexp_r = (void *)ibv_exp_create_qp(verbsexp_p0, verbsexp_p1);
+	return (struct verbsexp_ret_ptr){verbsexp_r, verbsexp_r == NULL ? errno : 0};
 }
-static inline int64_t verbsexp_ExpModifyQP(void * p0, void * p1, uint64_t p2) {
+static inline int64_t verbsexp_ExpModifyQP(void * verbsexp_p0, void * verbsexp_p1, uint64_t verbsexp_p2) {
 	errno = 0;
-	return verbsexp_packed(ibv_exp_modify_qp(p0, p1, p2));
+	return verbsexp_packed(ibv_exp_modify_qp(verbsexp_p0, verbsexp_p1, verbsexp_p2));
 }
-static inline int64_t verbsexp_ExpPostSend(void * p0, void * p1, void * p2) {
-	void *slot2; // bad_wr: where a nil from Go points
-	if (p2 == NULL)
-		p2 = &slot2;
+static inline int64_t verbsexp_ExpPostSend(void * verbsexp_p0, void * verbsexp_p1, void * verbsexp_p2) {
+	void *verbsexp_slot2; // bad_wr: where a nil from Go points
+	if (verbsexp_p2 == NULL)
+		verbsexp_p2 = &verbsexp_slot2;
 	errno = 0;
-	return verbsexp_packed(ibv_exp_post_send(p0, p1, p2));
+	return verbsexp_packed(ibv_exp_post_send(verbsexp_p0, verbsexp_p1, verbsexp_p2));
 }
-static inline int64_t verbsexp_ExpPollCQ(void * p0, int32_t p1, void * p2, uint32_t p3) {
+static inline int64_t verbsexp_ExpPollCQ(void * verbsexp_p0, int32_t verbsexp_p1, void * verbsexp_p2, uint32_t verbsexp_p3) {
 	errno = 0;
-	return verbsexp_packed(ibv_exp_poll_cq(p0, p1, p2, p3));
+	return verbsexp_packed(ibv_exp_poll_cq(verbsexp_p0, verbsexp_p1, verbsexp_p2, verbsexp_p3));
 }
-static inline int64_t verbsexp_ExpPostTask(void * p0, void * p1, void * p2) {
-	void *slot2; // bad_task: where a nil from Go points
-	if (p2 == NULL)
-		p2 = &slot2;
+static inline int64_t verbsexp_ExpPostTask(void * verbsexp_p0, void * verbsexp_p1, void * verbsexp_p2) {
+	void *verbsexp_slot2; // bad_task: where a nil from Go points
+	if (verbsexp_p2 == NULL)
+		verbsexp_p2 = &verbsexp_slot2;
 	errno = 0;
-	return verbsexp_packed(ibv_exp_post_task(p0, p1, p2));
+	return verbsexp_packed(ibv_exp_post_task(verbsexp_p0, verbsexp_p1, verbsexp_p2));
 }
-static int64_t verbsexp_ExpPostTaskCMem(uintptr_t p0, uintptr_t p1, uintptr_t p2) { return verbsexp_ExpPostTask((void *)p0, (void *)p1, (void *)p2); }
+static int64_t verbsexp_ExpPostTaskCMem(uintptr_t verbsexp_p0, uintptr_t verbsexp_p1, uintptr_t verbsexp_p2) { return verbsexp_ExpPostTask((void *)verbsexp_p0, (void *)verbsexp_p1, (void *)verbsexp_p2); }
 */
 import "C"
 
@@ -7329,10 +7329,10 @@ func GetDeviceList(numDevices *int32) (**Device, error) {
 		return nil, err
 	}
 	ret := C.verbsexp_GetDeviceList(fn, unsafe.Pointer(numDevices))
-	if ret.r == nil {
-		return nil, abiutil.Errno("ibv_get_device_list", syscall.Errno(ret.e))
+	if ret.verbsexp_r == nil {
+		return nil, abiutil.Errno("ibv_get_device_list", syscall.Errno(ret.verbsexp_e))
 	}
-	return (**Device)(ret.r), nil
+	return (**Device)(ret.verbsexp_r), nil
 }
 
 var symFreeDeviceList = dynlib.Sym{Name: "ibv_free_device_list"}
@@ -7391,10 +7391,10 @@ func OpenDevice(device *Device) (*Context, error) {
 		return nil, err
 	}
 	ret := C.verbsexp_OpenDevice(fn, unsafe.Pointer(device))
-	if ret.r == nil {
-		return nil, abiutil.Errno("ibv_open_device", syscall.Errno(ret.e))
+	if ret.verbsexp_r == nil {
+		return nil, abiutil.Errno("ibv_open_device", syscall.Errno(ret.verbsexp_e))
 	}
-	return (*Context)(ret.r), nil
+	return (*Context)(ret.verbsexp_r), nil
 }
 
 var symCloseDevice = dynlib.Sym{Name: "ibv_close_device"}
@@ -7547,10 +7547,10 @@ func AllocPD(context *Context) (*PD, error) {
 		return nil, err
 	}
 	ret := C.verbsexp_AllocPD(fn, unsafe.Pointer(context))
-	if ret.r == nil {
-		return nil, abiutil.Errno("ibv_alloc_pd", syscall.Errno(ret.e))
+	if ret.verbsexp_r == nil {
+		return nil, abiutil.Errno("ibv_alloc_pd", syscall.Errno(ret.verbsexp_e))
 	}
-	return (*PD)(ret.r), nil
+	return (*PD)(ret.verbsexp_r), nil
 }
 
 var symDeallocPD = dynlib.Sym{Name: "ibv_dealloc_pd"}
@@ -7582,10 +7582,10 @@ func RegMR(pd *PD, addr unsafe.Pointer, length uint64, access int32) (*MR, error
 		return nil, err
 	}
 	ret := C.verbsexp_RegMR(fn, unsafe.Pointer(pd), addr, C.uint64_t(length), C.int32_t(access))
-	if ret.r == nil {
-		return nil, abiutil.Errno("ibv_reg_mr", syscall.Errno(ret.e))
+	if ret.verbsexp_r == nil {
+		return nil, abiutil.Errno("ibv_reg_mr", syscall.Errno(ret.verbsexp_e))
 	}
-	return (*MR)(ret.r), nil
+	return (*MR)(ret.verbsexp_r), nil
 }
 
 var symDeregMR = dynlib.Sym{Name: "ibv_dereg_mr"}
@@ -7617,10 +7617,10 @@ func CreateCompChannel(context *Context) (*CompChannel, error) {
 		return nil, err
 	}
 	ret := C.verbsexp_CreateCompChannel(fn, unsafe.Pointer(context))
-	if ret.r == nil {
-		return nil, abiutil.Errno("ibv_create_comp_channel", syscall.Errno(ret.e))
+	if ret.verbsexp_r == nil {
+		return nil, abiutil.Errno("ibv_create_comp_channel", syscall.Errno(ret.verbsexp_e))
 	}
-	return (*CompChannel)(ret.r), nil
+	return (*CompChannel)(ret.verbsexp_r), nil
 }
 
 var symDestroyCompChannel = dynlib.Sym{Name: "ibv_destroy_comp_channel"}
@@ -7652,10 +7652,10 @@ func CreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel *Co
 		return nil, err
 	}
 	ret := C.verbsexp_CreateCQ(fn, unsafe.Pointer(context), C.int32_t(cqe), cqContext, unsafe.Pointer(channel), C.int32_t(compVector))
-	if ret.r == nil {
-		return nil, abiutil.Errno("ibv_create_cq", syscall.Errno(ret.e))
+	if ret.verbsexp_r == nil {
+		return nil, abiutil.Errno("ibv_create_cq", syscall.Errno(ret.verbsexp_e))
 	}
-	return (*CQ)(ret.r), nil
+	return (*CQ)(ret.verbsexp_r), nil
 }
 
 var symResizeCQ = dynlib.Sym{Name: "ibv_resize_cq"}
@@ -7770,10 +7770,10 @@ func CreateQP(pd *PD, qpInitAttr *QPInitAttr) (*QP, error) {
 		return nil, err
 	}
 	ret := C.verbsexp_CreateQP(fn, unsafe.Pointer(pd), unsafe.Pointer(qpInitAttr))
-	if ret.r == nil {
-		return nil, abiutil.Errno("ibv_create_qp", syscall.Errno(ret.e))
+	if ret.verbsexp_r == nil {
+		return nil, abiutil.Errno("ibv_create_qp", syscall.Errno(ret.verbsexp_e))
 	}
-	return (*QP)(ret.r), nil
+	return (*QP)(ret.verbsexp_r), nil
 }
 
 var symModifyQP = dynlib.Sym{Name: "ibv_modify_qp"}
@@ -7883,10 +7883,10 @@ func CreateAH(pd *PD, attr *AHAttr) (*AH, error) {
 		return nil, err
 	}
 	ret := C.verbsexp_CreateAH(fn, unsafe.Pointer(pd), unsafe.Pointer(attr))
-	if ret.r == nil {
-		return nil, abiutil.Errno("ibv_create_ah", syscall.Errno(ret.e))
+	if ret.verbsexp_r == nil {
+		return nil, abiutil.Errno("ibv_create_ah", syscall.Errno(ret.verbsexp_e))
 	}
-	return (*AH)(ret.r), nil
+	return (*AH)(ret.verbsexp_r), nil
 }
 
 var symDestroyAH = dynlib.Sym{Name: "ibv_destroy_ah"}
@@ -7985,10 +7985,10 @@ func ExpGetDeviceList(numDevices *int32) (**Device, error) {
 		return nil, err
 	}
 	ret := C.verbsexp_ExpGetDeviceList(fn, unsafe.Pointer(numDevices))
-	if ret.r == nil {
-		return nil, abiutil.Errno("ibv_exp_get_device_list", syscall.Errno(ret.e))
+	if ret.verbsexp_r == nil {
+		return nil, abiutil.Errno("ibv_exp_get_device_list", syscall.Errno(ret.verbsexp_e))
 	}
-	return (**Device)(ret.r), nil
+	return (**Device)(ret.verbsexp_r), nil
 }
 
 // ExpQueryDevice calls ibv_exp_query_device (infiniband/verbs_exp.h:1338:19), an inline function of the headers, compiled into this package.
@@ -8014,10 +8014,10 @@ func ExpCreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel 
 		return nil, abiutil.NilArg("ibv_exp_create_cq", "attr")
 	}
 	ret := C.verbsexp_ExpCreateCQ(unsafe.Pointer(context), C.int32_t(cqe), cqContext, unsafe.Pointer(channel), C.int32_t(compVector), unsafe.Pointer(attr))
-	if ret.r == nil {
-		return nil, abiutil.Errno("ibv_exp_create_cq", syscall.Errno(ret.e))
+	if ret.verbsexp_r == nil {
+		return nil, abiutil.Errno("ibv_exp_create_cq", syscall.Errno(ret.verbsexp_e))
 	}
-	return (*CQ)(ret.r), nil
+	return (*CQ)(ret.verbsexp_r), nil
 }
 
 // ExpModifyCQ calls ibv_exp_modify_cq (infiniband/verbs_exp.h:1390:19), an inline function of the headers, compiled into this package.
@@ -8046,10 +8046,10 @@ func ExpCreateQP(context *Context, qpInitAttr *ExpQPInitAttr) (*QP, error) {
 		return nil, abiutil.NilArg("ibv_exp_create_qp", "qp_init_attr")
 	}
 	ret := C.verbsexp_ExpCreateQP(unsafe.Pointer(context), unsafe.Pointer(qpInitAttr))
-	if ret.r == nil {
-		return nil, abiutil.Errno("ibv_exp_create_qp", syscall.Errno(ret.e))
+	if ret.verbsexp_r == nil {
+		return nil, abiutil.Errno("ibv_exp_create_qp", syscall.Errno(ret.verbsexp_e))
 	}
-	return (*QP)(ret.r), nil
+	return (*QP)(ret.verbsexp_r), nil
 }
 
 // ExpModifyQP calls ibv_exp_modify_qp (infiniband/verbs_exp.h:1429:19), an inline function of the headers, compiled into this package.

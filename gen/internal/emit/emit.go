@@ -96,7 +96,7 @@ func Files(in Input) ([]File, error) {
 			defer wg.Done()
 			var buf bytes.Buffer
 			if err := j.build().Render(&buf); err != nil {
-				errs[i] = fmt.Errorf("rendering %s: %v", j.name, err)
+				errs[i] = renderError(j.name, err)
 				return
 			}
 			files[i] = File{Name: j.name, Data: buf.Bytes()}
@@ -113,6 +113,15 @@ func Files(in Input) ([]File, error) {
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
 	return files, nil
+}
+
+// renderError reports Go that does not format: a generator bug, since
+// every name it emits is checked first. jennifer's error carries the
+// whole source; the user gets its first line, and what to do.
+func renderError(name string, err error) error {
+	msg, _, _ := strings.Cut(err.Error(), " while formatting source")
+	msg, _, _ = strings.Cut(msg, "\n")
+	return fmt.Errorf("internal error: the generated %s does not parse (%s); please report it with the headers and flags you used", name, msg)
 }
 
 // newFile starts a file with the command, the generated-code marker and,

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/verbsexp/verbsexp/gen/internal/emit"
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 )
 
 // Write replaces dir with exactly files, atomically: everything is written
@@ -211,7 +212,7 @@ func Owned(path string) bool {
 	if err != nil || !fi.Mode().IsRegular() {
 		return false
 	}
-	f, err := os.Open(path)
+	f, _, err := inputfile.Open(path) // swapped for a FIFO since the Lstat: refused, not read
 	if err != nil {
 		return false
 	}
@@ -219,7 +220,8 @@ func Owned(path string) bool {
 	if name == "abi.json" {
 		return manifestGenerator(f) == emit.Generator
 	}
-	sc := bufio.NewScanner(f)
+	// The marker is on the second line: the file's start decides.
+	sc := bufio.NewScanner(io.LimitReader(f, 64<<10))
 	for sc.Scan() {
 		line := sc.Bytes()
 		if bytes.HasPrefix(line, []byte("package ")) || bytes.HasPrefix(line, []byte("#")) {
