@@ -113,13 +113,25 @@ test-runtime:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count $(COUNT) ./tests/shimtest ./runtime/task ./runtime/lease ./runtime/coll
 
-examples:
+# mpirun refuses root without --allow-run-as-root; --oversubscribe lets
+# 8 ranks share fewer cores.
+MPIRUN_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-run-as-root) --oversubscribe
+
+examples: launchers
 	$(GO) run ./examples/pingpong -rounds 1000 -size 64
 	$(GO) run ./examples/pingpong -rounds 20000 -max-wr 40000
 	@for op in sum max and or xor; do $(GO) run ./examples/allreduce -ranks 16 -op $$op -type uint || exit 1; done
 	$(GO) run ./examples/allreduce -ranks 16 -op sum -type float
 	$(GO) run ./examples/allreduce -ranks 12 -op max -type int
 	$(GO) run ./examples/collectives -ranks 12 -root 5
+	@# collectives, one rank per process on its own softdev device: under
+	@# mpirun (PMIx) and through the TCP rendezvous from a shell loop.
+	$(GO) build -o .tmp/collectives ./examples/collectives
+	@for n in 2 4 8; do \
+		echo "mpirun -np $$n .tmp/collectives -launch env"; \
+		mpirun $(MPIRUN_FLAGS) -np $$n .tmp/collectives -launch env -iters 50 || exit 1; \
+	done
+	scripts/rendezvous-job 4 .tmp/collectives -launch env -iters 50
 	@# ccpingpong: the built program as a server and a client process, on
 	@# loopback and (as root) in two network namespaces joined by a veth.
 	$(GO) build -o .tmp/ccpingpong ./examples/ccpingpong
