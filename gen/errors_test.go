@@ -99,6 +99,17 @@ var errorCases = map[string]errorCase{
 	"no-entry-header": func(t *testing.T, bin string) (int, string) {
 		return runGen(t, bin, nil, "-I", t.TempDir(), "-o", filepath.Join(t.TempDir(), "pkg"))
 	},
+	"include-missing-dir": func(t *testing.T, bin string) (int, string) {
+		return runGen(t, bin, nil, "-I", filepath.Join(t.TempDir(), "no-such-dir"), "-o", filepath.Join(t.TempDir(), "pkg"))
+	},
+	"include-too-deep": func(t *testing.T, bin string) (int, string) {
+		inc := writeHeader(t, goodHeader)
+		code, out := runGen(t, bin, nil, "-I", filepath.Join(inc, "infiniband"), "-o", filepath.Join(t.TempDir(), "pkg"))
+		if !strings.Contains(out, "pass -I "+inc) {
+			t.Errorf("the advice does not name %s:\n%s", inc, out)
+		}
+		return code, out
+	},
 	"output-under-file": func(t *testing.T, bin string) (int, string) {
 		file := filepath.Join(t.TempDir(), "plain")
 		if err := os.WriteFile(file, nil, 0o644); err != nil {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/verbsexp/verbsexp/gen/internal/emit"
@@ -42,11 +43,17 @@ func Write(dir string, files []emit.File) error {
 	}
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
+		if errors.Is(err, syscall.EROFS) {
+			return fmt.Errorf("cannot create %s: it is on a read-only file system; choose another -o", parent)
+		}
 		return fmt.Errorf("cannot create %s: %v; choose a writable -o directory", parent, err)
 	}
 	removeAbandoned(parent, dir)
 	tmp, err := os.MkdirTemp(parent, scratchPrefix(dir))
-	if err != nil {
+	switch {
+	case errors.Is(err, syscall.EROFS):
+		return fmt.Errorf("cannot write %s: %s is on a read-only file system (the package is written next to it and swapped in); choose another -o", dir, parent)
+	case err != nil:
 		return fmt.Errorf("cannot write next to %s: %v; check the permissions of %s or choose another -o", dir, err, parent)
 	}
 	defer removeScratch(tmp)
