@@ -355,8 +355,27 @@ func (c *checker) current() (bool, error) {
 		rep.WriteText(&b, false)
 		c.list(strings.Split(strings.TrimRight(b.String(), "\n"), "\n"))
 	}
+	if cmd := moduleCommand(c.pkgDir); cmd != "" {
+		fmt.Fprintf(c.out, "        regenerate it: %s (the copy of the module it is part of), review the diff and commit it\n", cmd)
+		return false, nil
+	}
 	fmt.Fprintf(c.out, "        regenerate it: go generate %s (runs %s), review the diff and commit it\n", goPattern(c.pkgDir), c.opts.Command)
 	return false, nil
+}
+
+// moduleCommand is the gen module command that wrote the module copy
+// pkgDir is the generated/ of, or "".
+func moduleCommand(pkgDir string) string {
+	b, err := os.ReadFile(filepath.Join(pkgDir, "..", moduleMarker))
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if cmd, ok := strings.CutPrefix(l, moduleWrittenBy); ok {
+			return cmd
+		}
+	}
+	return ""
 }
 
 // firstDifference describes where two versions of a file part, by line.

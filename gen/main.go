@@ -9,6 +9,7 @@
 //	gen -I DIR [-I DIR…] -o OUTDIR [-arch LIST] [-pkg NAME] [-entry HEADER]
 //	gen check [-I DIR…] [-baseline FILE [-ack FILE]] PKGDIR
 //	gen diff [-ack FILE] OLD.json NEW.json
+//	gen module -I DIR -o OUTDIR
 //	gen -version
 //
 // Each target is read with its own C compiler (cc on the host,
@@ -16,7 +17,10 @@
 // that its libc headers decide the layout. OUTDIR is replaced atomically.
 // gen check is the check for CI: the package is current, its abi.json
 // holds for every target's C compiler, and nothing breaks against a
-// baseline. gen diff classifies the changes between two manifests.
+// baseline. gen diff classifies the changes between two manifests. gen
+// module writes a copy of this module generated from your headers, for a
+// replace directive, when the runtime must serve a release whose ABI
+// differs from the committed package's.
 //
 // From another module, add the tool once (go get -tool
 // github.com/verbsexp/verbsexp/gen), then run go tool gen; a package
@@ -101,6 +105,7 @@ func (g *genFlags) options(out string) (generate.Options, error) {
 const usageText = `usage: gen -I DIR [-I DIR…] -o OUTDIR [-arch LIST] [-pkg NAME] [-entry HEADER]
        gen check [-I DIR…] [-baseline FILE [-ack FILE]] PKGDIR
        gen diff [-ack FILE] [-json] OLD.json NEW.json
+       gen module -I DIR -o OUTDIR
        gen -version
 
 Generates Go types, constants, call wrappers and abi.json for the
@@ -112,6 +117,8 @@ with -entry, for upstream rdma-core headers.
               (for CI; gen check -h)
   gen diff    classify what changed between two abi.json manifests
               (gen diff -h)
+  gen module  a copy of this module whose generated/ and runtime build on
+              your headers, for a replace directive (gen module -h)
 
 Targets need their C compilers: %s.
 
@@ -126,6 +133,8 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 			return runDiff(args[1:], stdout, stderr)
 		case "check":
 			return runCheck(args[1:], stdout, stderr)
+		case "module":
+			return runModule(args[1:], stdout, stderr)
 		}
 	}
 	defer func() {
