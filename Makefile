@@ -82,7 +82,7 @@ CGO_ENV      := $(if $(OFED_INCLUDE),CGO_CFLAGS="-O2 -g -I$(abspath $(OFED_INCLU
 # VERBSEXP_HEADERS tells tests/ which headers generated/ comes from.
 test: toolchains origin-test fmt-check vet
 	@echo "== make test: go test ./... (against $(HEADERS))"
-	VERBSEXP_HEADERS=$(abspath $(HEADERS)) $(CGO_ENV) $(GO) test ./... $(GOLDEN_CGO)
+	VERBSEXP_HEADERS=$(abspath $(HEADERS)) VERBSEXP_ACK_BREAKING=$(ACK_BREAKING) $(CGO_ENV) $(GO) test ./... $(GOLDEN_CGO)
 	@echo "== make test: runtime under -race and cgocheck2"
 	@$(MAKE) --no-print-directory test-runtime
 	@echo "== make test: abi-check"
