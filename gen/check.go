@@ -32,7 +32,8 @@ Checks a committed generated package, for CI:
                constant of PKGDIR/abi.json is what each target's C compiler
                says on the headers (_Static_asserts, one compiler per arch);
   3. baseline: with -baseline, no breaking change from that manifest to
-               PKGDIR/abi.json that the -ack file does not list.
+               PKGDIR/abi.json that the -ack file does not list (an -ack
+               file that does not exist yet acknowledges nothing).
 
 Without -I the check reads the headers and flags PKGDIR/doc.go records;
 with -I they must be the ones the package was generated from. Exit
@@ -500,8 +501,11 @@ func (c *checker) baseline(file, ackFile string) (bool, error) {
 		return false, fmt.Errorf("baseline: %v", err)
 	}
 	var acks []string
+	noAcks := false // -ack FILE does not exist yet: nothing is acknowledged
 	if ackFile != "" {
-		if acks, err = diff.ReadAcks(ackFile); err != nil {
+		if acks, err = diff.ReadAcks(ackFile); errors.Is(err, os.ErrNotExist) {
+			acks, noAcks = nil, true
+		} else if err != nil {
 			fmt.Fprintln(c.out, "cannot read the ack file")
 			return false, fmt.Errorf("ack file: %v", err)
 		}
@@ -513,6 +517,9 @@ func (c *checker) baseline(file, ackFile string) (bool, error) {
 	nb, na, nc := rep.Distinct()
 	if rep.Breaking == 0 {
 		fmt.Fprintf(c.out, "ok: nothing breaks from %s (baseline) to %sabi.json (committed): %d acknowledged, %d compatible changes\n", file, c.label, na, nc)
+		if noAcks {
+			fmt.Fprintf(c.out, "        note: no %s yet: nothing acknowledged (list reviewed breaking changes there when there are some)\n", ackFile)
+		}
 		for _, a := range rep.UnusedAcks {
 			fmt.Fprintf(c.out, "        note: acknowledged %q matches no breaking change; remove it from %s\n", a, ackFile)
 		}
@@ -523,6 +530,9 @@ func (c *checker) baseline(file, ackFile string) (bool, error) {
 	ack := "an -ack file"
 	if ackFile != "" {
 		ack = ackFile
+	}
+	if noAcks {
+		ack += " (it does not exist yet: create it)"
 	}
 	fmt.Fprintf(c.out, "        review them; accept each by adding its \"KIND SUBJECT\" line to %s, or move the baseline when you publish\n", ack)
 	return false, nil

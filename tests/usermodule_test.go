@@ -84,13 +84,15 @@ func main() {
 		t.Error("go generate in the user's module wrote other bytes than go tool gen")
 	}
 
-	step("go tool gen check ./internal/verbs (green)")
-	base := filepath.Join(mod, "abi", "released.abi.json")
-	write("abi/released.abi.json", string(before["abi.json"]))
-	out := runIn(t, mod, env, "go", "tool", "gen", "check", "-I", "include", "-baseline", base, "./internal/verbs")
-	if !strings.Contains(out, "gen check: ok: ./internal/verbs/") {
-		t.Errorf("gen check output:\n%s", out)
+	step("the README's publish-and-check commands, as written (gen check green)")
+	block := readmeBlock(t, "gen check -baseline abi/released.abi.json")
+	out := runIn(t, mod, env, "sh", "-ec", block)
+	for _, w := range []string{"gen check: ok: ./internal/verbs/", "3/3 baseline: ok: nothing breaks", "no abi/ack.txt yet: nothing acknowledged"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("the README's commands\n%s\nprint no %q:\n%s", block, w, out)
+		}
 	}
+	base := filepath.Join(mod, "abi", "released.abi.json")
 
 	step("a header change: gen check red")
 	exp := filepath.Join(mod, "include", "infiniband", "verbs_exp.h")
@@ -271,6 +273,23 @@ import (
 func main() {
 ` + body + "}\n"
 	return prog, want.String()
+}
+
+// readmeBlock is the README code block that contains marker, as the
+// shell would read it.
+func readmeBlock(t *testing.T, marker string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range strings.Split(string(b), "```")[1:] {
+		if body, ok := strings.CutPrefix(part, "sh\n"); ok && strings.Contains(body, marker) {
+			return body
+		}
+	}
+	t.Fatalf("README.md has no sh block with %q", marker)
+	return ""
 }
 
 func readDir(t *testing.T, dir string) map[string][]byte {
