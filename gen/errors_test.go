@@ -125,6 +125,9 @@ var errorCases = map[string]errorCase{
 	"compiler-env-missing": func(t *testing.T, bin string) (int, string) {
 		return runGen(t, bin, []string{"VERBSEXP_CC_ARM64=/nonexistent"}, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "arm64")
 	},
+	"compiler-env-command-line": func(t *testing.T, bin string) (int, string) {
+		return runGen(t, bin, []string{"VERBSEXP_CC_ARM64=aarch64-linux-gnu-gcc -O2"}, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "arm64")
+	},
 	"compiler-not-on-path": func(t *testing.T, bin string) (int, string) {
 		return runGen(t, bin, []string{"PATH=" + t.TempDir(), "VERBSEXP_CC_PPC64LE="}, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "ppc64le")
 	},

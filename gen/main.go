@@ -120,7 +120,8 @@ with -entry, for upstream rdma-core headers.
   gen module  a copy of this module whose generated/ and runtime build on
               your headers, for a replace directive (gen module -h)
 
-Targets need their C compilers: %s.
+Targets need their C compilers (each is checked to be its target's):
+%s.
 
 Flags:
 `
@@ -266,9 +267,9 @@ func versionLine() string {
 func compilersHelp() string {
 	var s []string
 	for _, t := range target.All {
-		s = append(s, fmt.Sprintf("%s: %s-gcc (apt-get install %s)", t.GoArch, t.GNUTriplet, t.DebianPkg))
+		s = append(s, fmt.Sprintf("%s: %s (a path or name; apt-get install %s)", t.GoArch, t.CompilerHelp(), t.DebianPkg))
 	}
-	return strings.Join(s, "; ")
+	return "  " + strings.Join(s, ";\n  ")
 }
 
 // packageName is the default package name: the base name of the output

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/verbsexp/verbsexp/internal/target"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,15 +98,28 @@ func TestMissingFlagIsNamed(t *testing.T) {
 	}
 }
 
-// TestHelpListsSubcommands: gen -h names check and diff.
+// TestHelpListsSubcommands: gen -h names check, diff and module, and for
+// every target the compiler the generator then uses (the host's cc on
+// its own architecture: the help once named x86_64-linux-gnu-gcc there).
 func TestHelpListsSubcommands(t *testing.T) {
 	code, _, stderr := cli(t, "-h")
 	if code != 0 {
 		t.Errorf("gen -h: exit %d", code)
 	}
-	for _, w := range []string{"usage: gen -I DIR", "gen check [-I DIR…]", "gen diff [-ack FILE]", "gen -version", "-entry HEADER"} {
+	for _, w := range []string{"usage: gen -I DIR", "gen check [-I DIR…]", "gen diff [-ack FILE]", "gen module -I DIR -o OUTDIR", "gen -version", "-entry HEADER"} {
 		if !strings.Contains(stderr, w) {
 			t.Errorf("gen -h lacks %q:\n%s", w, stderr)
+		}
+	}
+	for _, tg := range target.All {
+		t.Setenv(tg.EnvVar(), "")
+		cc, err := tg.Compiler()
+		if err != nil {
+			t.Logf("%s: %v", tg.GoArch, err)
+			continue
+		}
+		if line := "  " + tg.GoArch + ": " + filepath.Base(cc); !strings.Contains(stderr, line+" ") && !strings.Contains(stderr, line+",") {
+			t.Errorf("gen -h does not name %s, the compiler used for %s, first (want %q):\n%s", filepath.Base(cc), tg.GoArch, line, stderr)
 		}
 	}
 }
