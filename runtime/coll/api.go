@@ -34,7 +34,7 @@ func (c *Comm) Allreduce(in, out *Memory, count int, op verbs.ExpCalcOp, typ ver
 		return nil, err
 	}
 	if k := bits.Len(uint(c.size)) - 1; k+2 > c.caps.sendSGE {
-		return nil, fmt.Errorf("coll: allreduce over %d ranks reduces %d operands in one CALC; the device takes %d SGEs: %w", c.size, k+2, c.caps.sendSGE, syscall.EINVAL)
+		return nil, fmt.Errorf("coll: allreduce over %s reduces %d operands in one CALC; the device takes %s: %w", nOf(c.size, "rank"), k+2, nOf(c.caps.sendSGE, "SGE"), syscall.EINVAL)
 	}
 	pl, scratch := allreducePlan(c.rank, c.size, count, op, typ)
 	need := count * ElementSize
@@ -70,7 +70,7 @@ func (c *Comm) canCalc(op verbs.ExpCalcOp, typ verbs.ExpCalcDataType) error {
 // overwritten.
 func (c *Comm) Broadcast(root int, buf *Memory, n int) (*Schedule, error) {
 	if root < 0 || root >= c.size || buf == nil || n < 1 {
-		return nil, fmt.Errorf("coll: broadcast: root %d of %d ranks, %d bytes: need a root in range, a memory and n ≥ 1: %w", root, c.size, n, syscall.EINVAL)
+		return nil, fmt.Errorf("coll: broadcast: root %d of %s, %s: need a root in range, a memory and n ≥ 1: %w", root, nOf(c.size, "rank"), nOf(n, "byte"), syscall.EINVAL)
 	}
 	return c.build(fmt.Sprintf("broadcast from rank %d", root), broadcastPlan(c.rank, c.size, root, n), nil, buf, [2]int{0, n}, 0, -1)
 }
