@@ -101,6 +101,35 @@ func Write(dir string, files []emit.File) error {
 	return nil
 }
 
+// Current reports whether dir already holds exactly files, byte for
+// byte, and nothing else the generator wrote.
+func Current(dir string, files []emit.File) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	want := map[string][]byte{}
+	for _, f := range files {
+		want[f.Name] = f.Data
+	}
+	seen := 0
+	for _, e := range entries {
+		data, ok := want[e.Name()]
+		if !ok {
+			if emit.OutputName(e.Name()) {
+				return false // one the generator wrote once and would remove
+			}
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil || !bytes.Equal(b, data) {
+			return false
+		}
+		seen++
+	}
+	return seen == len(files)
+}
+
 // beforeRename runs between the checks and the final rename of the
 // fallback path, in tests (to lose a race on purpose).
 var beforeRename func()
