@@ -167,7 +167,7 @@ func (c *checker) setup(g genFlags, given map[string]bool) error {
 		}
 		for i, d := range rec.includes {
 			if !filepath.IsAbs(d) {
-				rec.includes[i] = relativeToCwd(filepath.Join(c.pkgDir, d))
+				rec.includes[i] = relativeToCwd(filepath.Join(realDir(c.pkgDir), d))
 			}
 		}
 	}
@@ -214,7 +214,7 @@ func (c *checker) setup(g genFlags, given map[string]bool) error {
 	if g.pkg == "" && rec.pkg == "" {
 		g.pkg = c.abi.Package // the name it was generated with
 	}
-	if c.opts, err = g.options(c.pkgDir); err != nil {
+	if c.opts, err = g.options(realDir(c.pkgDir)); err != nil {
 		return err
 	}
 	if recErr == nil {
