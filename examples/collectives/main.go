@@ -27,6 +27,7 @@ import (
 	"time"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/internal/examplecli"
 	"github.com/verbsexp/verbsexp/runtime/coll"
 	"github.com/verbsexp/verbsexp/runtime/coll/collsoft"
 	"github.com/verbsexp/verbsexp/runtime/lease"
@@ -42,6 +43,7 @@ type config struct {
 }
 
 func main() {
+	examplecli.Usage("collectives", "Runs the four standing collectives of runtime/coll (barrier, allreduce,\nbroadcast, allgather) over -ranks ranks on the software device, -iters\nruns each, checks every result and prints the median time per collective.")
 	var c config
 	flag.IntVar(&c.ranks, "ranks", 8, "number of ranks, 1 or more")
 	flag.IntVar(&c.iters, "iters", 100, "runs of each collective")
