@@ -21,7 +21,7 @@ import (
 #include <infiniband/verbs_exp.h>
 
 // The layouts this package was generated with: a different header set fails here.
-#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (go run github.com/verbsexp/verbsexp/gen -I ../headers -o .): regenerate it with -I naming the headers you build with"
+#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (go run github.com/verbsexp/verbsexp/gen -I ../headers -o .): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)"
 #if defined(__x86_64__)
 _Static_assert(sizeof(struct ibv_xrc_domain) == 16, "struct ibv_xrc_domain: size is not 16 on amd64" VERBSEXP_REGENERATE);
 _Static_assert(_Alignof(struct ibv_xrc_domain) == 8, "struct ibv_xrc_domain: alignment is not 8 on amd64" VERBSEXP_REGENERATE);

@@ -68,7 +68,7 @@ func (in Input) preamble() string {
 	// The advice names the recorded command but says to point its -I at
 	// the headers being built with: rerunning it as recorded would undo
 	// a user's move to other headers.
-	fmt.Fprintf(&b, "#define VERBSEXP_REGENERATE %q\n", "; these headers differ from the ones this package was generated from ("+in.GoGenerate+"): regenerate it with -I naming the headers you build with")
+	fmt.Fprintf(&b, "#define VERBSEXP_REGENERATE %q\n", "; these headers differ from the ones this package was generated from ("+in.GoGenerate+"): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)")
 	// Layouts and the values the API passes are pinned; a bound (one past
 	// the last flag, a mask of all flags) may grow, as releases move them
 	// when they add flags.
