@@ -15,23 +15,8 @@ import (
 // and name the record, the member and how to regenerate.
 func TestShimGuardRejectsOtherHeaders(t *testing.T) {
 	root := repoRoot(t)
-	alt := t.TempDir()
-	if err := os.CopyFS(alt, os.DirFS(headersDir(t))); err != nil {
-		t.Fatal(err)
-	}
-	exp := filepath.Join(alt, "infiniband", "verbs_exp.h")
-	b, err := os.ReadFile(exp)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const anchor = "struct ibv_exp_task {"
-	if !strings.Contains(string(b), anchor) {
-		t.Fatalf("%s not found in verbs_exp.h", anchor)
-	}
-	changed := strings.Replace(string(b), anchor, anchor+"\n    uint64_t verbsexp_test_extra;", 1)
-	if err := os.WriteFile(exp, []byte(changed), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	alt := headersWith(t, anchor, anchor+"\n    uint64_t verbsexp_test_extra;")
 	cmd := exec.Command("go", "build", "-o", os.DevNull, "./generated")
 	cmd.Dir = root
 	// CGO_CFLAGS come before the package's own -I, so these headers win.
@@ -84,21 +69,7 @@ func TestShimGuardBounds(t *testing.T) {
 		{"an opcode renumbered", opcode, "IBV_EXP_WR_SEND_WITH_INV = 72,", "IBV_EXP_WR_SEND_WITH_INV is not 9"},
 	} {
 		t.Run(strings.ReplaceAll(c.what, " ", "_"), func(t *testing.T) {
-			alt := t.TempDir()
-			if err := os.CopyFS(alt, os.DirFS(headersDir(t))); err != nil {
-				t.Fatal(err)
-			}
-			exp := filepath.Join(alt, "infiniband", "verbs_exp.h")
-			b, err := os.ReadFile(exp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(string(b), c.old) {
-				t.Fatalf("%q not found in verbs_exp.h", c.old)
-			}
-			if err := os.WriteFile(exp, []byte(strings.Replace(string(b), c.old, c.new, 1)), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			alt := headersWith(t, c.old, c.new)
 			cmd := exec.Command("go", "build", "-o", os.DevNull, "./generated")
 			cmd.Dir = repoRoot(t)
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CFLAGS=-I"+alt)
@@ -113,4 +84,27 @@ func TestShimGuardBounds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// headersWith is a temporary copy of the headers generated/ comes from
+// (headers/ or $VERBSEXP_HEADERS) whose verbs_exp.h has old replaced by
+// new once.
+func headersWith(t *testing.T, old, new string) string {
+	t.Helper()
+	alt := t.TempDir()
+	if err := os.CopyFS(alt, os.DirFS(headersDir(t))); err != nil {
+		t.Fatal(err)
+	}
+	exp := filepath.Join(alt, "infiniband", "verbs_exp.h")
+	b, err := os.ReadFile(exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), old) {
+		t.Fatalf("%q not found in verbs_exp.h", old)
+	}
+	if err := os.WriteFile(exp, []byte(strings.Replace(string(b), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return alt
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -50,4 +51,15 @@ func Run(t *testing.T, args ...string) (int, string) {
 		t.Fatal(err)
 	}
 	return 0, string(out)
+}
+
+// TestUsage checks that the command's -h begins with its usage line and
+// what (how it says what it does), then lists its own flags (not the
+// test binary's).
+func TestUsage(t *testing.T, name, what string) {
+	t.Helper()
+	code, out := Run(t, "-h")
+	if code != 0 || !strings.HasPrefix(out, "usage: go run ./examples/"+name+" [flags]\n\n"+what) || !strings.Contains(out, "Flags:\n  -") || strings.Contains(out, "test.") {
+		t.Errorf("-h: exit %d\n%s", code, out)
+	}
 }
