@@ -88,10 +88,12 @@ fmt-check:
 # provider) reads those headers too: CGO_CFLAGS precede a package's own -I.
 CGO_ENV      := $(if $(OFED_INCLUDE),CGO_CFLAGS="-O2 -g -I$(abspath $(OFED_INCLUDE))")
 
-# VERBSEXP_HEADERS tells tests/ which headers generated/ comes from.
+# VERBSEXP_HEADERS tells tests/ which headers generated/ comes from. tests/
+# walks whole user loops in scratch modules (TestUserModule,
+# TestPrintedNextSteps): more than go test's default 10 minutes on 2 cores.
 test: toolchains origin-test fmt-check vet staticcheck
 	@echo "== make test: go test ./... (against $(HEADERS))"
-	VERBSEXP_HEADERS=$(abspath $(HEADERS)) VERBSEXP_ACK_BREAKING=$(ACK_BREAKING) $(CGO_ENV) $(GO) test ./... $(GOLDEN_CGO)
+	VERBSEXP_HEADERS=$(abspath $(HEADERS)) VERBSEXP_ACK_BREAKING=$(ACK_BREAKING) $(CGO_ENV) $(GO) test -timeout 40m ./... $(GOLDEN_CGO)
 	@echo "== make test: runtime under -race and cgocheck2"
 	@$(MAKE) --no-print-directory test-runtime
 	@echo "== make test: abi-check"
