@@ -15,6 +15,8 @@
 #   make bench                        call shims, task posting (Go vs C vs floor), lease scaling,
 #                                     collectives (coll's schedules vs the same plans from Go)
 #   make examples                     run the cross-channel examples on the software device
+#                                     (ccpingpong as two processes, and in two network
+#                                     namespaces when run as root)
 
 GO           ?= go
 OFED_INCLUDE ?=
@@ -36,10 +38,15 @@ COUNT        ?= 5
 # Interleaved runs of each make bench-gen scenario (medians are printed).
 BENCH_GEN_RUNS ?= 7
 
-.PHONY: generate test vet staticcheck fmt-check bench-gen toolchains abi-check abi-baseline test-runtime bench examples origin-test origin-abi-check
+.PHONY: generate test vet staticcheck fmt-check bench-gen toolchains launchers abi-check abi-baseline test-runtime bench examples origin-test origin-abi-check
 
 toolchains:
 	@scripts/ensure-toolchains
+
+# libpmix (runtime/coll/pmix binds it) and mpirun (its tests run ranks
+# under it): only that package needs them.
+launchers:
+	@scripts/ensure-launchers
 
 # Generates into a scratch directory, prints the ABI diff against the
 # current generated/abi.json and replaces generated/ only if nothing breaks
@@ -65,7 +72,7 @@ abi-baseline:
 	@printf '# Breaking changes against the baseline, one "KIND SUBJECT" per line (see docs/regenerate.md).\n' > $(ABI_ACK)
 	@echo "baseline is now generated/abi.json; commit $(BASELINE) and $(ABI_ACK)"
 
-vet:
+vet: launchers
 	$(GO) vet ./... $(GOLDEN_CGO)
 	@for a in $(ARCHES); do \
 		echo "CGO_ENABLED=0 GOARCH=$$a go vet ./generated ./abiutil"; \
@@ -91,7 +98,7 @@ CGO_ENV      := $(if $(OFED_INCLUDE),CGO_CFLAGS="-O2 -g -I$(abspath $(OFED_INCLU
 # VERBSEXP_HEADERS tells tests/ which headers generated/ comes from. tests/
 # walks whole user loops in scratch modules (TestUserModule,
 # TestPrintedNextSteps): more than go test's default 10 minutes on 2 cores.
-test: toolchains origin-test fmt-check vet staticcheck
+test: toolchains launchers origin-test fmt-check vet staticcheck
 	@echo "== make test: go test ./... (against $(HEADERS))"
 	VERBSEXP_HEADERS=$(abspath $(HEADERS)) VERBSEXP_ACK_BREAKING=$(ACK_BREAKING) $(CGO_ENV) $(GO) test -timeout 40m ./... $(GOLDEN_CGO)
 	@echo "== make test: runtime under -race and cgocheck2"
@@ -117,12 +124,16 @@ examples:
 	$(GO) run ./examples/allreduce -ranks 16 -op sum -type float
 	$(GO) run ./examples/allreduce -ranks 12 -op max -type int
 	$(GO) run ./examples/collectives -ranks 12 -root 5
+	@# ccpingpong: the built program as a server and a client process, on
+	@# loopback and (as root) in two network namespaces joined by a veth.
+	$(GO) build -o .tmp/ccpingpong ./examples/ccpingpong
+	$(GO) test -count=1 -v -run '^(TestTwoProcesses|TestNamespaces)$$' ./examples/ccpingpong -args -ccpingpong.bin=$(CURDIR)/.tmp/ccpingpong
 
 # Fuzzing (go test -fuzz): one target per go test invocation, each for
 # FUZZTIME. Crashers land in the package's testdata/fuzz/<Fuzz…>/ and
 # then run as regression tests with every go test.
 FUZZTIME     ?= 30s
-FUZZ_TARGETS := ./gen:FuzzGenerate ./internal/manifest:FuzzUnmarshal ./gen/internal/diff:FuzzCompare ./runtime/task:FuzzTaskList ./runtime/coll:FuzzEndpoint
+FUZZ_TARGETS := ./gen:FuzzGenerate ./internal/manifest:FuzzUnmarshal ./gen/internal/diff:FuzzCompare ./runtime/task:FuzzTaskList ./runtime/coll:FuzzEndpoint ./runtime/coll/rendezvous:FuzzFrame
 
 .PHONY: fuzz bench-scale
 fuzz: toolchains

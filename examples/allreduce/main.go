@@ -94,35 +94,6 @@ func input(r, e, it int, typ verbs.ExpCalcDataType) uint64 {
 	return 0x9e3779b97f4a7c15*k ^ uint64(r)<<((r+it)%64)
 }
 
-// orderKey maps a value to a uint64 with the same order, for UINT
-// MAXLOC: int by flipping the sign bit, float by flipping the sign bit
-// of positives and every bit of negatives. fromKey undoes it.
-func orderKey(v uint64, typ verbs.ExpCalcDataType) uint64 {
-	switch typ {
-	case verbs.ExpCalcDataTypeInt:
-		return v ^ 1<<63
-	case verbs.ExpCalcDataTypeFloat:
-		if v>>63 == 1 {
-			return ^v
-		}
-		return v | 1<<63
-	}
-	return v
-}
-
-func fromKey(k uint64, typ verbs.ExpCalcDataType) uint64 {
-	switch typ {
-	case verbs.ExpCalcDataTypeInt:
-		return k ^ 1<<63
-	case verbs.ExpCalcDataTypeFloat:
-		if k>>63 == 1 {
-			return k &^ (1 << 63)
-		}
-		return ^k
-	}
-	return k
-}
-
 // result is one element of an allreduce's result: the value as the
 // -type names it (decoded from its key for max) and, for max, the rank
 // it came from.
@@ -210,7 +181,7 @@ func run(n, count int, op verbs.ExpCalcOp, typ verbs.ExpCalcDataType, iters int,
 			for e := range count {
 				v := input(r, e, it, typ)
 				if op == verbs.ExpCalcOpMaxloc {
-					v = orderKey(v, typ)
+					v = coll.OrderKey(v, typ)
 				}
 				coll.PutElement(rk.in.Bytes(), e, v, uint64(r)) // MAXLOC reports the rank
 			}
@@ -247,7 +218,7 @@ func check(b []byte, want []result, op verbs.ExpCalcOp, typ verbs.ExpCalcDataTyp
 		v, loc := coll.Element(b, e)
 		got := result{value: v}
 		if op == verbs.ExpCalcOpMaxloc {
-			got = result{fromKey(v, typ), loc}
+			got = result{coll.FromOrderKey(v, typ), loc}
 		}
 		if got != w {
 			return fmt.Errorf("element %d is %s, want %s", e, describe([]result{got}, op, typ), describe([]result{w}, op, typ))

@@ -3,15 +3,21 @@
 package coll
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/runtime/coll/internal/ranklist"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 )
 
@@ -38,11 +44,18 @@ type Options struct {
 // DefaultDepth is Options.Depth's default.
 const DefaultDepth = 64
 
+// MaxRanks is the most ranks a communicator has: every rank keeps
+// something of every other (its endpoint, its QP numbers), and New,
+// NewLocal and NewInProcess refuse more before allocating for them.
+const MaxRanks = 1 << 24
+
 // Comm is one rank's communicator: its queue pairs connected to its
 // neighbors' and the schedules built on them. Its methods may be called
 // from several goroutines; one schedule runs at a time (a collective
 // must be complete on this rank before the next is posted, as with MPI's
-// blocking collectives).
+// blocking collectives). A copy of a Comm is the same communicator: what
+// changes after New sits behind one pointer that copies share, so a
+// second Close, through either, is ErrClosed.
 type Comm struct {
 	ctx        *verbs.Context
 	rank, size int
@@ -57,12 +70,17 @@ type Comm struct {
 	eps        []Endpoint         // every rank's, from the exchange
 	qpOwner    map[uint32]qpOwner // every rank's QPs, for error reports
 
+	*commState
+}
+
+// commState is what changes once New has returned.
+type commState struct {
 	mu        sync.Mutex
 	closed    bool
 	broken    error // a run failed: the queues are in an unknown state
-	inflight  *Schedule
-	schedules map[*Schedule]struct{}
-	memories  map[*Memory]struct{}
+	inflight  *schedule
+	schedules map[*schedule]struct{}
+	memories  map[*memory]struct{}
 	// One lease per Memory, so its Buffer cannot be freed under the MR.
 	registered *lease.Table
 	nextMemory uint64
@@ -96,15 +114,19 @@ var (
 // its peer with ibv_exp_modify_qp (INIT, RTR with the peer's LID or GID,
 // QP number and PSN and the smaller active MTU, RTS). Every rank must
 // call New with the same size and options; exchange must deliver every
-// rank's endpoint to every rank. New calls exchange a second time once
-// its QPs are connected, as a barrier, so that when New returns on any
-// rank every rank's QPs are ready and a Post may follow at once.
+// rank's endpoint to every rank. New checks what the peers claim (no
+// queue pair claimed twice, every neighbor names a QP back to this rank,
+// ranks and size agree) and calls exchange a second time once its QPs
+// are connected, as a barrier that also compares every rank's view of
+// the first round, so that when New returns on any rank every rank's QPs
+// are ready, connected to the QPs their peers meant, and a Post may
+// follow at once.
 func New(ctx *verbs.Context, rank, size int, exchange Exchange, opts Options) (c *Comm, err error) {
 	switch {
 	case ctx == nil:
 		return nil, fmt.Errorf("coll: New: nil context: %w", syscall.EINVAL)
-	case size < 1 || rank < 0 || rank >= size:
-		return nil, fmt.Errorf("coll: New: rank %d of %d: need 0 ≤ rank < size: %w", rank, size, syscall.EINVAL)
+	case size < 1 || size > MaxRanks || rank < 0 || rank >= size:
+		return nil, fmt.Errorf("coll: New: rank %d of %d: need 0 ≤ rank < size ≤ %d: %w", rank, size, MaxRanks, syscall.EINVAL)
 	case exchange == nil:
 		return nil, fmt.Errorf("coll: New: nil exchange: %w", syscall.EINVAL)
 	case opts.Depth < 0 || opts.Depth > 1<<20:
@@ -117,8 +139,8 @@ func New(ctx *verbs.Context, rank, size int, exchange Exchange, opts Options) (c
 		opts.Depth = DefaultDepth
 	}
 	c = &Comm{ctx: ctx, rank: rank, size: size, opts: opts,
-		peers: make([]*peer, size), schedules: map[*Schedule]struct{}{}, memories: map[*Memory]struct{}{},
-		registered: lease.NewTable()}
+		peers: make([]*peer, size), commState: &commState{schedules: map[*schedule]struct{}{}, memories: map[*memory]struct{}{},
+			registered: lease.NewTable()}}
 	// Every error return below sets c to nil before this runs: release
 	// what was created through its own copy.
 	created := c
@@ -139,21 +161,31 @@ func New(ctx *verbs.Context, rank, size int, exchange Exchange, opts Options) (c
 	if err != nil {
 		return nil, rankError(rank, "exchange: ", err)
 	}
-	if err := c.accept(local, all); err != nil {
+	if err := c.accept(local, b, all); err != nil {
 		return nil, rankError(rank, "", err)
 	}
 	if err := c.connectAll(local); err != nil {
 		return nil, rankError(rank, "", err)
 	}
-	if err := connected(rank, size, exchange); err != nil {
-		return nil, rankError(rank, "exchange: ", err)
+	if err := connected(rank, size, exchange, digest(all)); err != nil {
+		return nil, rankError(rank, "", err)
 	}
 	return c, nil
 }
 
-// connectedMark is what every rank contributes to the exchange's second
-// round.
+// connectedMark starts what every rank contributes to the exchange's
+// second round; the digest of the first round follows it.
 const connectedMark = "vxep connected"
+
+// digest is the SHA-256 of a round's endpoints, every one length-prefixed.
+func digest(all [][]byte) [sha256.Size]byte {
+	h := sha256.New()
+	for _, b := range all {
+		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(b))))
+		h.Write(b)
+	}
+	return [sha256.Size]byte(h.Sum(nil))
+}
 
 // connected is a second round of the exchange, used as a barrier: once
 // it returns, every rank has moved its QPs to RTS, so this rank's first
@@ -161,20 +193,45 @@ const connectedMark = "vxep connected"
 // fails such a send at once with IBV_WC_RETRY_EXC_ERR, an HCA once its
 // transport retries run out). Without it, a rank that posts as soon as
 // its own New returns races its peers' connection.
-func connected(rank, size int, exchange Exchange) error {
-	all, err := exchange([]byte(connectedMark))
+//
+// Each rank also contributes the digest of the endpoints it received, so
+// every rank learns whether all of them connected from the same view: a
+// peer that told ranks different things, or an exchange that mixed up
+// its deliveries, fails New on every rank, naming the ranks whose view
+// differs. A rank cannot see that from its own view (on a fabric, QP
+// numbers repeat from host to host, so a wrong one looks like any other).
+func connected(rank, size int, exchange Exchange, mine [sha256.Size]byte) error {
+	all, err := exchange(append([]byte(connectedMark), mine[:]...))
 	if err != nil {
-		return err
+		return &textError{"exchange: " + strings.TrimPrefix(err.Error(), "coll: "), err}
 	}
 	if len(all) != size {
-		return fmt.Errorf("the second round returned %s for %s", nOf(len(all), "entry"), nOf(size, "rank"))
+		return fmt.Errorf("exchange: the second round returned %s for %s", nOf(len(all), "entry"), nOf(size, "rank"))
 	}
+	views := map[[sha256.Size]byte][]int{}
+	var order [][sha256.Size]byte // first-seen order, for a deterministic message
 	for r, b := range all {
-		if string(b) != connectedMark {
-			return fmt.Errorf("the second round (every rank connected) got %d bytes from rank %d that are not its mark: the exchange mixed rounds", len(b), r)
+		if len(b) != len(connectedMark)+sha256.Size || string(b[:len(connectedMark)]) != connectedMark {
+			return fmt.Errorf("exchange: the second round (every rank connected) got %d bytes from rank %d that are not its mark: the exchange mixed rounds", len(b), r)
 		}
+		d := [sha256.Size]byte(b[len(connectedMark):])
+		if views[d] == nil {
+			order = append(order, d)
+		}
+		views[d] = append(views[d], r)
 	}
-	return nil
+	if got := [sha256.Size]byte(all[rank][len(connectedMark):]); got != mine {
+		return fmt.Errorf("%w: the exchange's second round returned a digest for this rank that is not the one it sent", ErrConflict)
+	}
+	if len(views) == 1 {
+		return nil
+	}
+	var groups []string
+	for i, d := range order {
+		groups = append(groups, ranklist.Format(views[d])+" received "+[]string{"one set", "another"}[min(i, 1)])
+	}
+	return fmt.Errorf("%w: the exchange gave ranks different endpoints: %s; a peer told ranks different things or the exchange mixed up its deliveries",
+		ErrConflict, strings.Join(groups, ", "))
 }
 
 // Rank and Size are this communicator's rank and the number of ranks.
@@ -306,13 +363,28 @@ func (c *Comm) createQP(send, recv *verbs.CQ, depth int, flags verbs.ExpQPCreate
 	return qp, nil
 }
 
-// accept decodes and checks every rank's endpoint.
-func (c *Comm) accept(local Endpoint, all [][]byte) error {
+// accept decodes and checks every rank's endpoint: what the exchange
+// returned for this rank is what it sent (mine), every rank says who it
+// is and agrees on the size, lists a QP for exactly its neighbors (so
+// each neighbor names a QP back to this rank), shares the fabric, and no
+// queue pair is claimed twice (by one rank or two). A peer that named
+// another's QP would have this rank's sends land on a third rank,
+// whose collectives then complete without a contribution.
+func (c *Comm) accept(local Endpoint, mine []byte, all [][]byte) error {
 	if len(all) != c.size {
 		return fmt.Errorf("exchange returned %s for %s", nOf(len(all), "endpoint"), nOf(c.size, "rank"))
 	}
 	c.eps = make([]Endpoint, c.size)
 	c.qpOwner = map[uint32]qpOwner{}
+	claimed := map[qpID]string{}
+	claim := func(e *Endpoint, num uint32, name string) error {
+		id := e.qpID(num)
+		if other, dup := claimed[id]; dup {
+			return fmt.Errorf("%w: %s and %s both name QP %#x at %s: one of them names a queue pair that is not its own", ErrConflict, other, name, num, e.portAddr())
+		}
+		claimed[id] = name
+		return nil
+	}
 	for r, b := range all {
 		e := &c.eps[r]
 		if err := e.UnmarshalBinary(b); err != nil {
@@ -321,23 +393,69 @@ func (c *Comm) accept(local Endpoint, all [][]byte) error {
 		if e.Rank != r || e.Size != c.size {
 			return fmt.Errorf("endpoint %d says rank %d of %d (this communicator: %s): the exchange mixed communicators", r, e.Rank, e.Size, nOf(c.size, "rank"))
 		}
+		if err := sameFabric(local, *e); err != nil {
+			return err
+		}
 		want := neighbors(r, c.size)
 		if len(e.Peers) != len(want) {
 			return fmt.Errorf("endpoint of rank %d lists %s, want %d", r, nOf(len(e.Peers), "peer"), len(want))
+		}
+		// QP numbers name QPs of one device: only the ranks on this
+		// rank's device can be named by the numbers its CQEs carry.
+		sameDevice := e.NodeGUID == local.NodeGUID && e.GID == local.GID
+		name := fmt.Sprintf("rank %d's manager", r)
+		if err := claim(e, e.Manager.QPNum, name); err != nil {
+			return err
+		}
+		if sameDevice {
+			c.qpOwner[e.Manager.QPNum] = qpOwner{r, name}
 		}
 		for i, q := range e.Peers {
 			if q.Rank != want[i] {
 				return fmt.Errorf("endpoint of rank %d: peer %d is rank %d, want %d", r, i, q.Rank, want[i])
 			}
-			c.qpOwner[q.QPNum] = qpOwner{r, fmt.Sprintf("rank %d's QP to rank %d", r, q.Rank)}
+			name := fmt.Sprintf("rank %d's QP to rank %d", r, q.Rank)
+			if err := claim(e, q.QPNum, name); err != nil {
+				return err
+			}
+			if sameDevice {
+				c.qpOwner[q.QPNum] = qpOwner{r, name}
+			}
 		}
-		c.qpOwner[e.Manager.QPNum] = qpOwner{r, fmt.Sprintf("rank %d's manager", r)}
-		if err := sameFabric(local, *e); err != nil {
-			return err
-		}
+	}
+	if !bytes.Equal(all[c.rank], mine) {
+		return fmt.Errorf("%w: the exchange returned an endpoint for this rank that is not the one it sent", ErrConflict)
 	}
 	return nil
 }
+
+// qpID is a queue pair's identity on a fabric: the port address a peer
+// connects to (the LID on InfiniBand, the GID on Ethernet) and its
+// number, which repeats from host to host.
+type qpID struct {
+	lid uint16
+	gid [16]byte
+	num uint32
+}
+
+func (e *Endpoint) qpID(num uint32) qpID {
+	if e.LinkLayer == verbs.LinkLayerEthernet {
+		return qpID{gid: e.GID, num: num}
+	}
+	return qpID{lid: e.LID, num: num}
+}
+
+// portAddr names the address connect uses for e's port.
+func (e *Endpoint) portAddr() string {
+	if e.LinkLayer == verbs.LinkLayerEthernet {
+		return "GID " + net.IP(e.GID[:]).String()
+	}
+	return fmt.Sprintf("LID %d", e.LID)
+}
+
+// ErrConflict is wrapped when the endpoints ranks received contradict
+// each other: two claim one queue pair, or ranks received different ones.
+var ErrConflict = errors.New("coll: the endpoints conflict")
 
 // ErrOtherDevice is wrapped when ranks cannot reach each other.
 var ErrOtherDevice = fmt.Errorf("coll: ranks on devices that share no fabric: %w", syscall.EINVAL)
@@ -426,9 +544,10 @@ type qpOwner struct {
 	name string
 }
 
-// Describe names a QP of this communicator (any rank's) by its number,
-// for error reports ("rank 3's manager", "rank 3's QP to rank 5"), with
-// the rank it belongs to.
+// Describe names a QP of this communicator by its number on this rank's
+// device (of this rank, or of another rank on the same device), for
+// error reports ("rank 3's manager", "rank 3's QP to rank 5"), with the
+// rank it belongs to.
 func (c *Comm) Describe(qpNum uint32) (name string, rank int, ok bool) {
 	o, ok := c.qpOwner[qpNum]
 	return o.name, o.rank, ok
@@ -471,8 +590,13 @@ func (c *Comm) recvCQFor(r int) *verbs.CQ {
 }
 
 // Memory is caller memory registered for collectives in a
-// communicator's PD.
+// communicator's PD. A copy of a Memory is the same memory (its state
+// sits behind one pointer): closed through either, it is closed.
 type Memory struct {
+	*memory // nil for the zero Memory, which is refused as a closed one
+}
+
+type memory struct {
 	c     *Comm
 	buf   *lease.Buffer
 	mr    *verbs.MR
@@ -497,26 +621,42 @@ func (c *Comm) Register(b *lease.Buffer) (*Memory, error) {
 		return nil, fmt.Errorf("coll: Register %d bytes: ibv_reg_mr: %w", b.Len(), err)
 	}
 	c.nextMemory++
-	m := &Memory{c: c, buf: b, mr: mr, id: c.nextMemory}
+	m := &memory{c: c, buf: b, mr: mr, id: c.nextMemory}
 	if _, err := c.registered.Lease(m.id, b, 0, min(b.Len(), lease.MaxLength), mr.Lkey); err != nil {
 		return nil, errors.Join(fmt.Errorf("coll: Register: %w", err), verbs.DeregMR(mr))
 	}
 	c.memories[m] = struct{}{}
-	return m, nil
+	return &Memory{m}, nil
 }
 
-// Bytes is the registered memory.
-func (m *Memory) Bytes() []byte { return m.buf.Bytes() }
+// state is m's, nil for a nil or zero Memory.
+func (m *Memory) state() *memory {
+	if m == nil {
+		return nil
+	}
+	return m.memory
+}
+
+// Bytes is the registered memory (nil for a nil Memory).
+func (m *Memory) Bytes() []byte {
+	if m.state() == nil {
+		return nil
+	}
+	return m.buf.Bytes()
+}
 
 // Close deregisters the memory: EBUSY while a schedule uses it.
 func (m *Memory) Close() error {
+	if m.state() == nil {
+		return fmt.Errorf("coll: Close of a nil Memory: %w", syscall.EINVAL)
+	}
 	c := m.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return m.closeLocked()
 }
 
-func (m *Memory) closeLocked() error {
+func (m *memory) closeLocked() error {
 	c := m.c
 	if _, ok := c.memories[m]; !ok {
 		return fmt.Errorf("coll: Memory closed twice (or its communicator was): %w", syscall.EINVAL)

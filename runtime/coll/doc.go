@@ -17,7 +17,9 @@
 // New, giving the size, its rank and an Exchange: the caller's
 // all-gather of byte strings (MPI_Allgather, PMIx, a key-value store;
 // coll ships InProcess for ranks that are goroutines of one process,
-// and no launcher). New queries the device and port, creates the queues,
+// and FromEnv for processes a launcher started: PMIx through package
+// pmix under mpirun or srun --mpi=pmix, else the TCP rendezvous of
+// package rendezvous). New queries the device and port, creates the queues,
 // describes them in an Endpoint, trades endpoints through the exchange,
 // connects every queue pair to its peer's and, in a second round of the
 // exchange, waits until every rank has connected (so a Post may follow
@@ -52,9 +54,13 @@
 // A communicator's methods may be called from several goroutines, but
 // one run is in flight at a time on a rank (as with MPI's blocking
 // collectives): post the next, of any schedule, once Wait or Test has
-// reported the last complete. A schedule is not for concurrent use. With
-// softdev, package collsoft builds all ranks of a World on one device and
-// one goroutine can drive them: post every rank's run, then Wait each.
+// reported the last complete. A schedule's Post, Test and Wait may be
+// called from several goroutines too (they run under the communicator's
+// lock), and across Close, which abandons a run in flight: they then
+// return ErrClosed. A copy of a Comm, Schedule or Memory is the same
+// object. With softdev, package collsoft builds all ranks of a World on
+// one device and one goroutine can drive them: post every rank's run,
+// then Wait each.
 //
 // # The algorithms
 //
@@ -124,17 +130,21 @@
 // ranks on devices that share no fabric, such as two softdev devices
 // (ErrOtherDevice), a Post while a run is in flight on the rank
 // (ErrInFlight), anything on a closed communicator (ErrClosed), a
-// Memory closed while a schedule uses it (EBUSY), and endpoints the
+// Memory closed while a schedule uses it (EBUSY), endpoints the
 // exchange garbled or mixed up (ErrBadEndpoint and messages naming the
-// rank). Close reports the schedules and memories the caller left open
+// rank), and endpoints that contradict each other (ErrConflict, naming
+// the ranks): two ranks, or one twice, claiming one queue pair (its port
+// address and number), or ranks that received different endpoints, which
+// New's second round compares by digest. A lying or confused peer thus
+// fails New on every rank instead of leaving a contribution out. Close reports the schedules and memories the caller left open
 // as a *LeakError, after closing them.
 //
 // # On an HCA
 //
 // The same code runs on an HCA; what differs is around it. Each rank is
 // a process with its own device context, and the exchange is the job's
-// (MPI_Allgather, PMIx): New calls it twice, so it must keep rounds
-// apart. Leave Options.Progress nil: Wait then polls until the run is
+// (FromEnv's PMIx or TCP rendezvous, or MPI_Allgather): New calls it
+// twice, so it must keep rounds apart. Leave Options.Progress nil: Wait then polls until the run is
 // complete, WaitContext until a deadline (softdev needs no more either, since its polls run the
 // device; collsoft sets Progress only to turn a deadlock into an error).
 // Draining every CQ a run fed, every run, matters on mlx4 and mlx5:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 )
 
 // Endpoint is what one rank tells the others to connect to it: where
@@ -122,18 +123,28 @@ type InProcess struct {
 	n    int      // how many so far
 	last [][]byte // the previous round's result
 	err  error    // set by Fail
+	bad  error    // size out of range: every call fails with it
 }
 
-// NewInProcess returns an exchange among size ranks.
+// NewInProcess returns an exchange among size ranks (1 to MaxRanks:
+// otherwise every call of its Exchanges fails, saying so).
 func NewInProcess(size int) *InProcess {
-	x := &InProcess{size: size, cur: make([][]byte, size)}
+	x := &InProcess{size: size}
 	x.cond = sync.NewCond(&x.mu)
+	if size < 1 || size > MaxRanks {
+		x.bad = fmt.Errorf("coll: in-process exchange of %d ranks: need 1 to %d: %w", size, MaxRanks, syscall.EINVAL)
+		return x
+	}
+	x.cur = make([][]byte, size)
 	return x
 }
 
 // For returns rank's Exchange.
 func (x *InProcess) For(rank int) Exchange {
 	return func(local []byte) ([][]byte, error) {
+		if x.bad != nil {
+			return nil, x.bad
+		}
 		if rank < 0 || rank >= x.size {
 			return nil, fmt.Errorf("coll: in-process exchange of %s has no rank %d", nOf(x.size, "rank"), rank)
 		}

@@ -65,11 +65,12 @@ func TestErrorTexts(t *testing.T) {
 		}
 	}
 
-	// An allreduce of DefaultDepth+1 elements needs more receives from a
-	// peer per run than the default Depth holds.
+	// An allreduce of DefaultDepth+1 elements needs more receives on one
+	// queue pair per run than the default Depth holds: the refusal names
+	// the rank that refuses.
 	c := w.Comms[1]
 	m := memory(t, c, (coll.DefaultDepth+1)*coll.ElementSize)
 	_, err = c.Allreduce(m, m, coll.DefaultDepth+1, verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeUint)
 	once("a Depth refusal", err)
-	wantErr(t, "a Depth refusal", err, syscall.EINVAL, "coll: rank 1: allreduce: 65 sends to rank 0 in one run", "(Options.Depth)")
+	wantErr(t, "a Depth refusal", err, syscall.EINVAL, "coll: rank 1: allreduce: 65 elements: a run receives every element on one queue pair", "(Options.Depth)")
 }

@@ -15,15 +15,21 @@ import verbs "github.com/verbsexp/verbsexp/generated"
 func DropWait(c *Comm, kind string, i int, in, out *Memory, count, root, n int) (*Schedule, error) {
 	switch kind {
 	case "barrier":
-		return c.build(kind, barrierPlan(c.rank, c.size), nil, nil, [2]int{}, 0, i)
+		return c.build(kind, c.barrier, nil, nil, [2]int{}, i)
 	case "allreduce":
-		pl, scratch := allreducePlan(c.rank, c.size, count, verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeUint)
-		need := count * ElementSize
-		return c.build(kind, pl, in, out, [2]int{need, need}, scratch, i)
+		need, err := c.allreduceNeed(in, out, count, verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeUint)
+		if err != nil {
+			return nil, err
+		}
+		return c.build(kind, c.allreduce(count, verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeUint), in, out, [2]int{need, need}, i)
 	case "broadcast":
-		return c.build(kind, broadcastPlan(c.rank, c.size, root, n), nil, out, [2]int{0, n}, 0, i)
+		return c.build(kind, c.broadcast(root, n), nil, out, [2]int{0, n}, i)
 	case "allgather":
-		return c.build(kind, allgatherPlan(c.rank, c.size, n), nil, out, [2]int{0, c.size * n}, 0, i)
+		need, err := c.allgatherNeed(out, n)
+		if err != nil {
+			return nil, err
+		}
+		return c.build(kind, c.allgather(n), nil, out, [2]int{0, need}, i)
 	}
 	panic("DropWait: no collective " + kind)
 }

@@ -4,7 +4,9 @@ package coll
 
 import (
 	"errors"
+	"fmt"
 	"sync"
+	"syscall"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
 )
@@ -16,8 +18,8 @@ import (
 // fails, the exchange is failed for the others (InProcess.Fail), every
 // communicator that was made is closed and the errors are returned.
 func NewLocal(size int, ctx func(rank int) *verbs.Context, opts Options) ([]*Comm, error) {
-	if size < 1 {
-		return nil, errors.New("coll: NewLocal: need at least one rank")
+	if size < 1 || size > MaxRanks {
+		return nil, fmt.Errorf("coll: NewLocal: %d ranks: need 1 to %d: %w", size, MaxRanks, syscall.EINVAL)
 	}
 	x := NewInProcess(size)
 	comms := make([]*Comm, size)

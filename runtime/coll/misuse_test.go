@@ -3,12 +3,14 @@
 package coll_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
 	"github.com/verbsexp/verbsexp/runtime/coll"
@@ -193,11 +195,12 @@ func TestCalcTheDeviceLacks(t *testing.T) {
 	}
 }
 
-// TestRanksOnTwoDevices: a communicator whose ranks sit on two softdev
-// devices (unlinked: both have LID 1) is refused on every rank with
-// ErrOtherDevice, and neither device is left holding anything.
+// TestRanksOnTwoDevices: ranks on two softdev devices (two hosts, as
+// far as their QPs know: they connect over the wire with their GIDs)
+// form one communicator, and every rank gets the whole sum; neither
+// device is left holding anything.
 func TestRanksOnTwoDevices(t *testing.T) {
-	for _, n := range []int{2, 3} {
+	for _, n := range []int{2, 3, 4} {
 		devs := make([]*softdev.Device, 2)
 		for i := range devs {
 			d, err := softdev.Open()
@@ -206,24 +209,34 @@ func TestRanksOnTwoDevices(t *testing.T) {
 			}
 			devs[i] = d
 		}
-		x := coll.NewInProcess(n)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for r := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c, err := coll.New(devs[r%2].Context(), r, n, x.For(r), coll.Options{}) // even ranks on one, odd on the other
-				if err == nil {
-					c.Close()
-					err = errors.New("New succeeded")
-				}
-				errs[r] = err
-			}()
+		comms, err := coll.NewLocal(n, func(r int) *verbs.Context { return devs[r%2].Context() }, coll.Options{})
+		if err != nil {
+			t.Fatalf("N=%d: %v", n, err)
 		}
-		wg.Wait()
-		for r, err := range errs {
-			wantErr(t, fmt.Sprintf("N=%d rank %d", n, r), err, coll.ErrOtherDevice, "same LID", "one Device")
+		w := &collsoft.World{Comms: comms}
+		ss, mems, bufs := allreduceEveryRank(t, w, 1)
+		for r := range n {
+			coll.PutElement(bufs[2*r].Bytes(), 0, uint64(r+1), 0)
+		}
+		runEveryRank(t, ss)
+		for r := range n {
+			if v, _ := coll.Element(bufs[2*r+1].Bytes(), 0); v != uint64(n*(n+1)/2) {
+				t.Errorf("N=%d rank %d (device %d): sum %d, want %d", n, r, r%2, v, n*(n+1)/2)
+			}
+		}
+		for _, s := range ss {
+			s.Close()
+		}
+		for _, m := range mems {
+			m.Close()
+		}
+		for _, c := range comms {
+			if err := c.Close(); err != nil {
+				t.Errorf("N=%d: %v", n, err)
+			}
+		}
+		for _, b := range bufs {
+			b.Free()
 		}
 		for i, d := range devs {
 			if err := d.Close(); err != nil {
@@ -233,9 +246,31 @@ func TestRanksOnTwoDevices(t *testing.T) {
 	}
 }
 
-// TestPostInFlight: a second post while a run is in flight on the rank
-// is ErrInFlight (EBUSY) naming both schedules, for the same schedule and
-// for another of the communicator; so is closing the schedule in
+// runEveryRank posts every rank's run and waits for all of them, each
+// from its own goroutine, as separate processes would.
+func runEveryRank(t *testing.T, ss []*coll.Schedule) {
+	t.Helper()
+	errs := make([]error, len(ss))
+	var wg sync.WaitGroup
+	for r, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[r] = s.Post(); errs[r] == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				errs[r] = s.WaitContext(ctx)
+			}
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
 // flight. Once the run is complete, either may post.
 func TestPostInFlight(t *testing.T) {
 	const n = 3
@@ -331,7 +366,9 @@ func TestCloseReportsLeaks(t *testing.T) {
 		_, err = c.Register(bufs[0])
 		wantErr(t, "Register after Close", err, coll.ErrClosed)
 	}
-	wantErr(t, "Post of a schedule its communicator closed", scheds[0].Post(), syscall.EINVAL, "closed schedule")
+	wantErr(t, "Post of a schedule its communicator closed", scheds[0].Post(), coll.ErrClosed, "post of allreduce")
+	_, err = scheds[0].Test()
+	wantErr(t, "Test of a schedule its communicator closed", err, coll.ErrClosed, "Test of allreduce")
 	wantErr(t, "Close of a schedule its communicator closed", scheds[0].Close(), syscall.EINVAL, "closed twice")
 	wantErr(t, "Close of a memory its communicator closed", mems[0].Close(), syscall.EINVAL, "closed twice")
 	if err := dev.Close(); err != nil {
@@ -465,14 +502,19 @@ func TestNewRefuses(t *testing.T) {
 			coll.Options{}, nil, "the exchange mixed communicators"},
 		{"endpoint with an extra peer", ctx, 0, 1, relabel(func(e *coll.Endpoint) { e.Peers = append(e.Peers, coll.QPAddr{Rank: 0}) }),
 			coll.Options{}, nil, "lists 1 peer, want 0"},
-		{"other link layer", ctx, 0, 1, relabel(func(e *coll.Endpoint) { e.LinkLayer = verbs.LinkLayerEthernet }),
+		{"other link layer", ctx, 0, 1, relabel(func(e *coll.Endpoint) { e.LinkLayer = verbs.LinkLayerInfiniband }),
 			coll.Options{}, coll.ErrOtherDevice, "link layer"},
-		{"no LID", ctx, 0, 1, relabel(func(e *coll.Endpoint) { e.LID = 0 }),
-			coll.Options{}, coll.ErrOtherDevice, "no LID"},
+		{"exchange returns this rank another endpoint", ctx, 0, 1, relabel(func(e *coll.Endpoint) { e.Manager.PSN ^= 1 }),
+			coll.Options{}, coll.ErrConflict, "not the one it sent"},
 		{"second round fails", ctx, 0, 1, rounds(self, func() ([][]byte, error) { return nil, syscall.ETIMEDOUT }),
 			coll.Options{}, syscall.ETIMEDOUT, "exchange"},
 		{"second round mixes rounds", ctx, 0, 1, rounds(self, func() ([][]byte, error) { return [][]byte{[]byte("vxep")}, nil }),
 			coll.Options{}, nil, "mixed rounds"},
+		{"second round: the mark without a digest", ctx, 0, 1, rounds(self, func() ([][]byte, error) { return [][]byte{[]byte("vxep connected")}, nil }),
+			coll.Options{}, nil, "mixed rounds"},
+		{"second round: another view", ctx, 0, 1, rounds(self, func() ([][]byte, error) {
+			return [][]byte{append([]byte("vxep connected"), make([]byte, 32)...)}, nil
+		}), coll.Options{}, coll.ErrConflict, "second round returned a digest for this rank that is not the one it sent"},
 	} {
 		c, err := coll.New(tc.ctx, tc.rank, tc.n, tc.exchange, tc.opts)
 		if c != nil {

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"runtime"
 	"syscall"
+	"time"
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
@@ -24,8 +25,17 @@ import (
 
 // Schedule is a collective built once into a standing task list: each
 // Post is one ibv_exp_post_task, each Test one C call that polls the
-// run's completion. Not safe for concurrent use.
+// run's completion. Its methods may be called from several goroutines
+// and across its communicator's Close (which abandons the run: they then
+// return ErrClosed); they run under the communicator's lock, so Close
+// never frees what a Post or Test is using. A copy of a Schedule is the
+// same schedule (its state sits behind one pointer): closed through
+// either, it is closed.
 type Schedule struct {
+	*schedule // nil for the zero Schedule, which is refused as a closed one
+}
+
+type schedule struct {
 	c    *Comm
 	name string // "allreduce", … for errors
 	pl   *plan
@@ -34,7 +44,7 @@ type Schedule struct {
 	// Leases on the caller's memories and the scratch, for the life of
 	// the schedule.
 	leases  *lease.Table
-	mems    []*Memory
+	mems    []*memory
 	scratch *lease.Buffer
 	scrMR   *verbs.MR
 	refs    [3]memRef // by memID
@@ -50,7 +60,71 @@ const (
 	wrSends = 1<<62 + iota // all of the run's sends have completed
 	wrDone                 // the run's one completion
 	wrTrail                // consumes it, so the next run counts from there
+	wrGuard                // the sends that read what the manager is about to write have completed
 )
+
+// sendGuard finds where the manager must wait for the run's sends so
+// far: before its first own op (a send or calc to itself, whose receive
+// writes a memory) when it writes bytes an earlier send to a peer reads
+// (in place, the input is the output; sends after it read the new bytes
+// on purpose). A send reads its bytes when it is sent, and
+// again each time the transport sends it again (an RNR NAK from a peer
+// that has not posted its receives yet, a lost packet), until its peer
+// acknowledges it: overwriting them before that sends the new bytes. It
+// returns the op index to wait before (-1: none) and how many peer QPs'
+// sends the wait covers: every QP whose sends all come before that op,
+// whose last send is signaled. A peer with sends on both sides of it
+// would need an unsignaled send waited for: no plan does that.
+func sendGuard(pl *plan, self int, inPlace bool) (at, qps int, err error) {
+	same := func(a, b memID) bool {
+		return a == b || inPlace && (a == memIn && b == memOut || a == memOut && b == memIn)
+	}
+	overlap := func(a, b region) bool {
+		return same(a.mem, b.mem) && a.off < b.off+b.len && b.off < a.off+a.len
+	}
+	var written []region // what the manager's own receives write
+	for _, o := range pl.ops {
+		if o.kind == opRecv && o.peer == self {
+			written = append(written, o.rs...)
+		}
+	}
+	at = -1
+	for i, o := range pl.ops {
+		if (o.kind == opSend || o.kind == opCalc) && o.peer == self {
+			at = i
+			break
+		}
+	}
+	hazard := false
+	for i, o := range pl.ops {
+		if (o.kind == opSend || o.kind == opCalc) && o.peer != self && (at < 0 || i < at) {
+			for _, r := range o.rs {
+				for _, w := range written {
+					hazard = hazard || overlap(r, w)
+				}
+			}
+		}
+	}
+	if !hazard {
+		return -1, 0, nil
+	}
+	before, after := map[int]bool{}, map[int]bool{}
+	for i, o := range pl.ops {
+		if (o.kind == opSend || o.kind == opCalc) && o.peer != self {
+			if i < at {
+				before[o.peer] = true
+			} else {
+				after[o.peer] = true
+			}
+		}
+	}
+	for p := range before {
+		if after[p] {
+			return 0, 0, fmt.Errorf("internal: sends to rank %d on both sides of the manager's first write", p)
+		}
+	}
+	return at, len(before), nil
+}
 
 // The wr_ids of a schedule's leases.
 const (
@@ -59,31 +133,36 @@ const (
 	leaseScratch
 )
 
-// build turns pl into a standing schedule over in, out and a scratch of
-// scratchLen bytes. dropWait ≥ 0 leaves out that wait (tests: a broken
+// build turns the plan mk makes into a standing schedule over in, out
+// (which must hold need bytes) and a scratch of the length mk gives.
+// Every argument is checked before mk runs: a plan is as large as the
+// sizes it is given. dropWait ≥ 0 leaves out that wait (tests: a broken
 // schedule).
-func (c *Comm) build(name string, pl *plan, in, out *Memory, need [2]int, scratchLen int, dropWait int) (s *Schedule, err error) {
+func (c *Comm) build(name string, mk func() (pl *plan, scratchLen int), in, out *Memory, need [2]int, dropWait int) (_ *Schedule, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, ErrClosed
 	}
-	s = &Schedule{c: c, name: name, pl: pl, leases: lease.NewTable()}
-	partial := s
+	s := &schedule{c: c, name: name, leases: lease.NewTable()}
 	defer func() {
 		if err != nil {
-			partial.release()
+			s.release()
 		}
 	}()
 	// Lease what the run touches.
-	if in != nil && in == out { // in place: one lease covers both
+	inM, outM := in.state(), out.state()
+	if inM != nil && inM == outM { // in place: one lease covers both
 		need = [2]int{0, max(need[0], need[1])}
 	}
-	for i, m := range []*Memory{in, out} {
-		if m == nil || i == 0 && m == out {
+	for i, m := range []*memory{inM, outM} {
+		if m == nil || i == 0 && m == outM {
+			if m == nil && need[i] > 0 {
+				return nil, fmt.Errorf("coll: %s: no %s memory (nil or zero Memory): %w", name, [2]string{"input", "output"}[i], syscall.EINVAL)
+			}
 			continue
 		}
-		if m.c != c {
+		if m.c.commState != c.commState {
 			return nil, fmt.Errorf("coll: %s: a Memory of another communicator: %w", name, syscall.EINVAL)
 		}
 		if _, ok := c.memories[m]; !ok {
@@ -103,9 +182,11 @@ func (c *Comm) build(name string, pl *plan, in, out *Memory, need [2]int, scratc
 		m.users++
 		s.mems = append(s.mems, m)
 	}
-	if in != nil && in == out {
+	if inM != nil && inM == outM {
 		s.refs[memIn] = s.refs[memOut]
 	}
+	pl, scratchLen := mk()
+	s.pl = pl
 	if scratchLen > 0 {
 		if s.scratch, err = lease.Alloc(scratchLen); err != nil {
 			return nil, err
@@ -142,7 +223,11 @@ func (c *Comm) build(name string, pl *plan, in, out *Memory, need [2]int, scratc
 	if err := c.checkPeers(name, sends, recvs); err != nil {
 		return nil, err
 	}
-	capa := task.Capacity{Tasks: 2*len(order) + 1, SendWRs: 3, RecvWRs: 0}
+	guard, guarded, err := sendGuard(pl, c.rank, in != nil && in == out)
+	if err != nil {
+		return nil, fmt.Errorf("coll: %s: %w", name, err)
+	}
+	capa := task.Capacity{Tasks: 2*len(order) + 1, SendWRs: 4, RecvWRs: 0}
 	for _, o := range pl.ops {
 		capa.SGEs += len(o.rs)
 		switch o.kind {
@@ -206,6 +291,13 @@ func (c *Comm) build(name string, pl *plan, in, out *Memory, need [2]int, scratc
 		return err
 	}
 	for i, o := range pl.ops {
+		if i == guard {
+			enable = nil
+			if err := onMgr(l.Wait(wrGuard, last|verbs.ExpSendSignaled, c.sendCQ, guarded)); err != nil {
+				return nil, err
+			}
+			s.waits++
+		}
 		switch {
 		case o.kind == opRecv:
 		case o.kind == opWait:
@@ -235,8 +327,8 @@ func (c *Comm) build(name string, pl *plan, in, out *Memory, need [2]int, scratc
 			enablePeer = o.peer
 		}
 	}
-	if sendQPs > 0 {
-		if err := onMgr(l.Wait(wrSends, last|verbs.ExpSendSignaled, c.sendCQ, sendQPs)); err != nil {
+	if sendQPs > guarded {
+		if err := onMgr(l.Wait(wrSends, last|verbs.ExpSendSignaled, c.sendCQ, sendQPs-guarded)); err != nil {
 			return nil, err
 		}
 		s.waits++
@@ -277,7 +369,7 @@ func (c *Comm) build(name string, pl *plan, in, out *Memory, need [2]int, scratc
 		ex[i] = C.uint32_t(expect[i])
 	}
 	c.schedules[s] = struct{}{}
-	return s, nil
+	return &Schedule{s}, nil
 }
 
 // memRef is where a memory starts and its lkey.
@@ -287,7 +379,7 @@ type memRef struct {
 }
 
 // sgesOf is the SGEs of regions.
-func (s *Schedule) sgesOf(rs []region) []verbs.SGE {
+func (s *schedule) sgesOf(rs []region) []verbs.SGE {
 	out := make([]verbs.SGE, len(rs))
 	for i, r := range rs {
 		m := s.refs[r.mem]
@@ -297,7 +389,7 @@ func (s *Schedule) sgesOf(rs []region) []verbs.SGE {
 }
 
 // addSend appends op i of the plan (a send or calc) to the current task.
-func (s *Schedule) addSend(i int, flags verbs.ExpSendFlags) error {
+func (s *schedule) addSend(i int, flags verbs.ExpSendFlags) error {
 	o := s.pl.ops[i]
 	g := s.sgesOf(o.rs)
 	var err error
@@ -327,28 +419,40 @@ func (c *Comm) checkPeers(name string, sends, recvs map[int][]int) error {
 // Post starts a run: one ibv_exp_post_task. ErrInFlight while a run of
 // any schedule of the communicator is not yet complete on this rank.
 func (s *Schedule) Post() error {
+	if s == nil || s.schedule == nil {
+		return errNilSchedule("Post")
+	}
 	c := s.c
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := s.usable("post"); err != nil {
+		return err
+	}
 	switch {
-	case s.closed:
-		c.mu.Unlock()
-		return fmt.Errorf("coll: %s: post of a closed schedule: %w", s.name, syscall.EINVAL)
 	case c.broken != nil:
-		c.mu.Unlock()
 		return fmt.Errorf("coll: rank %d: an earlier run failed, the communicator cannot run more: %w", c.rank, c.broken)
 	case c.inflight != nil:
-		name := c.inflight.name
-		c.mu.Unlock()
-		return &textError{fmt.Sprintf("coll: rank %d: %s posted while a run of %s is in flight: wait for it first (Wait, or Test until done): %v", c.rank, s.name, name, syscall.EBUSY), ErrInFlight}
+		return &textError{fmt.Sprintf("coll: rank %d: %s posted while a run of %s is in flight: wait for it first (Wait, or Test until done): %v", c.rank, s.name, c.inflight.name, syscall.EBUSY), ErrInFlight}
 	}
-	c.inflight = s
-	c.mu.Unlock()
 	if err := s.list.Post(); err != nil {
-		c.mu.Lock()
-		c.inflight = nil
 		c.broken = err
-		c.mu.Unlock()
 		return fmt.Errorf("coll: rank %d: post %s: %w", c.rank, s.name, err)
+	}
+	c.inflight = s.schedule
+	return nil
+}
+
+func errNilSchedule(what string) error {
+	return fmt.Errorf("coll: %s of a nil Schedule: %w", what, syscall.EINVAL)
+}
+
+// usable is nil unless s or its communicator is closed. c.mu held.
+func (s *schedule) usable(what string) error {
+	switch {
+	case s.c.closed:
+		return fmt.Errorf("coll: rank %d: %s of %s: %w", s.c.rank, what, s.name, ErrClosed)
+	case s.closed:
+		return fmt.Errorf("coll: %s: %s of a closed schedule: %w", s.name, what, syscall.EINVAL)
 	}
 	return nil
 }
@@ -358,26 +462,27 @@ func (s *Schedule) Post() error {
 // the caller's to read and its input to rewrite, and the next Post may
 // follow.
 func (s *Schedule) Test() (bool, error) {
+	if s == nil || s.schedule == nil {
+		return false, errNilSchedule("Test")
+	}
 	c := s.c
 	c.mu.Lock()
-	inflight := c.inflight == s
-	c.mu.Unlock()
-	if !inflight {
+	defer c.mu.Unlock()
+	if err := s.usable("Test"); err != nil {
+		return false, err
+	}
+	if c.inflight != s.schedule {
 		return false, fmt.Errorf("coll: rank %d: Test of %s, which is not in flight: %w", c.rank, s.name, syscall.EINVAL)
 	}
 	switch C.coll_test(s.test) {
 	case 0:
 		return false, nil
 	case 1:
-		c.mu.Lock()
 		c.inflight = nil
-		c.mu.Unlock()
 		return true, nil
 	}
 	err := s.failure()
-	c.mu.Lock()
 	c.inflight, c.broken = nil, err
-	c.mu.Unlock()
 	return false, err
 }
 
@@ -406,7 +511,7 @@ func (e *RunError) Error() string {
 	return fmt.Sprintf("%s: %d completions in one run, the schedule produces %d", head, e.Got, e.Want)
 }
 
-func (s *Schedule) failure() error {
+func (s *schedule) failure() error {
 	t := s.test
 	e := &RunError{Rank: s.c.rank, Schedule: s.name, Got: uint32(t.got)}
 	if t.bad_cq < 0 {
@@ -427,6 +532,14 @@ func (s *Schedule) failure() error {
 	return e
 }
 
+// How Wait polls without Progress: waitSpins polls back to back, then
+// naps between polls, doubling from waitNapMin to waitNapMax.
+const (
+	waitSpins  = 2000
+	waitNapMin = 5 * time.Microsecond
+	waitNapMax = 200 * time.Microsecond
+)
+
 // Wait polls until the run is complete. With Options.Progress (a
 // software device), a run that cannot complete is reported with the
 // error Progress gives (collsoft: a deadlock naming ranks, QPs and
@@ -438,6 +551,10 @@ func (s *Schedule) Wait() error { return s.WaitContext(context.Background()) }
 // The run then stays in flight: Test or wait again, or close the
 // communicator.
 func (s *Schedule) WaitContext(ctx context.Context) error {
+	if s == nil || s.schedule == nil {
+		return errNilSchedule("Wait")
+	}
+	var nap time.Duration
 	for polls := 0; ; polls++ {
 		done, err := s.Test()
 		if done || err != nil {
@@ -448,7 +565,16 @@ func (s *Schedule) WaitContext(ctx context.Context) error {
 		}
 		p := s.c.opts.Progress
 		if p == nil {
-			runtime.Gosched()
+			// Spin first; a run that takes longer than that waits for a
+			// peer that is late, or a retransmission: give the CPU to
+			// the others (the device's own threads, the other ranks of an
+			// oversubscribed host) in naps of up to waitNapMax.
+			if polls < waitSpins {
+				runtime.Gosched()
+				continue
+			}
+			nap = min(max(2*nap, waitNapMin), waitNapMax)
+			time.Sleep(nap)
 			continue
 		}
 		if err := p(); err != nil {
@@ -463,19 +589,22 @@ func (s *Schedule) WaitContext(ctx context.Context) error {
 // Close releases the schedule: its task list, leases and scratch. EBUSY
 // while its run is in flight.
 func (s *Schedule) Close() error {
+	if s == nil || s.schedule == nil {
+		return errNilSchedule("Close")
+	}
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s.closed {
 		return fmt.Errorf("coll: %s closed twice: %w", s.name, syscall.EINVAL)
 	}
-	if c.inflight == s && !c.closed {
+	if c.inflight == s.schedule && !c.closed {
 		return fmt.Errorf("coll: close %s: %w", s.name, ErrInFlight)
 	}
 	return s.closeLocked()
 }
 
-func (s *Schedule) closeLocked() error {
+func (s *schedule) closeLocked() error {
 	s.closed = true
 	delete(s.c.schedules, s)
 	if s.c.inflight == s {
@@ -484,7 +613,7 @@ func (s *Schedule) closeLocked() error {
 	return s.release()
 }
 
-func (s *Schedule) release() error {
+func (s *schedule) release() error {
 	var errs []error
 	for _, m := range s.mems {
 		m.users--

@@ -67,15 +67,7 @@ func TestWaitContext(t *testing.T) {
 // TestRegisterLeases: a registered Buffer cannot be freed under its MR;
 // once its Memory is closed it can.
 func TestRegisterLeases(t *testing.T) {
-	dev, err := softdev.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	c, err := coll.New(dev.Context(), 0, 1, coll.NewInProcess(1).For(0), coll.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := singleRank(t)
 	buf, err := lease.Alloc(64)
 	if err != nil {
 		t.Fatal(err)

@@ -66,8 +66,14 @@ var PageSize = syscall.Getpagesize()
 
 // Buffer is C memory, page aligned, for data that work requests name.
 // Its accessors on a nil or freed Buffer return nil, 0 or 0 bytes, never
-// the memory that was freed.
+// the memory that was freed. A copy of a Buffer is the same buffer (its
+// state sits behind one pointer): freed through either, it is freed for
+// both, and a second Free is ErrDoubleFree.
 type Buffer struct {
+	b *buffer // nil for a Buffer Alloc did not make
+}
+
+type buffer struct {
 	p      unsafe.Pointer
 	n      int
 	leases int // outstanding leases (guarded by mu)
@@ -92,45 +98,57 @@ func Alloc(n int) (*Buffer, error) {
 		return nil, fmt.Errorf("lease.Alloc(%d): %w", n, syscall.ENOMEM)
 	}
 	live.Add(1)
-	return &Buffer{p: p, n: n}, nil
+	return &Buffer{&buffer{p: p, n: n}}, nil
+}
+
+// state is b's state: nil for a nil Buffer or one Alloc did not make.
+func (b *Buffer) state() *buffer {
+	if b == nil {
+		return nil
+	}
+	return b.b
 }
 
 // usable says whether b's memory may be handed out: b is a Buffer of
 // Alloc's, not freed.
-func (b *Buffer) usable() bool { return b != nil && b.p != nil && !b.freed.Load() }
+func (b *buffer) usable() bool { return b != nil && !b.freed.Load() }
 
 // Bytes is the buffer as a slice (C memory: valid until Free); nil once
 // freed.
 func (b *Buffer) Bytes() []byte {
-	if !b.usable() {
+	s := b.state()
+	if !s.usable() {
 		return nil
 	}
-	return unsafe.Slice((*byte)(b.p), b.n)
+	return unsafe.Slice((*byte)(s.p), s.n)
 }
 
 // Addr is the buffer's address, as an SGE or remote address holds it; 0
 // once freed.
 func (b *Buffer) Addr() uint64 {
-	if !b.usable() {
+	s := b.state()
+	if !s.usable() {
 		return 0
 	}
-	return uint64(uintptr(b.p))
+	return uint64(uintptr(s.p))
 }
 
 // Pointer is the buffer's address for registration; nil once freed.
 func (b *Buffer) Pointer() unsafe.Pointer {
-	if !b.usable() {
+	s := b.state()
+	if !s.usable() {
 		return nil
 	}
-	return b.p
+	return s.p
 }
 
 // Len is the buffer's size; 0 once freed.
 func (b *Buffer) Len() int {
-	if !b.usable() {
+	s := b.state()
+	if !s.usable() {
 		return 0
 	}
-	return b.n
+	return s.n
 }
 
 // Free returns the memory. Freeing a leased or already freed buffer, a
@@ -139,19 +157,21 @@ func (b *Buffer) Free() error {
 	if b == nil {
 		return fmt.Errorf("Free: %w", ErrNil)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch {
-	case b.p == nil:
+	s := b.b
+	if s == nil {
 		return fmt.Errorf("Free: %w", ErrForeign)
-	case b.freed.Load():
-		return ErrDoubleFree
-	case b.leases > 0:
-		return fmt.Errorf("Free: %w (%d leases)", ErrBusy, b.leases)
 	}
-	C.free(b.p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.freed.Load():
+		return ErrDoubleFree
+	case s.leases > 0:
+		return fmt.Errorf("Free: %w (%d leases)", ErrBusy, s.leases)
+	}
+	C.free(s.p)
 	live.Add(-1)
-	b.freed.Store(true)
+	s.freed.Store(true)
 	return nil
 }
 
@@ -159,7 +179,7 @@ func (b *Buffer) Free() error {
 type lease struct {
 	pinner runtime.Pinner // Go memory
 	goMem  bool
-	buf    *Buffer   // C memory
+	buf    *buffer   // C memory
 	held   rangeNode // [start, end) in the Table's ranges
 }
 
@@ -167,19 +187,30 @@ type lease struct {
 // Lease, Pin and Release are O(log n) in the leases outstanding. Safe for
 // concurrent use. The zero Table is empty and ready to use.
 //
+// A copy of a Table that has been used is the same table (its state,
+// lock included, sits behind one pointer): closed through either, it is
+// closed for both. A copy of an unused zero Table is another empty one.
+//
 // Close a Table when done. One that becomes unreachable with leases
 // outstanding (never closed) keeps them for good, as no completion can
 // release them any more: its pinned Go memory stays pinned and its C
 // Buffers stay busy (a device may still be using them), instead of the
 // process crashing on a runtime.Pinner collected with pins.
 type Table struct {
-	mu sync.Mutex
-	s  *tableState // nil until first used
+	// The *tableHandle, nil until first used. Read and set with the
+	// atomic functions (an atomic.Pointer would make vet call copying a
+	// Table a mistake, which it no longer is).
+	h unsafe.Pointer
 }
 
-// tableState is what a Table holds, apart from the Table itself, so that
-// a cleanup can keep it once the Table is unreachable.
+// tableHandle is what every copy of a used Table points at; its cleanup
+// runs once none is reachable.
+type tableHandle struct{ s *tableState }
+
+// tableState is what a Table holds, apart from the handle, so that a
+// cleanup can keep it once the Table is unreachable.
 type tableState struct {
+	mu     sync.Mutex // everything below
 	leases map[uint64]*lease
 	held   ranges
 	closed bool
@@ -194,7 +225,10 @@ var abandoned struct {
 
 // abandon is the cleanup of a Table collected with leases outstanding.
 func abandon(s *tableState) {
-	if len(s.leases) == 0 {
+	s.mu.Lock()
+	n := len(s.leases)
+	s.mu.Unlock()
+	if n == 0 {
 		return
 	}
 	abandoned.Lock()
@@ -205,17 +239,21 @@ func abandon(s *tableState) {
 // NewTable returns an empty Table.
 func NewTable() *Table { return &Table{} }
 
-// state returns t's state, creating it on first use; t.mu held.
+// state returns t's state, creating it on first use.
 func (t *Table) state() *tableState {
-	if t.s == nil {
-		t.s = &tableState{leases: map[uint64]*lease{}}
-		runtime.AddCleanup(t, abandon, t.s)
+	if h := (*tableHandle)(atomic.LoadPointer(&t.h)); h != nil {
+		return h.s
 	}
-	return t.s
+	h := &tableHandle{&tableState{leases: map[uint64]*lease{}}}
+	if !atomic.CompareAndSwapPointer(&t.h, nil, unsafe.Pointer(h)) {
+		return (*tableHandle)(atomic.LoadPointer(&t.h)).s // another goroutine's first use won
+	}
+	runtime.AddCleanup(h, abandon, h.s)
+	return h.s
 }
 
-func (t *Table) add(wrID uint64, l *lease) error {
-	s := t.state()
+// add records a lease; s.mu held.
+func (s *tableState) add(wrID uint64, l *lease) error {
 	if s.closed {
 		return ErrClosed
 	}
@@ -244,11 +282,12 @@ func (t *Table) Pin(wrID uint64, buf []byte, lkey uint32) (verbs.SGE, error) {
 	if len(buf) > MaxLength {
 		return verbs.SGE{}, fmt.Errorf("lease.Pin: %d bytes is more than an SGE holds (%d): %w", len(buf), MaxLength, syscall.EINVAL)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	s := t.state()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	start := uintptr(unsafe.Pointer(&buf[0]))
 	l := &lease{goMem: true, held: rangeNode{start: start, end: start + uintptr(len(buf))}}
-	if err := t.add(wrID, l); err != nil {
+	if err := s.add(wrID, l); err != nil {
 		return verbs.SGE{}, err
 	}
 	l.pinner.Pin(&buf[0])
@@ -262,15 +301,16 @@ const MaxLength = math.MaxUint32
 // Lease leases [off, off+n) of a C Buffer to wrID and returns its SGE.
 // The range must be non-empty, inside the buffer and at most MaxLength
 // bytes; it is checked without overflow.
-func (t *Table) Lease(wrID uint64, b *Buffer, off, n int, lkey uint32) (verbs.SGE, error) {
+func (t *Table) Lease(wrID uint64, buf *Buffer, off, n int, lkey uint32) (verbs.SGE, error) {
 	switch {
 	case t == nil:
 		return verbs.SGE{}, fmt.Errorf("lease.Lease: %w", ErrNil)
-	case b == nil:
+	case buf == nil:
 		return verbs.SGE{}, fmt.Errorf("lease.Lease: nil buffer: %w", syscall.EINVAL)
-	case b.p == nil:
+	case buf.b == nil:
 		return verbs.SGE{}, fmt.Errorf("lease.Lease: %w", ErrForeign)
 	}
+	b := buf.b
 	if off < 0 || n <= 0 || n > MaxLength || off > b.n-n { // b.n-n cannot overflow: both are positive
 		return verbs.SGE{}, fmt.Errorf("lease.Lease: %d bytes at offset %d are not a range of the %d-byte buffer (at most %d): %w", n, off, b.n, MaxLength, syscall.EINVAL)
 	}
@@ -279,10 +319,11 @@ func (t *Table) Lease(wrID uint64, b *Buffer, off, n int, lkey uint32) (verbs.SG
 	if b.freed.Load() {
 		return verbs.SGE{}, fmt.Errorf("lease.Lease: buffer was freed: %w", syscall.EINVAL)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	s := t.state()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	start := uintptr(b.p) + uintptr(off)
-	if err := t.add(wrID, &lease{buf: b, held: rangeNode{start: start, end: start + uintptr(n)}}); err != nil {
+	if err := s.add(wrID, &lease{buf: b, held: rangeNode{start: start, end: start + uintptr(n)}}); err != nil {
 		return verbs.SGE{}, err
 	}
 	b.leases++
@@ -294,14 +335,14 @@ func (t *Table) Release(wrID uint64) error {
 	if t == nil {
 		return fmt.Errorf("lease.Release: %w", ErrNil)
 	}
-	t.mu.Lock()
 	s := t.state()
+	s.mu.Lock()
 	if s.closed {
-		t.mu.Unlock()
+		s.mu.Unlock()
 		return ErrClosed
 	}
 	l, ok := s.take(wrID)
-	t.mu.Unlock()
+	s.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("wr_id %d: %w", wrID, ErrUnknown)
 	}
@@ -309,7 +350,7 @@ func (t *Table) Release(wrID uint64) error {
 	return nil
 }
 
-// take removes the lease of wrID from s; the Table's lock held.
+// take removes the lease of wrID from s; s.mu held.
 func (s *tableState) take(wrID uint64) (*lease, bool) {
 	l, ok := s.leases[wrID]
 	if ok {
@@ -335,9 +376,10 @@ func (t *Table) Outstanding() int {
 	if t == nil {
 		return 0
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.state().leases)
+	s := t.state()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.leases)
 }
 
 // Poll polls up to len(wc) completions from cq with ibv_exp_poll_cq and
@@ -350,9 +392,10 @@ func (t *Table) Poll(cq *verbs.CQ, wc []verbs.ExpWC) (int, error) {
 	if t == nil {
 		return 0, fmt.Errorf("lease.Poll: %w", ErrNil)
 	}
-	t.mu.Lock()
-	closed := t.state().closed
-	t.mu.Unlock()
+	s := t.state()
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
 	if closed {
 		return 0, ErrClosed
 	}
@@ -389,10 +432,10 @@ func (t *Table) Close() error {
 	if t == nil {
 		return fmt.Errorf("lease.Close: %w", ErrNil)
 	}
-	t.mu.Lock()
 	s := t.state()
+	s.mu.Lock()
 	if s.closed {
-		t.mu.Unlock()
+		s.mu.Unlock()
 		return ErrClosed
 	}
 	s.closed = true
@@ -406,7 +449,7 @@ func (t *Table) Close() error {
 		l, _ := s.take(id)
 		ls = append(ls, l)
 	}
-	t.mu.Unlock()
+	s.mu.Unlock()
 	for _, l := range ls {
 		l.end() // unpins and un-busies
 	}

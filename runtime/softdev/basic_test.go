@@ -328,7 +328,7 @@ func TestPostValidation(t *testing.T) {
 		want syscall.Errno
 	}{
 		{"too-many-sges", p.a, f.send(1, verbs.ExpWRSend, 0, sg, 3), syscall.EINVAL},
-		{"atomic", p.a, f.send(1, verbs.ExpWRAtomicFetchAndAdd, 0, sg, 1), syscall.EINVAL},
+		{"local invalidate", p.a, f.send(1, verbs.ExpWRLocalInv, 0, sg, 1), syscall.EINVAL},
 		{"unknown-flag", p.a, f.send(1, verbs.ExpWRSend, verbs.ExpSendIPCSUM, sg, 1), syscall.EINVAL},
 		{"wait-on-plain-qp", p.a, f.wait(1, p.cqa, 1, 0), syscall.EINVAL},
 		{"inline-too-long", p.a, f.send(1, verbs.ExpWRSend, verbs.ExpSendInline, sg, 1), syscall.EINVAL},

@@ -11,21 +11,37 @@ import (
 )
 
 // Connect connects two RC QPs to each other (a may be b: a QP connected
-// to itself), moving each through INIT, RTR and RTS with the other's
-// qp_num, with verbs.ExpModifyQP and the attributes an RC connection
-// sets: local write, remote write and remote read allowed, port 1, MTU
-// 1024. It works with any provider whose QPs go through the exp modify
-// path, not only this device. It sets up a loopback connection (no
-// address handle), so a and b must be QPs of the same context: QPs of
-// two devices are refused with EINVAL (softdev's devices are not linked,
-// and a's qp_num would name a QP of b's device), as is a nil QP, before
+// to itself), moving each through INIT, RTR and RTS with
+// verbs.ExpModifyQP and the attributes an RC connection over RoCE sets:
+// local write, remote write, remote read and atomics allowed, port 1, a
+// GRH whose dgid is the other QP's device GID (ibv_query_gid, index 0),
+// the other's qp_num, PSN 0 both ways, path MTU 1024, timeout 14,
+// retry_cnt 7, rnr_retry 7 (for ever), min_rnr_timer 12, one READ or
+// atomic outstanding each way. The QPs may be of one device or of two
+// (two devices of this process talk over the wire, as two hosts would);
+// QPs in other processes connect the same way, with attributes traded
+// out of band (see runtime/coll). It works with any provider whose QPs
+// go through the exp modify path. A nil QP is refused with EINVAL before
 // either QP changes state.
 func Connect(a, b *verbs.QP) error {
-	switch {
-	case a == nil || b == nil:
+	if a == nil || b == nil {
 		return fmt.Errorf("softdev: connect: nil QP (a %p, b %p): %w", a, b, syscall.EINVAL)
-	case a.Context != b.Context:
-		return fmt.Errorf("softdev: connect: QPs %#x and %#x are of different contexts (devices): %w", a.QPNum, b.QPNum, syscall.EINVAL)
+	}
+	gid := Calloc[verbs.GID]()
+	defer Free(unsafe.Pointer(gid))
+	gidOf := func(qp *verbs.QP) ([16]byte, error) {
+		if err := verbs.QueryGID(qp.Context, 1, 0, gid); err != nil {
+			return [16]byte{}, fmt.Errorf("softdev: connect: QP %#x: %w", qp.QPNum, err)
+		}
+		return *gid.Raw(), nil
+	}
+	ga, err := gidOf(a)
+	if err != nil {
+		return err
+	}
+	gb, err := gidOf(b)
+	if err != nil {
+		return err
 	}
 	attr := Calloc[verbs.ExpQPAttr]()
 	defer Free(unsafe.Pointer(attr))
@@ -34,36 +50,41 @@ func Connect(a, b *verbs.QP) error {
 		mask := fill(attr)
 		return verbs.ExpModifyQP(qp, attr, uint64(mask))
 	}
-	pairs := [][2]*verbs.QP{{a, b}, {b, a}}
-	if a == b {
-		pairs = pairs[:1]
+	type end struct {
+		qp, peer *verbs.QP
+		peerGID  [16]byte
 	}
-	for _, p := range pairs {
-		qp := p[0]
-		if err := step(qp, func(x *verbs.ExpQPAttr) verbs.ExpQPAttrMask {
+	ends := []end{{a, b, gb}, {b, a, ga}}
+	if a == b {
+		ends = ends[:1]
+	}
+	for _, e := range ends {
+		if err := step(e.qp, func(x *verbs.ExpQPAttr) verbs.ExpQPAttrMask {
 			x.QPState = verbs.QpsInit
 			x.PortNum = 1
-			x.QPAccessFlags = int32(verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead)
+			x.QPAccessFlags = int32(verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic)
 			return verbs.ExpQPState | verbs.ExpQPPkeyIndex | verbs.ExpQPPort | verbs.ExpQPAccessFlags
 		}); err != nil {
 			return err
 		}
 	}
-	for _, p := range pairs {
-		qp, peer := p[0], p[1]
-		if err := step(qp, func(x *verbs.ExpQPAttr) verbs.ExpQPAttrMask {
+	for _, e := range ends {
+		if err := step(e.qp, func(x *verbs.ExpQPAttr) verbs.ExpQPAttrMask {
 			x.QPState = verbs.QpsRtr
 			x.PathMTU = verbs.MTU1024
-			x.DestQPNum = peer.QPNum
+			x.DestQPNum = e.peer.QPNum
 			x.MaxDestRdAtomic = 1
 			x.MinRnrTimer = 12
 			x.AHAttr.PortNum = 1
+			x.AHAttr.IsGlobal = 1
+			x.AHAttr.GRH.HopLimit = 64
+			*x.AHAttr.GRH.Dgid.Raw() = e.peerGID
 			return verbs.ExpQPState | verbs.ExpQPAv | verbs.ExpQPPathMTU | verbs.ExpQPDestQPN |
 				verbs.ExpQPRQPSN | verbs.ExpQPMaxDestRdAtomic | verbs.ExpQPMinRnrTimer
 		}); err != nil {
 			return err
 		}
-		if err := step(qp, func(x *verbs.ExpQPAttr) verbs.ExpQPAttrMask {
+		if err := step(e.qp, func(x *verbs.ExpQPAttr) verbs.ExpQPAttrMask {
 			x.QPState = verbs.QpsRts
 			x.Timeout = 14
 			x.RetryCnt = 7

@@ -17,8 +17,10 @@ func TestQueryPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.State != verbs.PortActive || a.LID != 1 || a.ActiveMTU != verbs.MTU4096 {
-		t.Fatalf("port 1: state %v, LID %d, active MTU %v; want active, 1, 4096", a.State, a.LID, a.ActiveMTU)
+	// A RoCE port on loopback (MTU 65536): no LID, one GID, the largest MTU.
+	if a.State != verbs.PortActive || a.LID != 0 || a.ActiveMTU != verbs.MTU4096 || a.LinkLayer != verbs.LinkLayerEthernet || a.GIDTblLen != 1 {
+		t.Fatalf("port 1: state %v, LID %d, active MTU %v, link layer %d, %d GIDs; want active, 0, 4096, Ethernet, 1",
+			a.State, a.LID, a.ActiveMTU, a.LinkLayer, a.GIDTblLen)
 	}
 	for _, p := range []uint8{0, 2, 255} {
 		if _, err := f.d.QueryPort(p); !isErrno(err, syscall.EINVAL) {
@@ -51,12 +53,17 @@ func TestModifyQP(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := mod(qp, verbs.QPAttr{QPState: verbs.QpsRtr}, verbs.QPStateConst); !isErrno(err, syscall.EINVAL) {
-		t.Fatalf("INIT -> RTR without a destination: %v, want EINVAL", err)
+		t.Fatalf("INIT -> RTR without a path: %v, want EINVAL", err)
 	}
-	if err := mod(qp, verbs.QPAttr{QPState: verbs.QpsRtr, DestQPNum: qp.QPNum}, verbs.QPStateConst|verbs.QPDestQPN); err != nil {
+	rtr := verbs.QPAttr{QPState: verbs.QpsRtr, DestQPNum: qp.QPNum, PathMTU: verbs.MTU1024, MinRnrTimer: 12,
+		MaxDestRdAtomic: 1, AHAttr: verbs.AHAttr{PortNum: 1, IsGlobal: 1}}
+	*rtr.AHAttr.GRH.Dgid.Raw() = f.d.GID()
+	if err := mod(qp, rtr, verbs.QPStateConst|verbs.QPAv|verbs.QPPathMTU|verbs.QPDestQPN|verbs.QPRQPSN|
+		verbs.QPMaxDestRdAtomic|verbs.QPMinRnrTimer); err != nil {
 		t.Fatal(err)
 	}
-	if err := mod(qp, verbs.QPAttr{QPState: verbs.QpsRts}, verbs.QPStateConst); err != nil {
+	if err := mod(qp, verbs.QPAttr{QPState: verbs.QpsRts, Timeout: 14, RetryCnt: 7, RnrRetry: 7, MaxRdAtomic: 1},
+		verbs.QPStateConst|verbs.QPTimeout|verbs.QPRetryCnt|verbs.QPRnrRetry|verbs.QPSQPSN|verbs.QPMaxQPRdAtomic); err != nil {
 		t.Fatal(err)
 	}
 	if st, _, _, err := f.d.QPStats(qp); err != nil || st != verbs.QpsRts || qp.State != verbs.QpsRts {

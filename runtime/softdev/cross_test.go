@@ -340,32 +340,68 @@ func TestReferences(t *testing.T) {
 	}
 }
 
-// TestStateMachine: the transitions Connect relies on, and the ones the
-// device refuses.
+// TestStateMachine: the RC transitions with the attributes the kernel's
+// table requires and allows for each (a missing one, or one the
+// transition does not take, is EINVAL and changes nothing), RoCE's GRH,
+// and the transitions the device refuses.
 func TestStateMachine(t *testing.T) {
 	f := newFixture(t)
 	cq := f.cq(8)
 	qp := f.qp(cq, cq)
 	attr := alloc[verbs.ExpQPAttr](f)
+	gid := f.d.GID()
 	move := func(s verbs.QPState, mask verbs.ExpQPAttrMask) error {
-		attr.QPState = s
-		attr.DestQPNum = qp.QPNum
+		*attr = verbs.ExpQPAttr{QPState: s, DestQPNum: qp.QPNum, PortNum: 1, PathMTU: verbs.MTU1024,
+			Timeout: 14, RetryCnt: 7, RnrRetry: 7, MinRnrTimer: 12, MaxRdAtomic: 1, MaxDestRdAtomic: 1}
+		attr.AHAttr.PortNum, attr.AHAttr.IsGlobal = 1, 1
+		*attr.AHAttr.GRH.Dgid.Raw() = gid
 		return verbs.ExpModifyQP(qp, attr, uint64(verbs.ExpQPState|mask))
 	}
-	if err := move(verbs.QpsRts, 0); !isErrno(err, syscall.EINVAL) {
+	state := func() verbs.QPState { st, _, _, _ := f.d.QPStats(qp); return st }
+	initMask := verbs.ExpQPPkeyIndex | verbs.ExpQPPort | verbs.ExpQPAccessFlags
+	rtrMask := verbs.ExpQPAv | verbs.ExpQPPathMTU | verbs.ExpQPDestQPN | verbs.ExpQPRQPSN |
+		verbs.ExpQPMaxDestRdAtomic | verbs.ExpQPMinRnrTimer
+	rtsMask := verbs.ExpQPTimeout | verbs.ExpQPRetryCnt | verbs.ExpQPRnrRetry | verbs.ExpQPSQPSN | verbs.ExpQPMaxQPRdAtomic
+	if err := move(verbs.QpsRts, rtsMask); !isErrno(err, syscall.EINVAL) {
 		t.Fatalf("RESET -> RTS: %v", err)
 	}
-	if err := move(verbs.QpsInit, 0); err != nil {
+	if err := move(verbs.QpsInit, 0); !isErrno(err, syscall.EINVAL) || state() != verbs.QpsReset {
+		t.Fatalf("RESET -> INIT without port, P_Key index and access: %v, %v", err, state())
+	}
+	if err := move(verbs.QpsInit, initMask|verbs.ExpQPTimeout); !isErrno(err, syscall.EINVAL) {
+		t.Fatalf("RESET -> INIT with a timeout: %v", err)
+	}
+	if err := move(verbs.QpsInit, initMask); err != nil {
 		t.Fatal(err)
 	}
-	if err := move(verbs.QpsRtr, 0); !isErrno(err, syscall.EINVAL) {
-		t.Fatalf("INIT -> RTR without dest_qp_num: %v", err)
+	for _, m := range []verbs.ExpQPAttrMask{verbs.ExpQPAv, verbs.ExpQPPathMTU, verbs.ExpQPDestQPN, verbs.ExpQPRQPSN,
+		verbs.ExpQPMaxDestRdAtomic, verbs.ExpQPMinRnrTimer} {
+		if err := move(verbs.QpsRtr, rtrMask&^m); !isErrno(err, syscall.EINVAL) || state() != verbs.QpsInit {
+			t.Fatalf("INIT -> RTR without %#x: %v, %v", uint64(m), err, state())
+		}
 	}
-	if err := move(verbs.QpsRtr, verbs.ExpQPDestQPN); err != nil {
+	attrNoGRH := func() error {
+		*attr = verbs.ExpQPAttr{QPState: verbs.QpsRtr, DestQPNum: qp.QPNum, PathMTU: verbs.MTU1024, MinRnrTimer: 12}
+		attr.AHAttr.PortNum, attr.AHAttr.Dlid = 1, 1
+		return verbs.ExpModifyQP(qp, attr, uint64(verbs.ExpQPState|rtrMask))
+	}
+	if err := attrNoGRH(); !isErrno(err, syscall.EINVAL) {
+		t.Fatalf("INIT -> RTR with a LID and no GRH on a RoCE port: %v", err)
+	}
+	if err := move(verbs.QpsRtr, rtrMask); err != nil {
 		t.Fatal(err)
 	}
-	if err := move(verbs.QpsRts, 0); err != nil || qp.State != verbs.QpsRts {
+	if err := move(verbs.QpsRts, rtsMask&^verbs.ExpQPSQPSN); !isErrno(err, syscall.EINVAL) {
+		t.Fatalf("RTR -> RTS without sq_psn: %v", err)
+	}
+	if err := move(verbs.QpsRts, rtsMask); err != nil || qp.State != verbs.QpsRts {
 		t.Fatalf("RTR -> RTS: %v, state %v", err, qp.State)
+	}
+	if err := move(verbs.QpsRts, verbs.ExpQPMinRnrTimer); err != nil {
+		t.Fatalf("RTS -> RTS with min_rnr_timer: %v", err)
+	}
+	if err := move(verbs.QpsRts, verbs.ExpQPDestQPN); !isErrno(err, syscall.EINVAL) {
+		t.Fatalf("RTS -> RTS with a new destination: %v", err)
 	}
 	if err := move(verbs.QpsSqd, 0); !isErrno(err, syscall.EINVAL) {
 		t.Fatalf("RTS -> SQD: %v", err)

@@ -49,7 +49,9 @@
 // ibv_query_qp reports the state, the destination, the access flags,
 // the capacities and the init attributes (what modify_qp ignores reads
 // 0). Calls in flight on a device finish before Close frees it; a
-// blocked ibv_get_async_event returns -1 with ECANCELED. Device offers
+// blocked ibv_get_async_event returns -1 with ECANCELED, and any verb
+// given a closed device's context or objects fails with ENODEV (it is
+// never forwarded to the library). Device offers
 // the same verbs as methods (AllocPD, RegMR, ModifyQP, QueryPort,
 // GetAsyncEvent, …), running the same code; CreateCQ and CreateQP go
 // through verbs.ExpCreateCQ and verbs.ExpCreateQP. Devices are not
@@ -117,21 +119,25 @@
 // that reaches the provider (an object is found by its address among the
 // device's own, or a QP through the qp_num its struct ibv_qp holds, before
 // anything else of it is read): destroyed CQs and QPs keep their records
-// (not their rings) until Close, so a stale handle reads valid memory and
-// fails cleanly.
+// (not their rings), so a stale handle reads valid memory and fails
+// cleanly.
 // Each method looks its object up and uses it under one hold of the
 // device's lock, so the same object freed or destroyed from several
 // goroutines at once is freed once (the others get EINVAL), and Close
 // from several goroutines closes once (the others get ErrClosed). A nil
 // *Device (what a failed Open returns) gives ErrNilDevice from every
 // method; nil options are skipped. Once Close has started, Context() is
-// nil, which every generated wrapper refuses; a context, CQ or QP pointer
-// kept from before Close must not be used (its memory is freed, as with
-// ibv_close_device). Free takes back only what Calloc and CallocSlice
-// gave and not yet freed (anything else is EINVAL, where C's free would
-// abort the process); CallocSlice of no elements panics, as make does
-// with a negative length. Connect refuses nil QPs and QPs of two
-// devices.
+// nil, which every generated wrapper refuses. A context, PD, MR, CQ or
+// QP pointer kept from before Close stays safe to pass: the records
+// outlive the device (a tombstone of about 1.5 KB per device plus each
+// object's record, for the life of the process), and every verb on them,
+// the headers' inline ones included (verbs.PostSend, verbs.PollCQ,
+// verbs.ExpPostTask, …, which reach the device without the Device),
+// fails with ENODEV, whatever the interleaving with Close. Free takes
+// back only what Calloc and CallocSlice gave and not yet freed (anything
+// else is EINVAL, where C's free would abort the process); CallocSlice
+// of no elements panics, as make does with a negative length. Connect
+// refuses nil QPs and QPs of two devices.
 //
 // Sizes are checked against the C fields before anything is truncated:
 // CreateCQ refuses a cqe outside 1..MaxInt32 and Caps fields outside

@@ -5,10 +5,12 @@
  * completions to the poll operations.
  *
  * Scheduling is a fixed round robin over the QPs in creation order: in
- * each round every QP gets one step (run or flush the WQE at the head of
- * its send queue), and rounds repeat until one makes no progress. Posts
- * and polls take the same device lock, so the outcome depends only on the
- * order of the calls made on the device, never on timing.
+ * each round every QP gets one step (run, transmit or flush the WQE at
+ * its send queue's transmit position), and rounds repeat until one makes
+ * no progress. Data WQEs become packets of the RC transport (rc.c);
+ * between QPs of this device they are delivered within the step, so
+ * posts and polls, which take the same device lock, decide the outcome
+ * by their order alone. Packets of the wire come when they come.
  */
 #include <errno.h>
 #include <string.h>
@@ -90,180 +92,57 @@ static uint32_t send_wc_opcode(uint8_t op)
 		return IBV_EXP_WC_RDMA_WRITE;
 	case SD_OP_READ:
 		return IBV_EXP_WC_RDMA_READ;
+	case SD_OP_CMP_SWAP:
+		return IBV_EXP_WC_COMP_SWAP;
+	case SD_OP_FETCH_ADD:
+		return IBV_EXP_WC_FETCH_ADD;
 	default:
 		return IBV_EXP_WC_SEND; /* SEND, NOP, WAIT and the enables */
 	}
 }
 
-/* ------------------------------------------------------------------ */
-/* Memory checks and copies                                             */
-/* ------------------------------------------------------------------ */
-
-static int in_mr(const struct sd_mr *m, uint64_t addr, uint64_t len)
+/* byte_len of a successful send completion: the bytes the WR named (8
+ * for an atomic); 0 for the local opcodes and every error. */
+static uint64_t byte_len(const struct sd_wqe *w)
 {
-	uint64_t lo = (uintptr_t)m->ibv.addr, hi = lo + m->ibv.length;
-	return addr >= lo && addr <= hi && len <= hi - addr;
-}
-
-/* A local SGE: its lkey names a live MR of the QP's PD, the range lies in
- * it, and (for data arriving) the MR allows local write. */
-static int local_ok(struct sd_device *d, struct sd_pd *pd, const struct ibv_sge *s, int write)
-{
-	struct sd_mr *m = sd_mr_by_key(d, s->lkey);
-	if (m == NULL || m->ibv.lkey != s->lkey || m->pd != pd)
+	if (w->status != IBV_WC_SUCCESS)
 		return 0;
-	if (write && !(m->access & IBV_ACCESS_LOCAL_WRITE))
-		return 0;
-	return in_mr(m, s->addr, s->length);
-}
-
-static int all_local_ok(struct sd_device *d, struct sd_pd *pd, const struct ibv_sge *sg, int n, int write)
-{
-	for (int i = 0; i < n; i++)
-		if (!local_ok(d, pd, &sg[i], write))
-			return 0;
-	return 1;
-}
-
-/* A remote range: rkey names a live MR in the responder's PD that grants
- * the access, the responder QP grants it too, and the range fits. */
-static int remote_ok(struct sd_device *d, struct sd_qp *resp, uint64_t addr, uint64_t len,
-                     uint32_t rkey, int access)
-{
-	struct sd_mr *m = sd_mr_by_key(d, rkey);
-	return m != NULL && m->ibv.rkey == rkey && m->pd == resp->pd &&
-	       (m->access & access) && (resp->access & access) && in_mr(m, addr, len);
-}
-
-/* Copies len bytes from one SGE list to another, piece by piece. Both
- * lists were checked and hold at least len bytes. */
-static void sg_copy(const struct ibv_sge *dst, int nd, const struct ibv_sge *src, int ns, uint64_t len)
-{
-	int i = 0, j = 0;
-	uint64_t doff = 0, soff = 0;
-	while (len > 0 && i < nd && j < ns) {
-		uint64_t n = len;
-		if (dst[i].length - doff < n)
-			n = dst[i].length - doff;
-		if (src[j].length - soff < n)
-			n = src[j].length - soff;
-		if (n > 0)
-			memmove((void *)(uintptr_t)(dst[i].addr + doff),
-			        (const void *)(uintptr_t)(src[j].addr + soff), n);
-		len -= n;
-		doff += n;
-		soff += n;
-		if (doff == dst[i].length) {
-			i++;
-			doff = 0;
-		}
-		if (soff == src[j].length) {
-			j++;
-			soff = 0;
-		}
+	switch (w->op) {
+	case SD_OP_SEND:
+	case SD_OP_SEND_IMM:
+	case SD_OP_WRITE:
+	case SD_OP_WRITE_IMM:
+	case SD_OP_READ:
+		return w->u.xfer.length;
+	case SD_OP_CMP_SWAP:
+	case SD_OP_FETCH_ADD:
+		return 8;
 	}
-}
-
-/* ------------------------------------------------------------------ */
-/* Calc                                                                 */
-/* ------------------------------------------------------------------ */
-
-/* Operands and results are big-endian 64-bit words, as the HCA reads and
- * writes them on the wire. */
-static uint64_t ld_be64(uint64_t addr)
-{
-	const uint8_t *p = (const uint8_t *)(uintptr_t)addr;
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static void st_be64(uint8_t *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--) {
-		p[i] = (uint8_t)v;
-		v >>= 8;
-	}
-}
-
-static double as_f64(uint64_t v)
-{
-	double f;
-	memcpy(&f, &v, 8);
-	return f;
-}
-
-static uint64_t from_f64(double f)
-{
-	uint64_t v;
-	memcpy(&v, &f, 8);
-	return v;
-}
-
-/*
- * Reduces the operands, one per 16-byte gather entry (a big-endian value,
- * then a big-endian id), in SGE order, into out and returns the result's
- * size: 8 bytes (the value, big-endian), or 16 for MAXLOC (the largest
- * value and its id; among equal values the smallest id).
- */
-static uint32_t calc(const struct sd_wqe *w, const struct ibv_sge *sg, uint8_t out[16])
-{
-	uint64_t acc = ld_be64(sg[0].addr);
-	if (w->calc_op == IBV_EXP_CALC_OP_MAXLOC) { /* UINT only (checked at post) */
-		uint64_t id = ld_be64(sg[0].addr + 8);
-		for (int i = 1; i < w->num_sge; i++) {
-			uint64_t v = ld_be64(sg[i].addr), vi = ld_be64(sg[i].addr + 8);
-			if (v > acc || (v == acc && vi < id)) {
-				acc = v;
-				id = vi;
-			}
-		}
-		st_be64(out, acc);
-		st_be64(out + 8, id);
-		return 16;
-	}
-	for (int i = 1; i < w->num_sge; i++) {
-		uint64_t v = ld_be64(sg[i].addr);
-		switch (w->calc_op) {
-		case IBV_EXP_CALC_OP_ADD:
-			if (w->calc_type == IBV_EXP_CALC_DATA_TYPE_FLOAT)
-				acc = from_f64(as_f64(acc) + as_f64(v));
-			else
-				acc += v; /* two's complement: the same bits for int and uint */
-			break;
-		case IBV_EXP_CALC_OP_BAND: acc &= v; break;
-		case IBV_EXP_CALC_OP_BXOR: acc ^= v; break;
-		case IBV_EXP_CALC_OP_BOR:  acc |= v; break;
-		}
-	}
-	st_be64(out, acc);
-	return 8;
+	return 0;
 }
 
 /* ------------------------------------------------------------------ */
 /* Execution                                                            */
 /* ------------------------------------------------------------------ */
 
-static int ready(const struct sd_queue *q)
+/* Can the send queue's next WQE run: posted and, on a managed queue,
+ * released? (A receive queue is "ready" when its tail WQE is.) */
+static int sq_ready(const struct sd_queue *q)
+{
+	return q->next < q->head && (!q->managed || q->next < q->released);
+}
+
+int sd_rq_ready(const struct sd_queue *q)
 {
 	return q->tail < q->head && (!q->managed || q->tail < q->released);
 }
 
-static struct sd_wqe *head_wqe(struct sd_queue *q, struct ibv_sge **sg)
+struct sd_wqe *sd_wqe_at(struct sd_queue *q, uint64_t pos, struct ibv_sge **sg)
 {
-	uint32_t idx = (uint32_t)(q->tail % q->depth);
+	uint32_t idx = (uint32_t)(pos % q->depth);
 	if (sg != NULL)
 		*sg = &q->sge[(size_t)idx * q->max_sge];
 	return &q->ring[idx];
-}
-
-/* Retires the head WQE of a queue and returns its position. Its slot
- * stays taken until a polled CQE covers it (poll_free). */
-static uint64_t retire(struct sd_device *d, struct sd_queue *q)
-{
-	d->executed++;
-	return q->tail++;
 }
 
 /* Drops the references a WAIT or ENABLE WQE holds. */
@@ -275,23 +154,50 @@ static void release(struct sd_wqe *w)
 		w->u.enable.qp->refs--;
 }
 
-/* Retires the head send WQE; success completes only if signaled,
- * errors always complete, and put the QP in the error state. */
-static void retire_send(struct sd_device *d, struct sd_qp *q, struct sd_wqe *w, uint32_t status,
-                        uint64_t len)
+/* Retires, in order, the send WQEs at the tail that are done (executed,
+ * answered or failed). Success completes only if signaled; an error
+ * always completes and puts the QP in the error state, after which the
+ * rest is flushed. Its slot stays taken until a polled CQE covers it
+ * (poll_free). */
+void sd_sq_retire(struct sd_device *d, struct sd_qp *q)
 {
-	uint64_t pos = retire(d, &q->sq);
-	if (status != IBV_WC_SUCCESS)
-		q->ibv.state = IBV_QPS_ERR;
-	if (status != IBV_WC_SUCCESS || (w->flags & SD_WQE_SIGNALED))
-		complete(d, q->scq, q, w->wr_id, status, send_wc_opcode(w->op), len, pos);
+	struct sd_queue *sq = &q->sq;
+	while (q->ibv.state != IBV_QPS_ERR && sq->tail < sq->head) {
+		struct sd_wqe *w = sd_wqe_at(sq, sq->tail, NULL);
+		if (w->state != SD_WQE_DONE)
+			return;
+		uint64_t pos = sq->tail++;
+		if (sq->next < sq->tail)
+			sq->next = sq->tail;
+		d->executed++;
+		if (w->status != IBV_WC_SUCCESS)
+			sd_qp_error(d, q);
+		if (w->status != IBV_WC_SUCCESS || (w->flags & SD_WQE_SIGNALED))
+			complete(d, q->scq, q, w->wr_id, w->status, send_wc_opcode(w->op), byte_len(w), pos);
+	}
 }
 
-/* Retires the head receive WQE of p, with the data that arrived from q. */
-static void retire_recv(struct sd_device *d, struct sd_qp *p, struct sd_qp *from, uint32_t status,
-                        uint32_t opcode, uint64_t len, int with_imm, uint32_t imm)
+/* Marks the WQE at the transmit position done with status (the local
+ * opcodes, and data WQEs that fail before a packet leaves) and moves on;
+ * after an error nothing more is sent: the position stays on it until
+ * it retires and the QP goes to the error state. */
+void sd_sq_done_next(struct sd_device *d, struct sd_qp *q, uint32_t status)
 {
-	struct sd_wqe *r = head_wqe(&p->rq, NULL);
+	struct sd_wqe *w = sd_wqe_at(&q->sq, q->sq.next, NULL);
+	w->state = SD_WQE_DONE;
+	w->status = (uint8_t)status;
+	if (status == IBV_WC_SUCCESS)
+		q->sq.next++;
+	sd_sq_retire(d, q);
+}
+
+/* Retires the receive WQE at the tail with what arrived: a CQE on the
+ * receive CQ, src_qp the requester's QP number; an error puts the QP in
+ * the error state. */
+void sd_rq_complete(struct sd_device *d, struct sd_qp *p, uint32_t status, uint32_t opcode,
+                    uint64_t len, int with_imm, uint32_t imm)
+{
+	struct sd_wqe *r = sd_wqe_at(&p->rq, p->rq.tail, NULL);
 	struct sd_cqe e = {
 		.wr_id = r->wr_id,
 		.exp_flags = IBV_EXP_WC_QP | (with_imm ? IBV_EXP_WC_WITH_IMM : 0),
@@ -304,111 +210,42 @@ static void retire_recv(struct sd_device *d, struct sd_qp *p, struct sd_qp *from
 		.byte_len = (uint32_t)len,
 		.imm = with_imm ? imm : 0,
 		.qp_num = p->ibv.qp_num,
-		.src_qp = from->ibv.qp_num,
+		.src_qp = p->path.dest_qpn,
 	};
-	retire(d, &p->rq);
+	d->executed++;
+	p->rq.tail++;
 	if (status != IBV_WC_SUCCESS)
-		p->ibv.state = IBV_QPS_ERR;
+		sd_qp_error(d, p);
 	cq_push(d, p->rcq, p, &e);
 }
 
-/* SEND, WRITE and READ: returns 0 when blocked (no receive WQE ready at
- * the peer, as an RNR retry that never gives up), else 1. */
-static int transfer(struct sd_device *d, struct sd_qp *q, struct sd_wqe *w, struct ibv_sge *sg)
+/* The QP goes to the error state (a completion with an error, a fatal
+ * event, or modify_qp): the transport drops what it had outstanding and
+ * the engine flushes every WQE left. */
+void sd_qp_error(struct sd_device *d, struct sd_qp *q)
 {
-	struct sd_qp *p = sd_qp_by_num(d, q->dest_qpn);
-	if (p == NULL || (p->ibv.state != IBV_QPS_RTR && p->ibv.state != IBV_QPS_RTS)) {
-		retire_send(d, q, w, IBV_WC_RETRY_EXC_ERR, 0); /* nobody answers */
-		return 1;
-	}
-	int wants_recv = w->op == SD_OP_SEND || w->op == SD_OP_SEND_IMM || w->op == SD_OP_WRITE_IMM;
-	if (wants_recv && !ready(&p->rq))
-		return 0;
-
-	/* The local side: where the payload comes from (or goes to). */
-	uint8_t result[16];
-	struct ibv_sge flat;
-	const struct ibv_sge *src = sg;
-	int nsrc = w->num_sge;
-	uint64_t len = w->u.xfer.length;
-	if (w->flags & SD_WQE_INLINE) {
-		uint32_t idx = (uint32_t)(q->sq.tail % q->sq.depth);
-		flat.addr = (uintptr_t)&q->sq.inl[(size_t)idx * q->sq.max_inline];
-		flat.length = (uint32_t)len;
-		src = &flat;
-		nsrc = 1;
-	} else if (!all_local_ok(d, q->pd, sg, w->num_sge, w->op == SD_OP_READ)) {
-		retire_send(d, q, w, IBV_WC_LOC_PROT_ERR, 0);
-		return 1;
-	} else if (w->flags & SD_WQE_CALC) {
-		len = calc(w, sg, result);
-		flat.addr = (uintptr_t)result;
-		flat.length = (uint32_t)len;
-		src = &flat;
-		nsrc = 1;
-	}
-
-	switch (w->op) {
-	case SD_OP_SEND:
-	case SD_OP_SEND_IMM: {
-		struct ibv_sge *rsg;
-		struct sd_wqe *r = head_wqe(&p->rq, &rsg);
-		if (len > r->u.xfer.length) {
-			retire_recv(d, p, q, IBV_WC_LOC_LEN_ERR, IBV_EXP_WC_RECV, 0, 0, 0);
-			retire_send(d, q, w, IBV_WC_REM_INV_REQ_ERR, 0);
-			return 1;
-		}
-		if (!all_local_ok(d, p->pd, rsg, r->num_sge, 1)) {
-			retire_recv(d, p, q, IBV_WC_LOC_PROT_ERR, IBV_EXP_WC_RECV, 0, 0, 0);
-			retire_send(d, q, w, IBV_WC_REM_OP_ERR, 0);
-			return 1;
-		}
-		sg_copy(rsg, r->num_sge, src, nsrc, len);
-		retire_recv(d, p, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV, len, w->op == SD_OP_SEND_IMM,
-		            w->u.xfer.imm);
-		retire_send(d, q, w, IBV_WC_SUCCESS, len);
-		return 1;
-	}
-	case SD_OP_WRITE:
-	case SD_OP_WRITE_IMM: {
-		if (!remote_ok(d, p, w->u.xfer.remote_addr, len, w->u.xfer.rkey, IBV_ACCESS_REMOTE_WRITE)) {
-			retire_send(d, q, w, IBV_WC_REM_ACCESS_ERR, 0);
-			return 1;
-		}
-		struct ibv_sge remote = { .addr = w->u.xfer.remote_addr, .length = (uint32_t)len };
-		sg_copy(&remote, 1, src, nsrc, len);
-		if (w->op == SD_OP_WRITE_IMM)
-			retire_recv(d, p, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV_RDMA_WITH_IMM, len, 1,
-			            w->u.xfer.imm);
-		retire_send(d, q, w, IBV_WC_SUCCESS, len);
-		return 1;
-	}
-	case SD_OP_READ: {
-		if (!remote_ok(d, p, w->u.xfer.remote_addr, len, w->u.xfer.rkey, IBV_ACCESS_REMOTE_READ)) {
-			retire_send(d, q, w, IBV_WC_REM_ACCESS_ERR, 0);
-			return 1;
-		}
-		struct ibv_sge remote = { .addr = w->u.xfer.remote_addr, .length = (uint32_t)len };
-		sg_copy(sg, w->num_sge, &remote, 1, len);
-		retire_send(d, q, w, IBV_WC_SUCCESS, len);
-		return 1;
-	}
-	}
-	return 0;
+	q->ibv.state = IBV_QPS_ERR;
+	sd_rc_stop(d, q);
 }
 
 /* In the error state every WQE completes with IBV_WC_WR_FLUSH_ERR, send
- * queue first, one per step, whether released or not. */
+ * queue first, one per step, whether released or not, transmitted or
+ * not. */
 static int flush_one(struct sd_device *d, struct sd_qp *q)
 {
 	if (q->sq.tail < q->sq.head) {
-		struct sd_wqe *w = head_wqe(&q->sq, NULL);
-		release(w);
-		retire_send(d, q, w, IBV_WC_WR_FLUSH_ERR, 0);
+		struct sd_wqe *w = sd_wqe_at(&q->sq, q->sq.tail, NULL);
+		if (w->state != SD_WQE_DONE)
+			release(w); /* a wait or enable that never ran */
+		uint64_t pos = q->sq.tail++;
+		if (q->sq.next < q->sq.tail)
+			q->sq.next = q->sq.tail;
+		d->executed++;
+		complete(d, q->scq, q, w->wr_id, IBV_WC_WR_FLUSH_ERR, send_wc_opcode(w->op), 0, pos);
 		return 1;
 	}
 	if (q->rq.tail < q->rq.head) {
-		struct sd_wqe *r = head_wqe(&q->rq, NULL);
+		struct sd_wqe *r = sd_wqe_at(&q->rq, q->rq.tail, NULL);
 		struct sd_cqe e = {
 			.wr_id = r->wr_id,
 			.exp_flags = IBV_EXP_WC_QP,
@@ -420,31 +257,40 @@ static int flush_one(struct sd_device *d, struct sd_qp *q)
 			.opcode = IBV_EXP_WC_RECV,
 			.qp_num = q->ibv.qp_num,
 		};
-		retire(d, &q->rq);
+		d->executed++;
+		q->rq.tail++;
 		cq_push(d, q->rcq, q, &e);
 		return 1;
 	}
 	return 0;
 }
 
-/* One step of one QP: 1 if a WQE retired, 0 if it is idle or blocked. */
+/* One step of one QP: 1 if it moved (a WQE executed, transmitted,
+ * retired or flushed), 0 if it is idle or blocked. The local opcodes run
+ * here; data WQEs go to the RC transport, which retires them when their
+ * responder answers. */
 static int step(struct sd_device *d, struct sd_qp *q)
 {
 	if (q->ibv.state == IBV_QPS_ERR)
 		return flush_one(d, q);
-	if (q->ibv.state != IBV_QPS_RTS || !ready(&q->sq))
+	if (q->ibv.state != IBV_QPS_RTS || !sq_ready(&q->sq))
 		return 0;
-	struct ibv_sge *sg;
-	struct sd_wqe *w = head_wqe(&q->sq, &sg);
+	struct sd_wqe *w = sd_wqe_at(&q->sq, q->sq.next, NULL);
+	if (w->state == SD_WQE_DONE) {
+		if (w->status != IBV_WC_SUCCESS)
+			return 0; /* failed before it was sent: nothing after it goes */
+		q->sq.next++; /* ran before a retransmission went back past it */
+		return 1;
+	}
 	switch (w->op) {
 	case SD_OP_NOP:
-		retire_send(d, q, w, IBV_WC_SUCCESS, 0);
+		sd_sq_done_next(d, q, IBV_WC_SUCCESS);
 		return 1;
 	case SD_OP_WAIT:
 		if (w->u.wait.cq->prod < w->u.wait.target)
 			return 0; /* blocks the rest of this send queue */
 		release(w);
-		retire_send(d, q, w, IBV_WC_SUCCESS, 0);
+		sd_sq_done_next(d, q, IBV_WC_SUCCESS);
 		return 1;
 	case SD_OP_SEND_EN:
 	case SD_OP_RECV_EN: {
@@ -453,37 +299,59 @@ static int step(struct sd_device *d, struct sd_qp *q)
 		if (w->u.enable.gen == tq->gen && w->u.enable.target > tq->released)
 			tq->released = w->u.enable.target;
 		release(w);
-		retire_send(d, q, w, IBV_WC_SUCCESS, 0);
+		sd_sq_done_next(d, q, IBV_WC_SUCCESS);
 		return 1;
 	}
 	default:
-		return transfer(d, q, w, sg);
+		return sd_rc_transmit(d, q);
 	}
 }
 
+/* Rounds over the QPs in creation order until one makes no progress.
+ * Packets between QPs of this device are delivered after each step, so
+ * such a transfer completes within its step, at both ends. The wire is
+ * looked at first (it may have brought answers), whether or not the
+ * device was quiet. */
 long sd_run(struct sd_device *d)
 {
 	long total = 0;
+	if (sd_net_poll(d))
+		d->quiet = 0;
 	if (d->quiet)
 		return 0;
 	for (;;) {
 		long n = 0;
-		for (struct sd_qp *q = d->qps; q != NULL; q = q->next)
+		for (struct sd_qp *q = d->qps; q != NULL; q = q->next) {
 			n += step(d, q);
-		if (n == 0) {
-			d->quiet = 1;
-			return total;
+			sd_loop_drain(d);
 		}
+		if (n == 0)
+			break;
 		total += n;
 	}
+	sd_net_flush(d);
+	d->quiet = 1;
+	return total;
 }
 
 /* A QP whose send queue holds work that cannot run, after sd_run: every
- * RTS QP with a WQE posted and not retired (its head is a wait not met,
+ * RTS QP with a WQE posted and not retired (its next is a wait not met,
  * a send without a usable receive at the peer, or not released). */
 static int blocked(const struct sd_qp *q)
 {
 	return q->ibv.state == IBV_QPS_RTS && q->sq.tail < q->sq.head;
+}
+
+/* Is any QP connected over the wire? Then work that cannot run now may
+ * run when a peer answers, and nothing is a deadlock this device can
+ * prove. */
+static int on_wire(const struct sd_device *d)
+{
+	for (const struct sd_qp *q = d->qps; q != NULL; q = q->next)
+		if (q->path.link != NULL && q->path.link->kind == SD_LINK_WIRE &&
+		    (q->ibv.state == IBV_QPS_RTR || q->ibv.state == IBV_QPS_RTS))
+			return 1;
+	return 0;
 }
 
 /* Returned by value: Go passes no pointer, so nothing escapes. */
@@ -491,11 +359,13 @@ struct sd_progress_result sd_progress(struct ibv_context *ctx)
 {
 	struct sd_device *d = sd_dev(ctx);
 	struct sd_progress_result r = { 0, 0 };
-	sd_lock_clean(d);
+	if (sd_enter_clean(d) != 0)
+		return r; /* the Go side holds the Device's lock: not reached */
 	r.executed = sd_run(d);
-	for (struct sd_qp *q = d->qps; q != NULL; q = q->next)
-		if (blocked(q))
-			r.stalled++;
+	if (!on_wire(d))
+		for (struct sd_qp *q = d->qps; q != NULL; q = q->next)
+			if (blocked(q))
+				r.stalled++;
 	sd_unlock(d);
 	return r;
 }
@@ -504,11 +374,12 @@ int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max)
 {
 	struct sd_device *d = sd_dev(ctx);
 	int n = 0;
-	sd_lock(d);
+	if (sd_enter(d) != 0)
+		return 0;
 	for (struct sd_qp *q = d->qps; q != NULL && n < max; q = q->next) {
 		if (!blocked(q))
 			continue;
-		struct sd_wqe *w = head_wqe(&q->sq, NULL);
+		struct sd_wqe *w = sd_wqe_at(&q->sq, q->sq.next < q->sq.head ? q->sq.next : q->sq.tail, NULL);
 		struct sd_blocked *b = &out[n++];
 		memset(b, 0, sizeof *b);
 		b->qp_num = q->ibv.qp_num;
@@ -527,17 +398,17 @@ int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max)
 			b->count = w->u.enable.count;
 			b->needed = w->u.enable.target;
 		}
-		if (!ready(&q->sq)) {
+		if (q->sq.next < q->sq.head && !sq_ready(&q->sq)) {
 			b->kind = SD_BLOCK_GATED;
-			b->position = q->sq.tail;
+			b->position = q->sq.next;
 			b->released = q->sq.released;
 			b->qbase = q->sq.en_base;
 		} else if (w->op == SD_OP_WAIT) {
 			b->kind = SD_BLOCK_WAIT;
 		} else {
-			struct sd_qp *p = sd_qp_by_num(d, q->dest_qpn);
+			struct sd_qp *p = sd_qp_by_num(d, q->path.dest_qpn);
 			b->kind = SD_BLOCK_RNR;
-			b->dest_qpn = q->dest_qpn;
+			b->dest_qpn = q->path.dest_qpn;
 			if (p != NULL) {
 				b->posted = p->rq.head;
 				b->released = p->rq.managed ? p->rq.released : p->rq.head;
@@ -561,7 +432,7 @@ int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max)
  * CQE one slot (receive CQEs come in order; one lost frees nothing, and
  * its slot stays taken). A CQE from before its QP's last RESET, or of a
  * destroyed QP, frees nothing (their queues are empty). The QP's record
- * outlives its destruction until close, so reading it is safe.
+ * outlives its destruction (and the device: sd_close), so reading it is safe.
  */
 static void poll_free(const struct sd_cqe *e)
 {
@@ -583,17 +454,20 @@ static void poll_free(const struct sd_cqe *e)
 /* Both polls run the engine first, so completions appear without an
  * explicit progress call, then take the CQEs the ring holds for them.
  * The CQ is looked up among the device's live ones by address
- * (sd_cq_of), never read as a struct sd_cq before: a destroyed CQ (kept
- * until close) or a copy of a CQ's struct ibv_cq (whose context led the
+ * (sd_cq_of), never read as a struct sd_cq before: a destroyed CQ (its
+ * record is kept) or a copy of a CQ's struct ibv_cq (whose context led the
  * dispatch here) is refused, not read past its end. Returns the CQ with
- * the device lock held, or NULL (EINVAL) with it released. */
-static struct sd_cq *poll_begin(struct ibv_cq *cq, int n)
+ * the device lock held, or NULL with it released and *err EINVAL (or
+ * ENODEV: the device is closed). */
+static struct sd_cq *poll_begin(struct ibv_cq *cq, int n, int *err)
 {
 	struct sd_device *d = sd_dev(cq->context);
-	sd_lock_clean(d);
+	if ((*err = sd_enter_clean(d)) != 0)
+		return NULL;
 	struct sd_cq *c = sd_cq_of(d, cq);
 	if (c == NULL || n < 0) {
 		sd_unlock(d);
+		*err = EINVAL;
 		return NULL;
 	}
 	sd_run(d);
@@ -602,9 +476,10 @@ static struct sd_cq *poll_begin(struct ibv_cq *cq, int n)
 
 int sd_op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
-	struct sd_cq *c = poll_begin(cq, n);
+	int err;
+	struct sd_cq *c = poll_begin(cq, n, &err);
 	if (c == NULL)
-		return -EINVAL;
+		return -err;
 	int k = 0;
 	while (k < n && cq_ready(c, c->cons)) {
 		const struct sd_cqe *e = &c->ring[c->cons++ % c->size];
@@ -628,9 +503,10 @@ int sd_op_exp_poll_cq(struct ibv_cq *cq, int n, struct ibv_exp_wc *wc, uint32_t 
 {
 	if (wc_size < offsetof(struct ibv_exp_wc, src_qp))
 		return -EINVAL;
-	struct sd_cq *c = poll_begin(cq, n);
+	int err;
+	struct sd_cq *c = poll_begin(cq, n, &err);
 	if (c == NULL)
-		return -EINVAL;
+		return -err;
 	int k = 0;
 	while (k < n && cq_ready(c, c->cons)) {
 		const struct sd_cqe *e = &c->ring[c->cons++ % c->size];
@@ -662,7 +538,9 @@ int sd_cq_state(struct ibv_context *ctx, struct ibv_cq *cq, uint64_t *produced,
                 uint64_t *queued, uint64_t *dropped, int *overrun)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	struct sd_cq *c = sd_cq_of(d, cq);
 	if (c != NULL) {
 		uint64_t k = 0;
@@ -682,7 +560,9 @@ int sd_qp_state(struct ibv_context *ctx, struct ibv_qp *qp, int *state,
                 uint64_t *rq_posted, uint64_t *rq_done, uint64_t *rq_enabled, uint64_t *rq_freed)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	struct sd_qp *q = sd_qp_of(d, qp);
 	if (q != NULL) {
 		*state = q->ibv.state;
@@ -697,4 +577,32 @@ int sd_qp_state(struct ibv_context *ctx, struct ibv_qp *qp, int *state,
 	}
 	sd_unlock(d);
 	return q != NULL ? 0 : EINVAL;
+}
+
+int sd_qp_wire(struct ibv_context *ctx, struct ibv_qp *qp, struct sd_wire_stats *out)
+{
+	struct sd_device *d = sd_dev(ctx);
+	int err = sd_enter_clean(d);
+	if (err != 0)
+		return err;
+	struct sd_qp *q = sd_qp_of(d, qp);
+	if (q != NULL)
+		*out = q->ws;
+	sd_unlock(d);
+	return q != NULL ? 0 : EINVAL;
+}
+
+void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped, uint64_t *connect_fails,
+                 int *last_errno)
+{
+	struct sd_device *d = sd_dev(ctx);
+	memset(gid, 0, 16);
+	*dropped = 0;
+	if (sd_enter_clean(d) != 0)
+		return;
+	memcpy(gid, d->gid, 16);
+	*dropped = d->wire_dropped;
+	*connect_fails = d->wire_connect_fails;
+	*last_errno = d->wire_last_errno;
+	sd_unlock(d);
 }

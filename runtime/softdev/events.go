@@ -39,7 +39,7 @@ func (d *Device) AsyncFD() int {
 // ErrClosed. Every event returned must be acknowledged with
 // AckAsyncEvent.
 func (d *Device) GetAsyncEvent() (*verbs.AsyncEvent, error) {
-	if d == nil {
+	if d.isNil() {
 		return nil, ErrNilDevice
 	}
 	d.mu.RLock()
@@ -57,9 +57,12 @@ func (d *Device) GetAsyncEvent() (*verbs.AsyncEvent, error) {
 		return nil, callErr("get_async_event", e)
 	}
 	ev := &verbs.AsyncEvent{EventType: verbs.EventType(typ)}
-	if ev.EventType == verbs.EventCQErr {
+	switch ev.EventType {
+	case verbs.EventCQErr:
 		ev.Element.SetCQ((*verbs.CQ)(elem))
-	} else {
+	case verbs.EventPortErr, verbs.EventPortActive:
+		ev.Element.SetPortNum(1)
+	default:
 		ev.Element.SetQP((*verbs.QP)(elem))
 	}
 	return ev, nil

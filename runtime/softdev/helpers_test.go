@@ -25,6 +25,7 @@ type fixture struct {
 	qps  []*verbs.QP
 	cqs  []*verbs.CQ
 	mrs  []*verbs.MR
+	gone bool // its device was closed under it (kill): nothing left to destroy
 }
 
 const bufSize = 1 << 16
@@ -46,8 +47,21 @@ func newFixture(t testing.TB) *fixture {
 	return f
 }
 
+// kill closes the device with everything in it, as a process that dies
+// takes its device with it.
+func (f *fixture) kill() {
+	f.gone = true
+	f.d.Close()
+}
+
 func (f *fixture) close() {
 	t := f.t
+	if f.gone {
+		for _, p := range f.free {
+			Free(p)
+		}
+		return
+	}
 	// Newest first; a QP a pending enable of another names is EBUSY until
 	// that one is gone, so go round until nothing more can be destroyed.
 	left := f.qps

@@ -38,7 +38,12 @@ static const char *const sdl_libs[] = {"libibverbs.so.1", "libibverbs.so", NULL}
 /* ------------------------------------------------------------------ */
 
 /* An open device: calls in flight hold it (users), so Close waits for
- * them before freeing it. gone: closing, no new calls. */
+ * them before closing it (a blocked ibv_get_async_event polls the fds
+ * Close closes). gone: closing, no new calls. A closed device's entry
+ * moves to sdl_closed and stays, as its tombstone does (sd_close): a
+ * verb on its context or objects then fails with ENODEV, where an
+ * unknown one would be forwarded to the library, which would call the
+ * closed device's dispatch table (some of whose operations are NULL). */
 struct sdl_dev {
 	struct sd_device *d;
 	uintptr_t         handle; /* the Go *Device, for ibv_close_device */
@@ -49,7 +54,15 @@ struct sdl_dev {
 
 static pthread_mutex_t sdl_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t  sdl_idle = PTHREAD_COND_INITIALIZER;
-static struct sdl_dev *sdl_devs;
+static struct sdl_dev *sdl_devs, *sdl_closed;
+
+/* What the lookups return for a device being closed or closed, and what
+ * the verbs then return, in each one's convention. */
+static struct sdl_dev sdl_gone_mark;
+#define SDL_GONE   (&sdl_gone_mark)
+#define GONE_INT   (errno = ENODEV, ENODEV)
+#define GONE_MINUS (errno = ENODEV, -1)
+#define GONE_NULL  (errno = ENODEV, NULL)
 
 int sdl_register(struct ibv_context *ctx, uintptr_t handle)
 {
@@ -77,9 +90,10 @@ void sdl_forget(struct ibv_context *ctx)
 		while (e->users > 0)
 			pthread_cond_wait(&sdl_idle, &sdl_mu);
 		*p = e->next;
+		e->next = sdl_closed;
+		sdl_closed = e;
 	}
 	pthread_mutex_unlock(&sdl_mu);
-	free(e);
 }
 
 static void release(struct sdl_dev *e)
@@ -90,38 +104,57 @@ static void release(struct sdl_dev *e)
 	pthread_mutex_unlock(&sdl_mu);
 }
 
-/* The open device whose context ctx is, held; NULL if none. */
+/* Holds e if it is open: e, SDL_GONE if closing, NULL if e is NULL. */
+static struct sdl_dev *hold(struct sdl_dev *e)
+{
+	if (e == NULL)
+		return NULL;
+	if (e->gone)
+		return SDL_GONE;
+	e->users++;
+	return e;
+}
+
+/* The open device whose context ctx is, held; SDL_GONE if it is being
+ * closed or was; NULL if ctx is no device's of this package. */
 static struct sdl_dev *by_ctx(struct ibv_context *ctx)
 {
 	pthread_mutex_lock(&sdl_mu);
 	struct sdl_dev *e = sdl_devs;
-	while (e != NULL && (e->gone || &e->d->vctx.context != ctx))
+	while (e != NULL && &e->d->vctx.context != ctx)
 		e = e->next;
-	if (e != NULL)
-		e->users++;
+	if (e == NULL)
+		for (e = sdl_closed; e != NULL && &e->d->vctx.context != ctx; e = e->next)
+			;
+	e = hold(e);
 	pthread_mutex_unlock(&sdl_mu);
 	return e;
 }
 
-/* The open device owning obj, held; NULL if none. Compares addresses
- * only: obj may be anything (another provider's object, a stale one). */
+static int owns(struct sdl_dev *e, enum sd_kind kind, const void *obj)
+{
+	sd_lock(e->d);
+	int mine = sd_owns(e->d, kind, obj) != 0;
+	sd_unlock(e->d);
+	return mine;
+}
+
+/* The open device owning obj, held; SDL_GONE if its device is being
+ * closed or was; NULL if none. Compares addresses only: obj may be
+ * anything (another provider's object, a stale one). Closed devices are
+ * searched last, so only a miss among the open ones pays for them. */
 static struct sdl_dev *by_obj(enum sd_kind kind, const void *obj)
 {
 	if (obj == NULL)
 		return NULL;
 	pthread_mutex_lock(&sdl_mu);
 	struct sdl_dev *e;
-	for (e = sdl_devs; e != NULL; e = e->next) {
-		if (e->gone)
-			continue;
-		sd_lock(e->d);
-		int mine = sd_owns(e->d, kind, obj) != 0;
-		sd_unlock(e->d);
-		if (mine)
-			break;
-	}
-	if (e != NULL)
-		e->users++;
+	for (e = sdl_devs; e != NULL && !owns(e, kind, obj); e = e->next)
+		;
+	if (e == NULL)
+		for (e = sdl_closed; e != NULL && !owns(e, kind, obj); e = e->next)
+			;
+	e = hold(e);
 	pthread_mutex_unlock(&sdl_mu);
 	return e;
 }
@@ -168,6 +201,8 @@ SAME_TYPE(sdl_close_device, ibv_close_device);
 static int sdl_close_device(struct ibv_context *ctx)
 {
 	struct sdl_dev *e = by_ctx(ctx);
+	if (e == SDL_GONE)
+		return GONE_INT;
 	if (e == NULL) {
 		__typeof__(&ibv_close_device) f = REAL(ibv_close_device);
 		if (f == NULL)
@@ -185,6 +220,8 @@ SAME_TYPE(sdl_query_device, ibv_query_device);
 static int sdl_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
 {
 	struct sdl_dev *e = by_ctx(ctx);
+	if (e == SDL_GONE)
+		return GONE_INT;
 	if (e == NULL) {
 		__typeof__(&ibv_query_device) f = REAL(ibv_query_device);
 		return f ? f(ctx, attr) : (errno = ENOSYS, ENOSYS);
@@ -200,6 +237,8 @@ SAME_TYPE(sdl_query_port, ibv_query_port);
 static int sdl_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr)
 {
 	struct sdl_dev *e = by_ctx(ctx);
+	if (e == SDL_GONE)
+		return GONE_INT;
 	if (e == NULL) {
 		__typeof__(&ibv_query_port) f = REAL(ibv_query_port);
 		return f ? f(ctx, port, attr) : (errno = ENOSYS, ENOSYS);
@@ -209,21 +248,28 @@ static int sdl_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port
 	return err;
 }
 
-/* The device has no GID or P_Key table (QPs connect by number): legacy
- * libibverbs reads them from the HCA's sysfs directory, which it has not. */
+/* The GID table has one entry, the device's address (legacy libibverbs
+ * reads it from the HCA's sysfs directory; this device answers itself).
+ * There is no P_Key table. */
 static int sdl_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid);
 SAME_TYPE(sdl_query_gid, ibv_query_gid);
 
 static int sdl_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid)
 {
 	struct sdl_dev *e = by_ctx(ctx);
+	if (e == SDL_GONE)
+		return GONE_MINUS;
 	if (e == NULL) {
 		__typeof__(&ibv_query_gid) f = REAL(ibv_query_gid);
 		return f ? f(ctx, port, index, gid) : (errno = ENOSYS, -1);
 	}
+	int err = gid == NULL ? EINVAL : sd_query_gid(ctx, port, index, gid);
 	release(e);
-	errno = EOPNOTSUPP;
-	return -1;
+	if (err != 0) {
+		errno = err;
+		return -1;
+	}
+	return 0;
 }
 
 static int sdl_query_pkey(struct ibv_context *ctx, uint8_t port, int index, uint16_t *pkey);
@@ -232,6 +278,8 @@ SAME_TYPE(sdl_query_pkey, ibv_query_pkey);
 static int sdl_query_pkey(struct ibv_context *ctx, uint8_t port, int index, uint16_t *pkey)
 {
 	struct sdl_dev *e = by_ctx(ctx);
+	if (e == SDL_GONE)
+		return GONE_MINUS;
 	if (e == NULL) {
 		__typeof__(&ibv_query_pkey) f = REAL(ibv_query_pkey);
 		return f ? f(ctx, port, index, pkey) : (errno = ENOSYS, -1);
@@ -254,6 +302,8 @@ SAME_TYPE(sdl_get_async_event, ibv_get_async_event);
 static int sdl_get_async_event(struct ibv_context *ctx, struct ibv_async_event *ev)
 {
 	struct sdl_dev *e = by_ctx(ctx);
+	if (e == SDL_GONE)
+		return GONE_MINUS;
 	if (e == NULL) {
 		__typeof__(&ibv_get_async_event) f = REAL(ibv_get_async_event);
 		return f ? f(ctx, ev) : (errno = ENOSYS, -1);
@@ -269,6 +319,8 @@ static int sdl_get_async_event(struct ibv_context *ctx, struct ibv_async_event *
 	ev->event_type = (enum ibv_event_type)type;
 	if (type == IBV_EVENT_CQ_ERR)
 		ev->element.cq = elem;
+	else if (type == IBV_EVENT_PORT_ERR || type == IBV_EVENT_PORT_ACTIVE)
+		ev->element.port_num = 1;
 	else
 		ev->element.qp = elem;
 	return 0;
@@ -331,12 +383,16 @@ static int ack_event(struct sdl_dev *e, struct ibv_async_event *ev)
 		bump(e, SD_CQ, ev->element.cq, SDL_ASYNC, 1);
 	else if (qp_event(ev->event_type))
 		bump(e, SD_QP, ev->element.qp, SDL_ASYNC, 1);
+	else
+		return 0; /* a port event: nothing counts it, as in libibverbs */
 	return sd_ack_async_event(ctx_of(e));
 }
 
 int sdl_ack(struct ibv_context *ctx, struct ibv_async_event *ev)
 {
 	struct sdl_dev *e = by_ctx(ctx);
+	if (e == SDL_GONE)
+		return ENODEV;
 	if (e == NULL)
 		return EINVAL;
 	int err = ack_event(e, ev);
@@ -355,6 +411,12 @@ static void sdl_ack_async_event(struct ibv_async_event *ev)
 		e = by_obj(SD_CQ, ev->element.cq);
 	else if (qp_event(ev->event_type))
 		e = by_obj(SD_QP, ev->element.qp);
+	else if (ev->event_type == IBV_EVENT_PORT_ERR || ev->event_type == IBV_EVENT_PORT_ACTIVE)
+		return; /* names no object: nothing counts it (softdev's or a library's) */
+	if (e == SDL_GONE) {
+		errno = ENODEV;
+		return;
+	}
 	if (e == NULL) {
 		__typeof__(&ibv_ack_async_event) f = REAL(ibv_ack_async_event);
 		if (f == NULL)
@@ -377,6 +439,8 @@ SAME_TYPE(sdl_alloc_pd, ibv_alloc_pd);
 static struct ibv_pd *sdl_alloc_pd(struct ibv_context *ctx)
 {
 	struct sdl_dev *e = by_ctx(ctx);
+	if (e == SDL_GONE)
+		return GONE_NULL;
 	if (e == NULL) {
 		__typeof__(&ibv_alloc_pd) f = REAL(ibv_alloc_pd);
 		return f ? f(ctx) : (errno = ENOSYS, NULL);
@@ -395,6 +459,8 @@ SAME_TYPE(sdl_dealloc_pd, ibv_dealloc_pd);
 static int sdl_dealloc_pd(struct ibv_pd *pd)
 {
 	struct sdl_dev *e = by_obj(SD_PD, pd);
+	if (e == SDL_GONE)
+		return GONE_INT;
 	if (e == NULL) {
 		__typeof__(&ibv_dealloc_pd) f = REAL(ibv_dealloc_pd);
 		return f ? f(pd) : (errno = ENOSYS, ENOSYS);
@@ -412,6 +478,8 @@ SAME_TYPE(sdl_reg_mr, ibv_reg_mr);
 static struct ibv_mr *sdl_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
 	struct sdl_dev *e = by_obj(SD_PD, pd);
+	if (e == SDL_GONE)
+		return GONE_NULL;
 	if (e == NULL) {
 		__typeof__(&ibv_reg_mr) f = REAL(ibv_reg_mr);
 		return f ? f(pd, addr, length, access) : (errno = ENOSYS, NULL);
@@ -433,6 +501,8 @@ SAME_TYPE(sdl_dereg_mr, ibv_dereg_mr);
 static int sdl_dereg_mr(struct ibv_mr *mr)
 {
 	struct sdl_dev *e = by_obj(SD_MR, mr);
+	if (e == SDL_GONE)
+		return GONE_INT;
 	if (e == NULL) {
 		__typeof__(&ibv_dereg_mr) f = REAL(ibv_dereg_mr);
 		return f ? f(mr) : (errno = ENOSYS, ENOSYS);
@@ -453,6 +523,8 @@ SAME_TYPE(sdl_create_comp_channel, ibv_create_comp_channel);
 static struct ibv_comp_channel *sdl_create_comp_channel(struct ibv_context *ctx)
 {
 	struct sdl_dev *e = by_ctx(ctx);
+	if (e == SDL_GONE)
+		return GONE_NULL;
 	if (e == NULL) {
 		__typeof__(&ibv_create_comp_channel) f = REAL(ibv_create_comp_channel);
 		return f ? f(ctx) : (errno = ENOSYS, NULL);
@@ -473,6 +545,8 @@ static struct ibv_cq *sdl_create_cq(struct ibv_context *ctx, int cqe, void *cq_c
                                     struct ibv_comp_channel *channel, int vector)
 {
 	struct sdl_dev *e = by_ctx(ctx);
+	if (e == SDL_GONE)
+		return GONE_NULL;
 	if (e == NULL) {
 		__typeof__(&ibv_create_cq) f = REAL(ibv_create_cq);
 		return f ? f(ctx, cqe, cq_context, channel, vector) : (errno = ENOSYS, NULL);
@@ -504,6 +578,8 @@ SAME_TYPE(sdl_resize_cq, ibv_resize_cq);
 static int sdl_resize_cq(struct ibv_cq *cq, int cqe)
 {
 	struct sdl_dev *e = by_obj(SD_CQ, cq);
+	if (e == SDL_GONE)
+		return GONE_INT;
 	if (e == NULL) {
 		__typeof__(&ibv_resize_cq) f = REAL(ibv_resize_cq);
 		return f ? f(cq, cqe) : (errno = ENOSYS, ENOSYS);
@@ -518,6 +594,8 @@ SAME_TYPE(sdl_destroy_cq, ibv_destroy_cq);
 static int sdl_destroy_cq(struct ibv_cq *cq)
 {
 	struct sdl_dev *e = by_obj(SD_CQ, cq);
+	if (e == SDL_GONE)
+		return GONE_INT;
 	if (e == NULL) {
 		__typeof__(&ibv_destroy_cq) f = REAL(ibv_destroy_cq);
 		return f ? f(cq) : (errno = ENOSYS, ENOSYS);
@@ -535,6 +613,10 @@ SAME_TYPE(sdl_ack_cq_events, ibv_ack_cq_events);
 static void sdl_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 {
 	struct sdl_dev *e = by_obj(SD_CQ, cq);
+	if (e == SDL_GONE) {
+		errno = ENODEV;
+		return;
+	}
 	if (e == NULL) {
 		__typeof__(&ibv_ack_cq_events) f = REAL(ibv_ack_cq_events);
 		if (f == NULL)
@@ -563,6 +645,8 @@ SAME_TYPE(sdl_create_qp, ibv_create_qp);
 static struct ibv_qp *sdl_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 {
 	struct sdl_dev *e = by_obj(SD_PD, pd);
+	if (e == SDL_GONE)
+		return GONE_NULL;
 	if (e == NULL) {
 		__typeof__(&ibv_create_qp) f = REAL(ibv_create_qp);
 		return f ? f(pd, attr) : (errno = ENOSYS, NULL);
@@ -583,6 +667,8 @@ SAME_TYPE(sdl_modify_qp, ibv_modify_qp);
 static int sdl_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
 	struct sdl_dev *e = by_obj(SD_QP, qp);
+	if (e == SDL_GONE)
+		return GONE_INT;
 	if (e == NULL) {
 		__typeof__(&ibv_modify_qp) f = REAL(ibv_modify_qp);
 		return f ? f(qp, attr, mask) : (errno = ENOSYS, ENOSYS);
@@ -600,6 +686,8 @@ static int sdl_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
                         struct ibv_qp_init_attr *init)
 {
 	struct sdl_dev *e = by_obj(SD_QP, qp);
+	if (e == SDL_GONE)
+		return GONE_INT;
 	if (e == NULL) {
 		__typeof__(&ibv_query_qp) f = REAL(ibv_query_qp);
 		return f ? f(qp, attr, mask, init) : (errno = ENOSYS, ENOSYS);
@@ -609,13 +697,16 @@ static int sdl_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 	return err;
 }
 
-/* ops.query_qp: what the device keeps of a QP. Path, timer, PSN and
- * atomic attributes are accepted by modify_qp without effect and read 0. */
+/* ops.query_qp: what the device keeps of a QP: its state, access, path
+ * (address vector with its GRH, MTU, destination, PSNs as set), timers,
+ * retry counts and read/atomic depths, and its capacities. */
 int sd_op_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
                    struct ibv_qp_init_attr *init)
 {
 	struct sd_device *d = sd_dev(qp->context);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	struct sd_qp *q = sd_qp_of(d, qp);
 	if (q == NULL) {
 		sd_unlock(d);
@@ -629,9 +720,26 @@ int sd_op_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 	memset(attr, 0, sizeof *attr);
 	attr->qp_state = attr->cur_qp_state = q->ibv.state;
 	attr->qp_access_flags = q->access;
-	attr->dest_qp_num = q->dest_qpn;
+	attr->dest_qp_num = q->path.dest_qpn;
 	attr->port_num = 1;
 	attr->cap = cap;
+	attr->path_mtu = q->path.path_mtu ? (enum ibv_mtu)q->path.path_mtu : IBV_MTU_256;
+	attr->rq_psn = q->path.rq_psn;
+	attr->sq_psn = q->path.sq_psn;
+	attr->timeout = q->path.timeout;
+	attr->retry_cnt = q->path.retry_cnt;
+	attr->rnr_retry = q->path.rnr_retry;
+	attr->min_rnr_timer = q->path.min_rnr_timer;
+	attr->max_rd_atomic = q->path.max_rd_atomic;
+	attr->max_dest_rd_atomic = q->path.max_dest_rd_atomic;
+	if (q->path.link != NULL) {
+		attr->ah_attr.is_global = 1;
+		memcpy(attr->ah_attr.grh.dgid.raw, q->path.dgid, 16);
+		attr->ah_attr.grh.hop_limit = q->path.hop_limit;
+		attr->ah_attr.grh.sgid_index = q->path.sgid_index;
+		attr->ah_attr.dlid = q->path.dlid;
+		attr->ah_attr.port_num = q->path.port;
+	}
 	memset(init, 0, sizeof *init);
 	init->qp_context = q->ibv.qp_context;
 	init->send_cq = q->ibv.send_cq;
@@ -650,6 +758,8 @@ SAME_TYPE(sdl_destroy_qp, ibv_destroy_qp);
 static int sdl_destroy_qp(struct ibv_qp *qp)
 {
 	struct sdl_dev *e = by_obj(SD_QP, qp);
+	if (e == SDL_GONE)
+		return GONE_INT;
 	if (e == NULL) {
 		__typeof__(&ibv_destroy_qp) f = REAL(ibv_destroy_qp);
 		return f ? f(qp) : (errno = ENOSYS, ENOSYS);
@@ -666,6 +776,8 @@ SAME_TYPE(sdl_create_ah, ibv_create_ah);
 static struct ibv_ah *sdl_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
 	struct sdl_dev *e = by_obj(SD_PD, pd);
+	if (e == SDL_GONE)
+		return GONE_NULL;
 	if (e == NULL) {
 		__typeof__(&ibv_create_ah) f = REAL(ibv_create_ah);
 		return f ? f(pd, attr) : (errno = ENOSYS, NULL);

@@ -66,14 +66,14 @@ func (d *Device) detach() {
 func sdlCloseDevice(h C.uintptr_t) C.int {
 	d := deviceOf(cgo.Handle(h))
 	if d == nil {
-		return C.EINVAL // closed (by Device.Close or another ibv_close_device) since the lookup
+		return C.ENODEV // closed (by Device.Close or another ibv_close_device) since the lookup
 	}
 	var le *LeakError
 	switch err := d.Close(); {
 	case err == nil, errors.As(err, &le):
 		return 0
 	default:
-		return C.EINVAL // closed already
+		return C.ENODEV // closed already
 	}
 }
 

@@ -107,13 +107,15 @@ func (v *lv) expQP(scq, rcq *verbs.CQ, c verbs.QPCap, mask verbs.ExpQPInitAttrCo
 func (v *lv) connect(qp *verbs.QP) {
 	v.t.Helper()
 	a := lvC[verbs.QPAttr](v)
+	self := verbs.AHAttr{PortNum: 1, IsGlobal: 1} // RoCE: a GRH with the device's own GID
+	*self.GRH.Dgid.Raw() = v.d.GID()
 	for _, s := range []struct {
 		attr verbs.QPAttr
 		mask verbs.QPAttrMask
 	}{
 		{verbs.QPAttr{QPState: verbs.QpsInit, PortNum: 1, QPAccessFlags: int32(verbs.AccessRemoteRead | verbs.AccessRemoteWrite)},
 			verbs.QPStateConst | verbs.QPPkeyIndex | verbs.QPPort | verbs.QPAccessFlags},
-		{verbs.QPAttr{QPState: verbs.QpsRtr, PathMTU: verbs.MTU1024, DestQPNum: qp.QPNum, MaxDestRdAtomic: 1, MinRnrTimer: 12},
+		{verbs.QPAttr{QPState: verbs.QpsRtr, PathMTU: verbs.MTU1024, DestQPNum: qp.QPNum, MaxDestRdAtomic: 1, MinRnrTimer: 12, AHAttr: self},
 			verbs.QPStateConst | verbs.QPAv | verbs.QPPathMTU | verbs.QPDestQPN | verbs.QPRQPSN | verbs.QPMaxDestRdAtomic | verbs.QPMinRnrTimer},
 		{verbs.QPAttr{QPState: verbs.QpsRts, Timeout: 14, RetryCnt: 7, RnrRetry: 7, MaxRdAtomic: 1},
 			verbs.QPStateConst | verbs.QPTimeout | verbs.QPRetryCnt | verbs.QPRnrRetry | verbs.QPSQPSN | verbs.QPMaxQPRdAtomic},
@@ -218,13 +220,13 @@ func TestExportedVerbs(t *testing.T) {
 		t.Fatalf("ibv_query_device: %v, ports %d, max_qp_wr %d", err, da.PhysPortCnt, da.MaxQPWR)
 	}
 	pa := lvC[verbs.PortAttr](v)
-	if err := verbs.QueryPort(v.ctx, 1, pa); err != nil || pa.State != verbs.PortActive || pa.LID != 1 {
-		t.Fatalf("ibv_query_port: %v, state %v, lid %d", err, pa.State, pa.LID)
+	if err := verbs.QueryPort(v.ctx, 1, pa); err != nil || pa.State != verbs.PortActive || pa.LinkLayer != verbs.LinkLayerEthernet {
+		t.Fatalf("ibv_query_port: %v, state %v, link layer %d", err, pa.State, pa.LinkLayer)
 	}
 	*pa = verbs.PortAttr{}
 	// The headers' inline ibv_query_port reaches the exported one through
 	// the generated weak stub, which finds this device's too.
-	if err := verbs.IbvQueryPort(v.ctx, 1, pa); err != nil || pa.State != verbs.PortActive || pa.LinkLayer != verbs.LinkLayerInfiniband {
+	if err := verbs.IbvQueryPort(v.ctx, 1, pa); err != nil || pa.State != verbs.PortActive || pa.LinkLayer != verbs.LinkLayerEthernet {
 		t.Fatalf("inline ibv_query_port: %v, state %v, link layer %d", err, pa.State, pa.LinkLayer)
 	}
 	if err := verbs.QueryPort(v.ctx, 2, pa); !isCallErrno(err, "ibv_query_port", syscall.EINVAL) {
@@ -366,8 +368,11 @@ func TestExportedVerbs(t *testing.T) {
 		t.Errorf("ibv_create_comp_channel = %v, want EOPNOTSUPP", err)
 	}
 	gid := lvC[verbs.GID](v)
-	if err := verbs.QueryGID(v.ctx, 1, 0, gid); !isCallErrno(err, "ibv_query_gid", syscall.EOPNOTSUPP) {
-		t.Errorf("ibv_query_gid = %v, want EOPNOTSUPP", err)
+	if err := verbs.QueryGID(v.ctx, 1, 0, gid); err != nil || *gid.Raw() != d.GID() {
+		t.Errorf("ibv_query_gid = %v, %x; want the device's GID %x", err, *gid.Raw(), d.GID())
+	}
+	if err := verbs.QueryGID(v.ctx, 1, 1, gid); !isCallErrno(err, "ibv_query_gid", syscall.EINVAL) {
+		t.Errorf("ibv_query_gid index 1 = %v, want EINVAL (one GID)", err)
 	}
 	var pkey uint16
 	if err := verbs.QueryPkey(v.ctx, 1, 0, &pkey); !isCallErrno(err, "ibv_query_pkey", syscall.EOPNOTSUPP) {

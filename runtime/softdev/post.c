@@ -22,6 +22,9 @@ struct sd_sreq {
 	uint32_t                      imm;
 	uint64_t                      remote_addr;
 	uint32_t                      rkey;
+	uint64_t                      compare_add, swap; /* atomics (their remote_addr and rkey too) */
+	uint64_t                      atomic_addr;
+	uint32_t                      atomic_rkey;
 	const struct ibv_exp_send_wr *x;      /* exp fields; NULL for ibv_send_wr */
 };
 
@@ -156,9 +159,15 @@ static int post_send_one(struct sd_device *d, struct sd_qp *q, const struct sd_s
 	case IBV_EXP_WR_CQE_WAIT:            op = SD_OP_WAIT; break;
 	case IBV_EXP_WR_SEND_ENABLE:         op = SD_OP_SEND_EN; break;
 	case IBV_EXP_WR_RECV_ENABLE:         op = SD_OP_RECV_EN; break;
+	case IBV_EXP_WR_ATOMIC_CMP_AND_SWP:  op = SD_OP_CMP_SWAP; break;
+	case IBV_EXP_WR_ATOMIC_FETCH_AND_ADD: op = SD_OP_FETCH_ADD; break;
 	default:
-		return EINVAL; /* atomics, memory windows, UMR, TSO: not simulated */
+		return EINVAL; /* memory windows, UMR, TSO, masked atomics: not simulated */
 	}
+	/* An atomic returns the 8 bytes it found into one 8-byte SGE. */
+	if ((op == SD_OP_CMP_SWAP || op == SD_OP_FETCH_ADD) &&
+	    (r->num_sge != 1 || r->sg[0].length != 8 || (r->flags & (IBV_EXP_SEND_INLINE | IBV_EXP_SEND_WITH_CALC))))
+		return EINVAL;
 	int cross = op == SD_OP_WAIT || op == SD_OP_SEND_EN || op == SD_OP_RECV_EN;
 	int calc = (r->flags & IBV_EXP_SEND_WITH_CALC) != 0;
 	int inl = (r->flags & IBV_EXP_SEND_INLINE) != 0;
@@ -205,6 +214,13 @@ static int post_send_one(struct sd_device *d, struct sd_qp *q, const struct sd_s
 		err = build_wait(d, r, &w);
 	} else if (op == SD_OP_SEND_EN || op == SD_OP_RECV_EN) {
 		err = build_enable(d, r, &w);
+	} else if (op == SD_OP_CMP_SWAP || op == SD_OP_FETCH_ADD) {
+		copy_sges(sq, idx, r->sg, 1);
+		w.num_sge = 1;
+		w.u.atomic.remote_addr = r->atomic_addr;
+		w.u.atomic.rkey = r->atomic_rkey;
+		w.u.atomic.compare_add = r->compare_add;
+		w.u.atomic.swap = r->swap;
 	} else {
 		w.u.xfer.imm = r->imm;
 		w.u.xfer.remote_addr = r->remote_addr;
@@ -278,6 +294,10 @@ static int post_exp_list(struct sd_device *d, struct sd_qp *q, struct ibv_exp_se
 			.imm = wr->ex.imm_data,
 			.remote_addr = wr->wr.rdma.remote_addr,
 			.rkey = wr->wr.rdma.rkey,
+			.compare_add = wr->wr.atomic.compare_add,
+			.swap = wr->wr.atomic.swap,
+			.atomic_addr = wr->wr.atomic.remote_addr,
+			.atomic_rkey = wr->wr.atomic.rkey,
 			.x = wr,
 		};
 		int err = post_send_one(d, q, &r);
@@ -305,24 +325,46 @@ static int post_recv_list(struct sd_qp *q, struct ibv_recv_wr *wr, struct ibv_re
 
 /* ---- the operations the inline verbs dispatch to ---- */
 
+/* Unlocks after a post. An autonomous device starts on what was posted
+ * at once, as an HCA's doorbell starts it: the posting thread runs the
+ * device until nothing more can run (what then waits for a peer is the
+ * transport thread's, when the peer's packets come); other devices run
+ * it in the next poll or Progress. */
+static void doorbell(struct sd_device *d)
+{
+	if (d->autonomous)
+		sd_run(d);
+	sd_unlock(d);
+}
+
 int sd_op_exp_post_send(struct ibv_qp *qp, struct ibv_exp_send_wr *wr, struct ibv_exp_send_wr **bad)
 {
 	struct sd_device *d = sd_dev(qp->context);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0) {
+		if (bad != NULL)
+			*bad = wr;
+		return err;
+	}
 	struct sd_qp *q = sd_qp_of(d, qp);
-	int err = q == NULL ? EINVAL : post_exp_list(d, q, wr, bad);
+	err = q == NULL ? EINVAL : post_exp_list(d, q, wr, bad);
 	if (q == NULL && bad != NULL)
 		*bad = wr;
-	sd_unlock(d);
+	doorbell(d);
 	return err;
 }
 
 int sd_op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
 	struct sd_device *d = sd_dev(qp->context);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0) {
+		if (bad != NULL)
+			*bad = wr;
+		return err;
+	}
 	struct sd_qp *q = sd_qp_of(d, qp);
-	int err = q == NULL ? EINVAL : 0;
+	err = q == NULL ? EINVAL : 0;
 	for (; err == 0 && wr != NULL; wr = wr->next) {
 		struct sd_sreq r = {
 			.wr_id = wr->wr_id,
@@ -333,6 +375,10 @@ int sd_op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_w
 			.imm = wr->imm_data,
 			.remote_addr = wr->wr.rdma.remote_addr,
 			.rkey = wr->wr.rdma.rkey,
+			.compare_add = wr->wr.atomic.compare_add,
+			.swap = wr->wr.atomic.swap,
+			.atomic_addr = wr->wr.atomic.remote_addr,
+			.atomic_rkey = wr->wr.atomic.rkey,
 			.x = NULL,
 		};
 		err = post_send_one(d, q, &r);
@@ -341,16 +387,20 @@ int sd_op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_w
 	}
 	if (err && bad != NULL)
 		*bad = wr;
-	sd_unlock(d);
+	doorbell(d);
 	return err;
 }
 
 int sd_op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	struct sd_device *d = sd_dev(qp->context);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0) {
+		if (bad != NULL)
+			*bad = wr;
+		return err;
+	}
 	struct sd_qp *q = sd_qp_of(d, qp);
-	int err;
 	if (q == NULL) {
 		err = EINVAL;
 		if (bad != NULL)
@@ -358,7 +408,7 @@ int sd_op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_w
 	} else {
 		err = post_recv_list(q, wr, bad);
 	}
-	sd_unlock(d);
+	doorbell(d);
 	return err;
 }
 
@@ -406,8 +456,12 @@ static struct ibv_exp_task *task_loop(struct ibv_exp_task *head)
 int sd_op_post_task(struct ibv_context *ctx, struct ibv_exp_task *task, struct ibv_exp_task **bad)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
-	int err = 0;
+	int err = sd_enter(d);
+	if (err != 0) {
+		if (bad != NULL)
+			*bad = task;
+		return err;
+	}
 	void *bad_wr = NULL;
 	struct ibv_exp_task *t = task_loop(task);
 	if (t != NULL) {
@@ -435,14 +489,17 @@ out:
 		d->fail_wr = bad_wr;
 		d->fail_errno = err;
 	}
-	sd_unlock(d);
+	doorbell(d);
 	return err;
 }
 
 void sd_task_failure(struct ibv_context *ctx, void **task, void **wr, int *err)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
+	*task = *wr = NULL;
+	*err = 0;
+	if (sd_enter(d) != 0)
+		return;
 	*task = d->fail_task;
 	*wr = d->fail_wr;
 	*err = d->fail_errno;

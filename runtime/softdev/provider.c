@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "softdev.h"
 
@@ -40,6 +42,37 @@ void sd_lock(struct sd_device *d)
 void sd_lock_clean(struct sd_device *d) { pthread_mutex_lock(&d->lock); }
 void sd_unlock(struct sd_device *d) { pthread_mutex_unlock(&d->lock); }
 
+/* A closed device's record and its objects' records are never freed
+ * (sd_close), and neither is its lock: an entry point reached through a
+ * handle that outlived Close locks valid memory, sees closed, and fails. */
+static int enter_closed(struct sd_device *d)
+{
+	if (!d->closed)
+		return 0;
+	sd_unlock(d);
+	return ENODEV;
+}
+int sd_enter(struct sd_device *d)
+{
+	sd_lock(d);
+	return enter_closed(d);
+}
+int sd_enter_clean(struct sd_device *d)
+{
+	sd_lock_clean(d);
+	return enter_closed(d);
+}
+
+/* For the entry points that read only what never changes: 0, or ENODEV
+ * once the device is closed. */
+static int check_open(struct sd_device *d)
+{
+	int err = sd_enter_clean(d);
+	if (err == 0)
+		sd_unlock(d);
+	return err;
+}
+
 /* Doubly linked lists in creation order; the same four lines for each
  * object kind. */
 #define LIST_APPEND(head, tail, o) do {                      \
@@ -62,7 +95,7 @@ void sd_unlock(struct sd_device *d) { pthread_mutex_unlock(&d->lock); }
 
 /* Users hand us raw pointers: only pointers we gave out are converted,
  * found by address in the device's lists (destroyed CQs and QPs are in
- * the dead lists until close). */
+ * the dead lists for good: sd_close). */
 static uint32_t addr_slot(const struct sd_addrset *s, const void *p)
 {
 	return (uint32_t)((((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull) >> 32) & (s->cap - 1);
@@ -117,6 +150,8 @@ int sd_owns(struct sd_device *d, enum sd_kind kind, const void *obj)
 	case SD_MR:
 		return LIST_HAS(d->mrs, obj);
 	case SD_CQ:
+		if (d->closed) /* the set went with the device; the records stay */
+			return LIST_HAS(d->cqs, obj) ? 1 : LIST_HAS(d->dead_cqs, obj) ? -1 : 0;
 		return addrset_get(&d->cqset, obj);
 	case SD_QP:
 		return LIST_HAS(d->qps, obj) ? 1 : LIST_HAS(d->dead_qps, obj) ? -1 : 0;
@@ -127,15 +162,16 @@ int sd_owns(struct sd_device *d, enum sd_kind kind, const void *obj)
 /* Is cq one of this device's live CQs? */
 struct sd_cq *sd_cq_of(struct sd_device *d, struct ibv_cq *cq)
 {
-	return sd_owns(d, SD_CQ, cq) == 1 ? (struct sd_cq *)cq : NULL;
+	return !d->closed && sd_owns(d, SD_CQ, cq) == 1 ? (struct sd_cq *)cq : NULL;
 }
 
 /* The QP behind a handle the verbs hand us (the header's inline code has
- * already read qp->context). Destroyed QPs stay allocated until close,
- * so a stale handle reads valid memory and misses here. */
+ * already read qp->context). Destroyed QPs stay allocated (sd_close
+ * keeps every record), so a stale handle reads valid memory and misses
+ * here. */
 struct sd_qp *sd_qp_of(struct sd_device *d, struct ibv_qp *qp)
 {
-	if (qp == NULL || qp->context != &d->vctx.context)
+	if (qp == NULL || qp->context != &d->vctx.context || d->closed)
 		return NULL;
 	struct sd_qp *q = sd_qp_by_num(d, qp->qp_num);
 	return q != NULL && &q->ibv == qp ? q : NULL;
@@ -187,7 +223,10 @@ static struct ibv_pd *op_alloc_pd(struct ibv_context *ctx)
 		errno = ENOMEM;
 		return NULL;
 	}
-	sd_lock(d);
+	if ((errno = sd_enter(d)) != 0) {
+		free(p);
+		return NULL;
+	}
 	p->dev = d;
 	p->ibv.context = ctx;
 	p->ibv.handle = ++d->next_handle;
@@ -216,8 +255,10 @@ static int op_dealloc_pd(struct ibv_pd *pd)
 {
 	struct sd_pd *p = (struct sd_pd *)pd;
 	struct sd_device *d = p->dev;
-	sd_lock(d);
-	int err = dealloc_pd_locked(d, p);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
+	err = dealloc_pd_locked(d, p);
 	sd_unlock(d);
 	return err;
 }
@@ -276,7 +317,8 @@ static struct ibv_mr *op_reg_mr(struct ibv_pd *pd, void *addr, size_t length, in
 {
 	struct sd_pd *p = (struct sd_pd *)pd;
 	struct sd_device *d = p->dev;
-	sd_lock(d);
+	if ((errno = sd_enter(d)) != 0)
+		return NULL;
 	struct ibv_mr *mr = reg_mr_locked(d, p, addr, length, access);
 	sd_unlock(d);
 	return mr;
@@ -294,7 +336,9 @@ static int op_dereg_mr(struct ibv_mr *mr)
 {
 	struct sd_mr *m = (struct sd_mr *)mr;
 	struct sd_device *d = m->dev;
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	dereg_mr_locked(d, m);
 	sd_unlock(d);
 	return 0;
@@ -343,7 +387,11 @@ static struct ibv_cq *op_exp_create_cq(struct ibv_context *ctx, int cqe,
 	}
 	for (uint32_t i = 0; i < size; i++)
 		ring[i].idx = UINT64_MAX;
-	sd_lock(d);
+	if ((errno = sd_enter(d)) != 0) {
+		free(c);
+		free(ring);
+		return NULL;
+	}
 	c->dev = d;
 	c->ring = ring;
 	c->size = size;
@@ -401,13 +449,16 @@ static void drop_events(struct sd_device *d, void *element)
 	d->ev_len = kept;
 }
 
-/* Destroyed CQs keep their record (not their ring) until close: a stale
- * handle then reads valid memory, and every entry point refuses it. */
+/* Destroyed CQs keep their record (not their ring) for good (sd_close):
+ * a stale handle then reads valid memory, and every entry point refuses
+ * it. */
 static int op_destroy_cq(struct ibv_cq *cq)
 {
 	struct sd_cq *c = (struct sd_cq *)cq;
 	struct sd_device *d = c->dev;
-	sd_lock(d);
+	int gone = sd_enter(d);
+	if (gone != 0)
+		return gone;
 	if (c->dead || c->refs != 0) {
 		int err = c->dead ? EINVAL : EBUSY;
 		sd_unlock(d);
@@ -432,9 +483,10 @@ static int op_destroy_cq(struct ibv_cq *cq)
 static int op_exp_modify_cq(struct ibv_cq *cq, struct ibv_exp_cq_attr *attr, int mask)
 {
 	struct sd_device *d = sd_dev(cq->context);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	struct sd_cq *c = sd_cq_of(d, cq);
-	int err = 0;
 	if (c == NULL || (mask & ~(IBV_EXP_CQ_MODERATION | IBV_EXP_CQ_CAP_FLAGS)))
 		err = EINVAL;
 	else if ((mask & IBV_EXP_CQ_CAP_FLAGS) &&
@@ -455,6 +507,9 @@ static int op_exp_modify_cq(struct ibv_cq *cq, struct ibv_exp_cq_attr *attr, int
 
 static int op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
+	int err = check_open(sd_dev(cq->context));
+	if (err != 0)
+		return err;
 	return cq->channel == NULL ? EINVAL : 0; /* no channels: nothing to arm */
 }
 
@@ -518,7 +573,14 @@ static struct ibv_qp *op_exp_create_qp(struct ibv_context *ctx, struct ibv_exp_q
 	q->sq.managed = (flags & IBV_EXP_QP_CREATE_MANAGED_SEND) != 0;
 	q->rq.managed = (flags & IBV_EXP_QP_CREATE_MANAGED_RECV) != 0;
 
-	sd_lock(d);
+	int gone = sd_enter(d);
+	if (gone != 0) {
+		queue_free(&q->sq);
+		queue_free(&q->rq);
+		free(q);
+		errno = gone;
+		return NULL;
+	}
 	struct sd_cq *scq = sd_cq_of(d, a->send_cq), *rcq = sd_cq_of(d, a->recv_cq);
 	struct sd_pd *pd = (struct sd_pd *)a->pd;
 	/* A live PD of this device, found by address: a stale or foreign
@@ -586,6 +648,8 @@ void sd_queue_release_refs(struct sd_queue *q)
 {
 	for (uint64_t i = q->tail; i < q->head; i++) {
 		struct sd_wqe *w = &q->ring[i % q->depth];
+		if (w->state == SD_WQE_DONE)
+			continue; /* ran: it let go when it did */
 		if (w->op == SD_OP_WAIT)
 			w->u.wait.cq->refs--;
 		else if ((w->op == SD_OP_SEND_EN || w->op == SD_OP_RECV_EN) && w->u.enable.qp != NULL)
@@ -600,7 +664,7 @@ void sd_queue_release_refs(struct sd_queue *q)
 void sd_queue_reset(struct sd_queue *q)
 {
 	sd_queue_release_refs(q);
-	q->head = q->tail = q->freed = q->released = q->en_base = q->en_count = 0;
+	q->head = q->tail = q->next = q->freed = q->released = q->en_base = q->en_count = 0;
 	q->gen++;
 }
 
@@ -614,15 +678,16 @@ static long self_refs(struct sd_qp *qp)
 		struct sd_queue *q = qs[k];
 		for (uint64_t i = q->tail; i < q->head; i++) {
 			struct sd_wqe *w = &q->ring[i % q->depth];
-			if ((w->op == SD_OP_SEND_EN || w->op == SD_OP_RECV_EN) && w->u.enable.qp == qp)
+			if ((w->op == SD_OP_SEND_EN || w->op == SD_OP_RECV_EN) && w->state != SD_WQE_DONE &&
+			    w->u.enable.qp == qp)
 				n++;
 		}
 	}
 	return n;
 }
 
-/* Destroyed QPs keep their record (not their rings) until close, off
- * the QP-number table: a stale handle reads valid memory and misses. */
+/* Destroyed QPs keep their record (not their rings) for good (sd_close),
+ * off the QP-number table: a stale handle reads valid memory and misses. */
 static int destroy_qp_locked(struct sd_device *d, struct sd_qp *q)
 {
 	/* Only WQEs of other QPs that still name this one keep it busy. */
@@ -630,6 +695,9 @@ static int destroy_qp_locked(struct sd_device *d, struct sd_qp *q)
 		return EBUSY;
 	sd_queue_release_refs(&q->sq);
 	sd_queue_release_refs(&q->rq);
+	sd_rc_stop(d, q);
+	sd_link_put(d, q->path.link);
+	q->path.link = NULL;
 	q->pd->refs--;
 	q->scq->refs--;
 	q->rcq->refs--;
@@ -652,70 +720,180 @@ static int destroy_qp_locked(struct sd_device *d, struct sd_qp *q)
 static int op_destroy_qp(struct ibv_qp *qp)
 {
 	struct sd_device *d = sd_dev(qp->context);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	struct sd_qp *q = sd_qp_of(d, qp);
-	int err = q == NULL ? EINVAL : destroy_qp_locked(d, q);
+	err = q == NULL ? EINVAL : destroy_qp_locked(d, q);
 	sd_unlock(d);
 	return err;
 }
 
 /*
- * The RC state machine, reduced to what a loopback device needs:
- * RESET -> INIT -> RTR (needs dest_qp_num) -> RTS, any state -> ERR
- * (WQEs then complete with IBV_WC_WR_FLUSH_ERR), any state -> RESET
- * (WQEs are discarded). Path, timer and PSN attributes are accepted and
- * have no effect.
+ * The RC state machine, as the kernel's ib_modify_qp_is_ok and an HCA
+ * take it: RESET -> INIT (port, P_Key index and access flags required)
+ * -> RTR (the path: an address vector, path MTU, destination QP,
+ * rq_psn, max_dest_rd_atomic and min_rnr_timer required) -> RTS
+ * (timeout, retry_cnt, rnr_retry, sq_psn and max_rd_atomic required);
+ * INIT -> INIT, RTR -> RTR and RTS -> RTS with the optional attributes;
+ * any state -> ERR (WQEs then complete with IBV_WC_WR_FLUSH_ERR) and ->
+ * RESET (WQEs are discarded). A required attribute missing, one the
+ * transition does not take, or a value out of range is EINVAL, before
+ * anything changes. The port is Ethernet (RoCE), so the address vector
+ * must carry a GRH: its dgid (with sgid_index 0, the device's only GID)
+ * names the device the path goes to, this one included.
  */
-/* What modify_qp uses of struct ibv_qp_attr / ibv_exp_qp_attr. */
+
+/* What modify_qp uses of struct ibv_qp_attr / ibv_exp_qp_attr (the same
+ * members in the same order up to alt_timeout). */
 struct sd_qp_attr {
 	enum ibv_qp_state state;
-	uint32_t dest_qpn;
+	uint32_t dest_qpn, rq_psn, sq_psn;
 	int access;
+	enum ibv_mtu path_mtu;
+	struct ibv_ah_attr ah;
+	uint16_t pkey_index;
+	uint8_t max_rd_atomic, max_dest_rd_atomic, min_rnr_timer, port_num, timeout, retry_cnt, rnr_retry;
 };
+
+#define SD_QP_ATTR_FROM(a) { (a)->qp_state, (a)->dest_qp_num, (a)->rq_psn, (a)->sq_psn, \
+	(a)->qp_access_flags, (a)->path_mtu, (a)->ah_attr, (a)->pkey_index, (a)->max_rd_atomic, \
+	(a)->max_dest_rd_atomic, (a)->min_rnr_timer, (a)->port_num, (a)->timeout, (a)->retry_cnt, (a)->rnr_retry }
+
+enum { SD_MAX_RD_ATOMIC = 16 };
+
+/* Required and optional attributes of each RC transition (the kernel's
+ * table); a transition not listed is illegal. */
+static int transition(enum ibv_qp_state cur, enum ibv_qp_state next, uint64_t *req, uint64_t *opt)
+{
+	*req = *opt = 0;
+	if (next == IBV_QPS_RESET || next == IBV_QPS_ERR)
+		return 1;
+	switch (cur * 16 + next) {
+	case IBV_QPS_RESET * 16 + IBV_QPS_INIT:
+		*req = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+		return 1;
+	case IBV_QPS_INIT * 16 + IBV_QPS_INIT:
+		*opt = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+		return 1;
+	case IBV_QPS_INIT * 16 + IBV_QPS_RTR:
+		*req = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+		       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		*opt = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX;
+		return 1;
+	case IBV_QPS_RTR * 16 + IBV_QPS_RTR:
+		*opt = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX;
+		return 1;
+	case IBV_QPS_RTR * 16 + IBV_QPS_RTS:
+		*req = IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+		       IBV_QP_MAX_QP_RD_ATOMIC;
+		*opt = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER |
+		       IBV_QP_PATH_MIG_STATE;
+		return 1;
+	case IBV_QPS_RTS * 16 + IBV_QPS_RTS:
+		*opt = IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE |
+		       IBV_QP_MIN_RNR_TIMER;
+		return 1;
+	}
+	return 0;
+}
 
 static int modify_qp(struct ibv_qp *qp, struct sd_qp_attr *a, uint64_t mask)
 {
 	struct sd_device *d = sd_dev(qp->context);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	struct sd_qp *q = sd_qp_of(d, qp);
-	int err = 0;
-	if (q == NULL) {
-		err = EINVAL;
+	err = EINVAL;
+	if (q == NULL)
 		goto out;
-	}
 	enum ibv_qp_state cur = q->ibv.state;
 	enum ibv_qp_state next = (mask & IBV_QP_STATE) ? a->state : cur;
-	int legal;
-	switch (next) {
-	case IBV_QPS_RESET:
-	case IBV_QPS_ERR:
-		legal = 1;
-		break;
-	case IBV_QPS_INIT:
-		legal = cur == IBV_QPS_RESET || cur == IBV_QPS_INIT;
-		break;
-	case IBV_QPS_RTR:
-		legal = cur == IBV_QPS_INIT || cur == IBV_QPS_RTR;
-		if (cur == IBV_QPS_INIT && !(mask & IBV_QP_DEST_QPN))
-			legal = 0;
-		break;
-	case IBV_QPS_RTS:
-		legal = cur == IBV_QPS_RTR || cur == IBV_QPS_RTS;
-		break;
-	default:
-		legal = 0; /* SQD, SQE: not simulated */
-	}
-	if (!legal) {
-		err = EINVAL;
+	uint64_t req, opt;
+	if (mask >> 21 != 0 || !transition(cur, next, &req, &opt))
+		goto out; /* exp-only attributes (DC, RSS, ...), or an illegal transition */
+	uint64_t given = mask & ~(uint64_t)IBV_QP_STATE;
+	if ((given & req) != req || (given & ~(req | opt)) != 0)
 		goto out;
+	if ((mask & IBV_QP_PORT) && a->port_num != 1)
+		goto out;
+	if ((mask & IBV_QP_ACCESS_FLAGS) &&
+	    (a->access & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+	                   IBV_ACCESS_REMOTE_ATOMIC)))
+		goto out;
+	if ((mask & IBV_QP_PATH_MTU) && (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))
+		goto out;
+	if (((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a->max_dest_rd_atomic > SD_MAX_RD_ATOMIC) ||
+	    ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > SD_MAX_RD_ATOMIC) ||
+	    ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31) ||
+	    ((mask & IBV_QP_TIMEOUT) && a->timeout > 31) ||
+	    ((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7) ||
+	    ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7) ||
+	    ((mask & IBV_QP_DEST_QPN) && a->dest_qpn > 0xffffff))
+		goto out;
+	struct sd_link *link = NULL;
+	if (mask & IBV_QP_AV) {
+		/* RoCE: the GRH names the peer; the port is 1 and its one GID. */
+		if (!a->ah.is_global || a->ah.grh.sgid_index != 0 || a->ah.port_num != 1)
+			goto out;
+		if ((link = sd_link_get(d, a->ah.grh.dgid.raw)) == NULL) {
+			err = ENOMEM;
+			goto out;
+		}
+	}
+	err = 0;
+	struct sd_path *path = &q->path;
+	if (link != NULL) {
+		sd_link_put(d, path->link);
+		path->link = link;
+		sd_wire_open_link(d, link);
+		if (link->kind == SD_LINK_WIRE && d->run_mode == SD_RUN_AUTO)
+			d->autonomous = 1; /* a peer elsewhere: run like an HCA */
+		memcpy(path->dgid, a->ah.grh.dgid.raw, 16);
+		path->dlid = a->ah.dlid;
+		path->hop_limit = a->ah.grh.hop_limit;
+		path->port = a->ah.port_num;
+		path->sgid_index = a->ah.grh.sgid_index;
 	}
 	if (mask & IBV_QP_ACCESS_FLAGS)
 		q->access = a->access;
 	if (mask & IBV_QP_DEST_QPN)
-		q->dest_qpn = a->dest_qpn;
+		path->dest_qpn = a->dest_qpn;
+	if (mask & IBV_QP_RQ_PSN)
+		path->rq_psn = a->rq_psn & 0xffffff;
+	if (mask & IBV_QP_SQ_PSN)
+		path->sq_psn = a->sq_psn & 0xffffff;
+	if (mask & IBV_QP_PATH_MTU) {
+		path->path_mtu = (uint8_t)a->path_mtu;
+		path->mtu = 128u << a->path_mtu;
+	}
+	if (mask & IBV_QP_TIMEOUT)
+		path->timeout = a->timeout;
+	if (mask & IBV_QP_RETRY_CNT)
+		path->retry_cnt = a->retry_cnt;
+	if (mask & IBV_QP_RNR_RETRY)
+		path->rnr_retry = a->rnr_retry;
+	if (mask & IBV_QP_MIN_RNR_TIMER)
+		path->min_rnr_timer = a->min_rnr_timer;
+	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
+		path->max_rd_atomic = a->max_rd_atomic;
+	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+		path->max_dest_rd_atomic = a->max_dest_rd_atomic;
 	if (next == IBV_QPS_RESET) {
+		sd_rc_stop(d, q);
 		sd_queue_reset(&q->sq);
 		sd_queue_reset(&q->rq);
+		sd_link_put(d, path->link);
+		memset(path, 0, sizeof *path);
+		memset(&q->req, 0, sizeof q->req);
+		memset(&q->resp, 0, sizeof q->resp);
+	} else if (next == IBV_QPS_ERR) {
+		sd_qp_error(d, q);
+	} else if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
+		sd_rc_rtr(q);
+	} else if (cur == IBV_QPS_RTR && next == IBV_QPS_RTS) {
+		sd_rc_rts(q);
 	}
 	q->ibv.state = next;
 out:
@@ -725,13 +903,13 @@ out:
 
 static int op_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
-	struct sd_qp_attr a = { attr->qp_state, attr->dest_qp_num, attr->qp_access_flags };
+	struct sd_qp_attr a = SD_QP_ATTR_FROM(attr);
 	return modify_qp(qp, &a, (uint32_t)mask);
 }
 
 static int op_exp_modify_qp(struct ibv_qp *qp, struct ibv_exp_qp_attr *attr, uint64_t mask)
 {
-	struct sd_qp_attr a = { attr->qp_state, attr->dest_qp_num, attr->qp_access_flags };
+	struct sd_qp_attr a = SD_QP_ATTR_FROM(attr);
 	/* The low 21 bits of the exp mask are the standard ones. */
 	return modify_qp(qp, &a, mask);
 }
@@ -744,7 +922,7 @@ static void fill_common_attr(struct sd_device *d, char *fw_ver, uint64_t *node_g
                              int *max_qp_wr, int *max_sge, int *max_cq, int *max_cqe, int *max_mr,
                              int *max_pd)
 {
-	strcpy(fw_ver, "softdev-1");
+	strcpy(fw_ver, "softdev-2");
 	*node_guid = d->node_guid;
 	*max_qp = 1 << 16;
 	*max_qp_wr = (int)d->max_qp_wr;
@@ -757,10 +935,16 @@ static void fill_common_attr(struct sd_device *d, char *fw_ver, uint64_t *node_g
 
 static int op_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 {
+	int err = check_open(sd_dev(ctx));
+	if (err != 0)
+		return err;
 	memset(a, 0, sizeof *a);
 	fill_common_attr(sd_dev(ctx), a->fw_ver, &a->node_guid, &a->max_qp, &a->max_qp_wr, &a->max_sge,
 	                 &a->max_cq, &a->max_cqe, &a->max_mr, &a->max_pd);
 	a->phys_port_cnt = 1;
+	a->sys_image_guid = a->node_guid;
+	a->atomic_cap = IBV_ATOMIC_HCA;
+	a->max_qp_rd_atom = a->max_qp_init_rd_atom = a->max_res_rd_atom = SD_MAX_RD_ATOMIC;
 	return 0;
 }
 
@@ -769,6 +953,9 @@ static int op_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
  * UINT, as those providers do, without being reported). */
 static int op_exp_query_device(struct ibv_context *ctx, struct ibv_exp_device_attr *a)
 {
+	int err = check_open(sd_dev(ctx));
+	if (err != 0)
+		return err;
 	uint32_t want = a->comp_mask;
 	const uint64_t ops = 1ull << IBV_EXP_CALC_OP_ADD | 1ull << IBV_EXP_CALC_OP_BAND |
 	                     1ull << IBV_EXP_CALC_OP_BXOR | 1ull << IBV_EXP_CALC_OP_BOR;
@@ -776,6 +963,9 @@ static int op_exp_query_device(struct ibv_context *ctx, struct ibv_exp_device_at
 	fill_common_attr(sd_dev(ctx), a->fw_ver, &a->node_guid, &a->max_qp, &a->max_qp_wr, &a->max_sge,
 	                 &a->max_cq, &a->max_cqe, &a->max_mr, &a->max_pd);
 	a->phys_port_cnt = 1;
+	a->sys_image_guid = a->node_guid;
+	a->exp_atomic_cap = IBV_EXP_ATOMIC_HCA; /* replies in host order */
+	a->max_qp_rd_atom = a->max_qp_init_rd_atom = a->max_res_rd_atom = SD_MAX_RD_ATOMIC;
 	a->comp_mask = want & (IBV_EXP_DEVICE_ATTR_CALC_CAP | IBV_EXP_DEVICE_ATTR_EXP_CAP_FLAGS);
 	if (want & IBV_EXP_DEVICE_ATTR_CALC_CAP) {
 		a->calc_cap.data_types = 1ull << IBV_EXP_CALC_DATA_TYPE_INT |
@@ -789,16 +979,38 @@ static int op_exp_query_device(struct ibv_context *ctx, struct ibv_exp_device_at
 	return 0;
 }
 
+/* The port as a RoCE port reports itself: Ethernet, no LID, one GID
+ * (the device's address), active while the interface holding that
+ * address is up and running, with the largest MTU its frames carry. */
 static int op_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *a)
 {
+	int err = check_open(sd_dev(ctx));
+	if (err != 0)
+		return err;
 	if (port != 1)
 		return EINVAL;
+	int active, mtu;
+	sd_port_state(sd_dev(ctx), &active, &mtu);
 	memset(a, 0, sizeof *a);
-	a->state = IBV_PORT_ACTIVE;
-	a->max_mtu = a->active_mtu = IBV_MTU_4096;
+	a->state = active ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+	a->phys_state = active ? 5 : 3; /* LinkUp, Disabled */
+	a->max_mtu = IBV_MTU_4096;
+	a->active_mtu = (enum ibv_mtu)mtu;
+	a->gid_tbl_len = 1;
+	a->pkey_tbl_len = 1;
 	a->max_msg_sz = 1u << 31;
-	a->lid = 1;
-	a->link_layer = IBV_LINK_LAYER_INFINIBAND;
+	a->link_layer = IBV_LINK_LAYER_ETHERNET;
+	return 0;
+}
+
+int sd_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid)
+{
+	int err = check_open(sd_dev(ctx));
+	if (err != 0)
+		return err;
+	if (port != 1 || index != 0)
+		return EINVAL;
+	memcpy(gid->raw, sd_dev(ctx)->gid, 16);
 	return 0;
 }
 
@@ -841,7 +1053,7 @@ void sd_qp_fatal(struct sd_device *d, struct sd_qp *q)
 {
 	if (q->ibv.state == IBV_QPS_ERR)
 		return;
-	q->ibv.state = IBV_QPS_ERR;
+	sd_qp_error(d, q);
 	sd_raise(d, IBV_EVENT_QP_FATAL, &q->ibv);
 }
 
@@ -852,13 +1064,16 @@ int sd_get_async_event(struct ibv_context *ctx, int *type, void **element)
 {
 	struct sd_device *d = sd_dev(ctx);
 	for (;;) {
-		sd_lock(d);
+		int gone = sd_enter(d);
+		if (gone != 0)
+			return gone;
 		if (d->ev_len > 0) {
 			struct sd_event e = d->events[d->ev_head];
 			d->ev_head = (d->ev_head + 1) % d->ev_cap;
 			d->ev_len--;
 			ev_take(d);
-			d->ev_unacked++;
+			if (e.element != NULL) /* port events name no object: their ack counts nothing */
+				d->ev_unacked++;
 			sd_unlock(d);
 			*type = e.type;
 			*element = e.element;
@@ -890,8 +1105,10 @@ int sd_get_async_event(struct ibv_context *ctx, int *type, void **element)
 int sd_ack_async_event(struct ibv_context *ctx)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
-	int err = d->ev_unacked == 0 ? EINVAL : 0;
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
+	err = d->ev_unacked == 0 ? EINVAL : 0;
 	if (!err)
 		d->ev_unacked--;
 	sd_unlock(d);
@@ -909,18 +1126,35 @@ void sd_wake(struct ibv_context *ctx)
 /* Open and close                                                       */
 /* ------------------------------------------------------------------ */
 
-struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe)
+/* A node GUID no other device has, in this process or elsewhere: 40
+ * random bits under a fixed prefix (locally administered). */
+static uint64_t new_guid(void)
 {
+	uint64_t r = 0;
+	if (getrandom(&r, sizeof r, 0) != sizeof r) {
+		struct timespec t;
+		clock_gettime(CLOCK_REALTIME, &t);
+		r = (uint64_t)t.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid() << 20 ^ (uint64_t)t.tv_sec;
+	}
+	return 0x02f7de0000000000ull | (r & 0xffffffffffull);
+}
+
+struct ibv_context *sd_open(const struct sd_config *cfg, int *err)
+{
+	*err = ENOMEM;
 	struct sd_device *d = calloc(1, sizeof *d);
-	if (d == NULL)
+	if (d == NULL) {
+		*err = ENOMEM;
 		return NULL;
+	}
 	/* async_fd is a real file descriptor, as an application expects of
 	 * an HCA's context: poll(2) it, then read events with
 	 * Device.GetAsyncEvent. */
 	int afd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
 	int efd = afd >= 0 ? fcntl(afd, F_DUPFD_CLOEXEC, 0) : -1;
-	int wfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	int wfd = efd >= 0 ? eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) : -1;
 	if (afd < 0 || efd < 0 || wfd < 0) {
+		*err = errno; /* of the call that failed: EMFILE, ENFILE, ENOMEM, … */
 		if (afd >= 0)
 			close(afd);
 		if (efd >= 0)
@@ -932,13 +1166,25 @@ struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe)
 	}
 	d->ev_fd = efd;
 	pthread_mutex_init(&d->lock, NULL);
-	d->max_qp_wr = max_qp_wr;
-	d->max_cqe = max_cqe;
-	/* Devices are not linked, so each is its own fabric: a distinct
-	 * node GUID (every port has LID 1) lets a peer tell them apart. */
-	static uint64_t opened;
-	d->node_guid = 0x50f7de0000000000ull | __atomic_add_fetch(&opened, 1, __ATOMIC_RELAXED);
+	d->max_qp_wr = cfg->max_qp_wr;
+	d->max_cqe = cfg->max_cqe;
+	d->run_mode = cfg->autonomous;
+	d->autonomous = cfg->autonomous == SD_RUN_THREAD;
+	d->timescale = cfg->timescale > 0 ? cfg->timescale : 1;
+	d->node_guid = new_guid();
 	d->wake_fd = wfd;
+	d->loop.kind = SD_LINK_LOOP;
+	int e = sd_net_open(d, cfg->addr, cfg->auto_loopback);
+	if (e != 0) {
+		close(afd);
+		close(efd);
+		close(wfd);
+		pthread_mutex_destroy(&d->lock);
+		free(d);
+		*err = e;
+		return NULL;
+	}
+	memcpy(d->loop.gid, d->gid, 16);
 
 	/* The verbs context: extended, and carrying the exp record. */
 	d->vctx.sz = sizeof(struct verbs_context);
@@ -983,60 +1229,36 @@ struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe)
 	d->exp.drv_exp_ibv_poll_cq = sd_op_exp_poll_cq;
 	d->exp.lib_exp_post_task = sd_op_post_task;
 	d->exp.drv_exp_post_task = sd_op_post_task;
+	*err = 0;
 	return ctx;
 }
 
-/* Frees everything, counting what the user had not destroyed. */
-void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks)
+/* Frees what a closed or discarded device holds besides the records:
+ * the network (its thread stopped), the tables, the event queue, the
+ * file descriptors. Device lock held. */
+static void free_tables(struct ibv_context *ctx)
 {
 	struct sd_device *d = sd_dev(ctx);
-	memset(leaks, 0, sizeof *leaks);
-	sd_lock(d);
-	/* QPs first (they hold the other objects). Their pending WQEs are
-	 * discarded without releasing references: everything goes. */
-	for (struct sd_qp *q = d->qps; q != NULL; q = q->next) {
-		q->sq.head = q->sq.tail;
-		q->rq.head = q->rq.tail;
-		q->refs = 0;
+	sd_net_close(d);
+	while (d->links != NULL) {
+		struct sd_link *l = d->links;
+		d->links = l->next;
+		free(l);
 	}
-	while (d->qps != NULL) {
-		leaks->qps++;
-		destroy_qp_locked(d, d->qps);
-	}
-	while (d->dead_qps != NULL) {
-		struct sd_qp *q = d->dead_qps;
-		d->dead_qps = q->next;
-		free(q);
-	}
-	while (d->cqs != NULL) {
-		struct sd_cq *c = d->cqs;
-		leaks->cqs++;
-		LIST_REMOVE(d->cqs, d->cqs_tail, c);
-		free(c->ring);
-		free(c);
-	}
-	while (d->dead_cqs != NULL) {
-		struct sd_cq *c = d->dead_cqs;
-		d->dead_cqs = c->next;
-		free(c);
-	}
+	free(d->loopq);
+	d->loopq = NULL;
 	free(d->cqset.keys);
 	free(d->cqset.state);
-	while (d->mrs != NULL) {
-		struct sd_mr *m = d->mrs;
-		leaks->mrs++;
-		LIST_REMOVE(d->mrs, d->mrs_tail, m);
-		free(m);
-	}
-	while (d->pds != NULL) {
-		struct sd_pd *p = d->pds;
-		leaks->pds++;
-		LIST_REMOVE(d->pds, d->pds_tail, p);
-		free(p);
-	}
+	memset(&d->cqset, 0, sizeof d->cqset);
 	free(d->keys);
+	d->keys = NULL;
+	d->nkeys = d->keycap = 0;
 	free(d->qpn);
+	d->qpn = NULL;
+	d->nqpn = d->qpncap = 0;
 	free(d->events);
+	d->events = NULL;
+	d->ev_head = d->ev_len = d->ev_cap = d->ev_unacked = 0;
 	/* async_fd is closed, as ibv_close_device closes it, unless the user
 	 * closed it already and its number now names another file. */
 	struct stat a, e;
@@ -1045,6 +1267,64 @@ void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks)
 		close(ctx->async_fd);
 	close(d->ev_fd);
 	close(d->wake_fd);
+	ctx->async_fd = d->ev_fd = d->wake_fd = -1;
+}
+
+/*
+ * Closes the device, counting what the user had not destroyed.
+ *
+ * Handles outlive Close: the headers' inline verbs (ibv_post_send,
+ * ibv_poll_cq, ibv_exp_post_task, …) read qp->context, the context's
+ * dispatch tables and the exp record before any code of the device runs,
+ * and a caller may do that at any moment, Close or not. So the device's
+ * record, its lock and the records of every PD, MR, CQ and QP live at
+ * Close (and of every CQ and QP destroyed before) are never freed: they
+ * stay as tombstones whose entry points take the lock, find the device
+ * closed and fail with ENODEV (sd_enter). Everything else goes: rings,
+ * scatter/gather and inline areas, the tables, the event queue, the
+ * network and the file descriptors. A tombstone costs the device's
+ * record (sizeof(struct sd_device)) plus the objects' records. The
+ * transport thread stops first (it takes the lock); calls in flight hold
+ * the lock, so they finish before the rest starts.
+ */
+void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks)
+{
+	struct sd_device *d = sd_dev(ctx);
+	memset(leaks, 0, sizeof *leaks);
+	sd_net_stop(d);
+	sd_lock(d);
+	d->closed = 1;
+	for (struct sd_qp *q = d->qps; q != NULL; q = q->next) {
+		leaks->qps++;
+		sd_rc_stop(d, q);
+		q->path.link = NULL; /* free_tables frees the links */
+		queue_free(&q->sq);
+		queue_free(&q->rq);
+		memset(&q->sq, 0, sizeof q->sq);
+		memset(&q->rq, 0, sizeof q->rq);
+		q->ibv.state = IBV_QPS_ERR;
+	}
+	for (struct sd_cq *c = d->cqs; c != NULL; c = c->next) {
+		leaks->cqs++;
+		free(c->ring);
+		c->ring = NULL;
+	}
+	for (struct sd_mr *m = d->mrs; m != NULL; m = m->next)
+		leaks->mrs++;
+	for (struct sd_pd *p = d->pds; p != NULL; p = p->next)
+		leaks->pds++;
+	/* The lists stay, linking the tombstones: sd_owns still tells the
+	 * exported verbs (libverbs.c) that a handle was this device's. */
+	free_tables(ctx);
+	sd_unlock(d);
+}
+
+void sd_discard(struct ibv_context *ctx)
+{
+	struct sd_device *d = sd_dev(ctx);
+	sd_net_stop(d);
+	sd_lock(d);
+	free_tables(ctx);
 	sd_unlock(d);
 	pthread_mutex_destroy(&d->lock);
 	pthread_mutex_destroy(&ctx->mutex);
@@ -1073,8 +1353,10 @@ struct ibv_pd *sd_alloc_pd(struct ibv_context *ctx, int *err)
 int sd_dealloc_pd(struct ibv_context *ctx, struct ibv_pd *pd)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
-	int err = sd_owns(d, SD_PD, pd) == 1 ? dealloc_pd_locked(d, (struct sd_pd *)pd) : EINVAL;
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
+	err = sd_owns(d, SD_PD, pd) == 1 ? dealloc_pd_locked(d, (struct sd_pd *)pd) : EINVAL;
 	sd_unlock(d);
 	return err;
 }
@@ -1084,7 +1366,8 @@ struct ibv_mr *sd_reg_mr(struct ibv_context *ctx, struct ibv_pd *pd, void *addr,
 {
 	struct sd_device *d = sd_dev(ctx);
 	struct ibv_mr *mr = NULL;
-	sd_lock(d);
+	if ((*err = sd_enter(d)) != 0)
+		return NULL;
 	errno = 0;
 	if (sd_owns(d, SD_PD, pd) != 1)
 		errno = EINVAL;
@@ -1099,7 +1382,9 @@ struct ibv_mr *sd_reg_mr(struct ibv_context *ctx, struct ibv_pd *pd, void *addr,
 int sd_dereg_mr(struct ibv_context *ctx, struct ibv_mr *mr)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	int ok = sd_owns(d, SD_MR, mr) == 1;
 	if (ok)
 		dereg_mr_locked(d, (struct sd_mr *)mr);
@@ -1110,7 +1395,9 @@ int sd_dereg_mr(struct ibv_context *ctx, struct ibv_mr *mr)
 int sd_destroy_cq(struct ibv_context *ctx, struct ibv_cq *cq)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	int ok = sd_cq_of(d, cq) != NULL;
 	sd_unlock(d);
 	return ok ? ctx->ops.destroy_cq(cq) : EINVAL;
@@ -1119,7 +1406,9 @@ int sd_destroy_cq(struct ibv_context *ctx, struct ibv_cq *cq)
 int sd_destroy_qp(struct ibv_context *ctx, struct ibv_qp *qp)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	int ok = sd_owns(d, SD_QP, qp) == 1;
 	sd_unlock(d);
 	return ok ? ctx->ops.destroy_qp(qp) : EINVAL;
@@ -1131,7 +1420,9 @@ int sd_destroy_qp(struct ibv_context *ctx, struct ibv_qp *qp)
 int sd_modify_qp(struct ibv_context *ctx, struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_lock(d);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
 	int ok = sd_owns(d, SD_QP, qp) == 1;
 	sd_unlock(d);
 	return ok ? ctx->ops.modify_qp(qp, attr, mask) : EINVAL;

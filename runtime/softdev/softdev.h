@@ -26,6 +26,7 @@ enum {
 	SD_MAX_INLINE   = 1024,    /* inline bytes per send WQE */
 	SD_QPN_BASE     = 0x100,   /* the first QP number handed out */
 	SD_CALC_OPERAND = 16,      /* bytes per calc operand: big-endian value, then an id */
+	SD_WIRE_PORT    = 4791,    /* every device listens on its IP at RoCE v2's port number (TCP here) */
 };
 
 /* Internal opcodes of a WQE (the ring does not keep the verbs values). */
@@ -40,6 +41,8 @@ enum sd_op {
 	SD_OP_WAIT,
 	SD_OP_SEND_EN,
 	SD_OP_RECV_EN,
+	SD_OP_CMP_SWAP,
+	SD_OP_FETCH_ADD,
 };
 
 /* Bits of sd_wqe.flags. */
@@ -48,6 +51,13 @@ enum {
 	SD_WQE_INLINE   = 0x02, /* payload was copied into the ring's inline area */
 	SD_WQE_CALC     = 0x04, /* reduce the operands, send the result */
 	SD_WQE_EN_LAST  = 0x08, /* IBV_EXP_SEND_WAIT_EN_LAST was given */
+};
+
+/* Where a send WQE is between post and retirement (sd_wqe.state). */
+enum {
+	SD_WQE_QUEUED = 0, /* posted, not transmitted (or rewound for retransmission) */
+	SD_WQE_SENT,       /* its request packets are out: waiting for the responder */
+	SD_WQE_DONE,       /* executed (local ops), answered (data) or failed: status says */
 };
 
 /*
@@ -71,9 +81,16 @@ struct sd_wqe {
 		struct {
 			uint32_t imm;         /* immediate data, as the caller gave it */
 			uint32_t rkey;        /* RDMA: remote key */
-			uint64_t remote_addr; /* RDMA: remote address */
+			uint64_t remote_addr; /* RDMA and atomics: remote address */
 			uint64_t length;      /* bytes named by the SGEs (or inline bytes) */
 		} xfer;
+		struct {
+			uint32_t imm;         /* unused (keeps rkey and remote_addr where xfer has them) */
+			uint32_t rkey;
+			uint64_t remote_addr;
+			uint64_t compare_add; /* CMP_AND_SWP: compare; FETCH_AND_ADD: the addend */
+			uint64_t swap;
+		} atomic;
 		struct {
 			struct sd_cq *cq;
 			uint64_t      target; /* CQEs the CQ must have produced */
@@ -88,7 +105,12 @@ struct sd_wqe {
 			uint32_t      gen;    /* the target queue's generation (RESET bumps it) */
 		} enable;
 	} u;
-	uint64_t reserved1[2];
+	uint32_t psn;    /* data WQEs: the PSN of the first packet, set at transmission */
+	uint32_t npkts;  /* PSNs it takes: packets of a SEND or WRITE, responses of a READ, 1 for an atomic */
+	uint8_t  state;  /* SD_WQE_QUEUED, SENT, DONE */
+	uint8_t  status; /* enum ibv_wc_status once DONE */
+	uint16_t reserved1;
+	uint32_t reserved2;
 };
 
 /* A send or receive ring. Indexes count WQEs since creation (or since the
@@ -103,6 +125,7 @@ struct sd_queue {
 	int             managed;    /* WQEs run only once released by an enable */
 	uint64_t        head;       /* WQEs posted (producer index) */
 	uint64_t        tail;       /* WQEs retired (consumer index) */
+	uint64_t        next;       /* send queue: the next WQE to transmit or execute (tail..head) */
 	uint64_t        freed;      /* slots below this position may be posted into again: moved
 	                             * by polling the CQEs of retired WQEs, as on mlx4/mlx5 */
 	uint64_t        released;   /* managed: WQEs below this position may run */
@@ -112,6 +135,7 @@ struct sd_queue {
 };
 
 struct sd_device;
+struct sd_net;
 
 struct sd_pd {
 	struct ibv_pd     ibv;
@@ -176,6 +200,154 @@ struct sd_cq {
 	struct sd_cq     *prev, *next;
 };
 
+/* ---- the RC transport (rc.c) and its links (link.c, wire.c) ---- */
+
+/*
+ * A packet, as the RC transport sends and takes it: a BTH-like header
+ * (opcode, destination and source QP numbers, PSN), the extended headers
+ * some opcodes carry (immediate data, RETH, AtomicETH, AETH) and a
+ * payload. Between QPs of one device the payload travels by reference
+ * (sg at off, or small); from the wire it is data, in the frame that
+ * brought it.
+ */
+enum sd_pkt_op {
+	SD_PKT_SEND_FIRST = 1,
+	SD_PKT_SEND_MIDDLE,
+	SD_PKT_SEND_LAST,
+	SD_PKT_SEND_ONLY,
+	SD_PKT_WRITE_FIRST,
+	SD_PKT_WRITE_MIDDLE,
+	SD_PKT_WRITE_LAST,
+	SD_PKT_WRITE_ONLY,
+	SD_PKT_READ_REQ,
+	SD_PKT_CMP_SWAP,
+	SD_PKT_FETCH_ADD,
+	SD_PKT_READ_RESP_FIRST,
+	SD_PKT_READ_RESP_MIDDLE,
+	SD_PKT_READ_RESP_LAST,
+	SD_PKT_READ_RESP_ONLY,
+	SD_PKT_ACK,
+	SD_PKT_ATOMIC_ACK,
+	SD_PKT_OP_END,
+};
+
+enum {
+	SD_PKT_F_IMM    = 0x1, /* SEND or WRITE LAST/ONLY with immediate data */
+	SD_PKT_F_ACKREQ = 0x2, /* the requester wants this packet acknowledged */
+};
+
+/* AETH syndromes of ACK, READ response and ATOMIC ACK packets. */
+enum {
+	SD_AETH_ACK = 0,
+	SD_AETH_RNR,        /* receiver not ready: retry after rnr_timer */
+	SD_AETH_NAK_SEQ,    /* PSN sequence error: resend from psn */
+	SD_AETH_NAK_INV,    /* invalid request */
+	SD_AETH_NAK_ACCESS, /* remote access error */
+	SD_AETH_NAK_OP,     /* remote operational error */
+};
+
+enum {
+	SD_PKT_HDR  = 64,   /* header bytes on the wire */
+	SD_PKT_MAX  = 4096, /* the largest payload (IBV_MTU_4096) */
+};
+
+struct sd_pkt {
+	uint8_t               op, flags, syndrome, rnr_timer;
+	uint32_t              dst_qpn, src_qpn, psn;
+	uint32_t              len, imm;
+	uint64_t              va;       /* RETH or AtomicETH */
+	uint32_t              rkey, dma_len;
+	uint64_t              swap_add; /* AtomicETH swap or addend; ATOMIC ACK: the original value */
+	uint64_t              compare;
+	uint32_t              msn;
+	const uint8_t        *data;     /* payload bytes, or NULL: gather from sg */
+	const struct ibv_sge *sg;
+	int                   nsg;
+	uint64_t              off;      /* where in sg the payload starts */
+	uint8_t               small[16]; /* a calc result carried by value (data points here) */
+};
+
+/* A link carries packets to one device: this one (in process, at once)
+ * or a peer on the wire. QP paths share them. */
+enum { SD_LINK_LOOP = 1, SD_LINK_WIRE = 2 };
+
+struct sd_conn;
+
+struct sd_link {
+	int             kind;
+	uint8_t         gid[16];  /* the device at the other end */
+	uint32_t        refs;     /* QP paths resolved to it */
+	struct sd_conn *conn;     /* wire: the outgoing connection, or NULL */
+	uint64_t        retry_at; /* wire: no new connection attempt before (monotonic ns) */
+	uint64_t        dropped;  /* packets it could not carry */
+	struct sd_link *next;
+};
+
+/* What ibv_modify_qp sets of an RC connection; nothing else reaches the
+ * transport (no side channel). */
+struct sd_path {
+	uint8_t         dgid[16];   /* ah_attr.grh.dgid: the responder's GID */
+	uint32_t        dest_qpn;
+	uint32_t        rq_psn, sq_psn;
+	uint32_t        mtu;        /* path_mtu in bytes */
+	uint8_t         path_mtu;   /* enum ibv_mtu */
+	uint8_t         timeout;    /* local ACK timeout: 4.096 us << timeout, 0 = none */
+	uint8_t         retry_cnt, rnr_retry, min_rnr_timer;
+	uint8_t         max_rd_atomic, max_dest_rd_atomic;
+	uint8_t         port, sgid_index, hop_limit;
+	uint16_t        dlid;
+	struct sd_link *link;       /* resolved from dgid at RTR (NULL before) */
+};
+
+/* Requester side of a QP: packets out, responses in. */
+struct sd_req {
+	uint32_t npsn;        /* next PSN to send */
+	uint32_t una;         /* oldest PSN not yet answered (== npsn: nothing outstanding) */
+	uint32_t sent;        /* packets of the WQE at sq.next already sent */
+	uint64_t hw;          /* sq position one past the last WQE ever transmitted */
+	uint8_t  retries;     /* transport retries left (retry_cnt) */
+	uint8_t  rnr_left;    /* RNR retries left (rnr_retry; 7 never runs out) */
+	uint8_t  rnr_wait;    /* waiting out an RNR NAK (on the device itself: for a receive) */
+	uint8_t  armed;       /* deadline is set */
+	uint64_t deadline;    /* monotonic ns: retransmit or RNR retry due */
+	uint32_t rd_out;      /* READ and atomic WQEs outstanding */
+};
+
+/* A READ or atomic the responder answered, kept for duplicates. */
+struct sd_rdres {
+	uint8_t  op;          /* SD_OP_READ or an atomic; 0 unused */
+	uint32_t first, last; /* PSNs */
+	uint64_t va;
+	uint32_t rkey;
+	uint32_t len;
+	uint64_t orig;        /* atomic: the value it returned */
+};
+
+/* Responder side: requests in, acknowledgements out. */
+struct sd_resp {
+	uint32_t        epsn;      /* expected PSN */
+	uint32_t        msn;       /* messages completed (AETH) */
+	uint8_t         nak_sent;  /* a sequence NAK went out for epsn */
+	uint8_t         in_msg;    /* 0, or SD_OP_SEND / SD_OP_WRITE: a message's middle is due */
+	uint8_t         comm_est;  /* IBV_EVENT_COMM_EST raised */
+	uint64_t        off;       /* bytes of the current message placed so far */
+	uint64_t        va;        /* WRITE in progress: where the next byte goes */
+	uint64_t        len;       /* WRITE in progress: the RETH length */
+	struct sd_rdres res[16];   /* max_dest_rd_atomic of them, round robin */
+	uint32_t        res_next;
+};
+
+/* Counters a test reads (QPWire). */
+struct sd_wire_stats {
+	uint64_t tx_pkts, rx_pkts;     /* request and response packets sent and taken */
+	uint64_t retrans;              /* packets sent again (timeout, sequence NAK, RNR) */
+	uint64_t timeouts;             /* local ACK timer expiries */
+	uint64_t rnr_naks_rx, rnr_naks_tx;
+	uint64_t seq_naks_rx, seq_naks_tx;
+	uint64_t dups;                 /* duplicate requests answered again */
+	uint64_t dropped;              /* packets for this QP dropped (state, source, sequence) */
+};
+
 struct sd_qp {
 	struct ibv_qp     ibv;
 	struct sd_device *dev;
@@ -184,7 +356,10 @@ struct sd_qp {
 	struct sd_queue   sq, rq;
 	uint32_t          create_flags; /* enum ibv_exp_qp_create_flags bits */
 	int               sig_all;
-	uint32_t          dest_qpn;
+	struct sd_path    path;
+	struct sd_req     req;
+	struct sd_resp    resp;
+	struct sd_wire_stats ws;
 	int               access;       /* remote access the QP permits as responder */
 	int               dead;         /* destroyed: kept so stale handles fail cleanly */
 	uint32_t          refs;         /* pending ENABLE WQEs naming this QP */
@@ -232,6 +407,7 @@ struct sd_device {
 	uint64_t                 node_guid; /* unique per device opened in the process */
 	uint64_t                 executed; /* WQEs retired since open */
 	int                      quiet;    /* sd_run found nothing to do and nothing changed since */
+	int                      closed;   /* sd_close ran: every entry point fails with ENODEV */
 	/* Asynchronous events: queued here, one eventfd count each (the
 	 * context's async_fd), so the fd is readable exactly while some are
 	 * pending. wake_fd interrupts a blocked reader at close. */
@@ -240,6 +416,27 @@ struct sd_device {
 	uint32_t                 ev_unacked;
 	int                      ev_fd;   /* a private dup of async_fd, for the device's own reads and writes */
 	int                      wake_fd;
+	/* The network: GID table entry 0 (the device's IP address, IPv4-
+	 * mapped or IPv6; the listener is there at SD_WIRE_PORT), the link to
+	 * the device itself and the packets on it, the wire's links, and the
+	 * state of wire.c (listener, connections, the transport thread). */
+	uint8_t                  gid[16];
+	uint32_t                 ifmtu;     /* MTU of the interface the address is on */
+	int                      autonomous; /* the thread also runs the send queues */
+	int                      run_mode;   /* SD_RUN_*, as opened */
+	double                   timescale; /* transport timers are multiplied by it */
+	struct sd_link           loop;
+	struct sd_pkt           *loopq;     /* loopback packets not yet delivered */
+	uint32_t                 loopq_head, loopq_len, loopq_cap;
+	struct sd_link          *links;     /* wire links */
+	uint32_t                 timers;    /* QPs with a transport timer armed */
+	uint64_t                 next_deadline;
+	struct sd_net           *net;
+	uint64_t                 wire_dropped; /* frames for no QP, or not from its peer */
+	uint64_t                 wire_connect_fails; /* connections to peers that could not be made or broke */
+	int                      wire_last_errno;    /* why the last one failed */
+	struct sd_qp            *loop_sender;  /* the QP whose step sent on the loopback link */
+	uint32_t                 loop_upto;    /* the PSN after what it sent */
 	/* The most recent ibv_exp_post_task failure. */
 	struct ibv_exp_task     *fail_task;
 	void                    *fail_wr;
@@ -280,8 +477,30 @@ struct sd_leaks {
 
 /* ---- entry points used by the Go side ---- */
 
-struct ibv_context *sd_open(uint32_t max_qp_wr, uint32_t max_cqe);
+/* Who runs a device's send queues besides its polls and Progress. */
+enum {
+	SD_RUN_POLLS = 0, /* nobody: schedules on one device stay deterministic */
+	SD_RUN_THREAD,    /* the transport thread too, from the start (as an HCA) */
+	SD_RUN_AUTO,      /* the transport thread too once a QP connects over the wire */
+};
+
+/* How a device is opened. */
+struct sd_config {
+	uint32_t max_qp_wr, max_cqe;
+	uint8_t  addr[16];      /* the IP address to listen on (IPv4-mapped or IPv6) */
+	int      auto_loopback; /* ignore addr: the first free 127.x.y.z from 127.0.0.2 */
+	int      autonomous;    /* the transport thread runs the send queues: SD_RUN_* */
+	double   timescale;     /* transport timers are multiplied by it (1: as on an HCA) */
+};
+
+/* NULL with *err the errno (ENOMEM, EMFILE/ENFILE when no file
+ * descriptor is left, the listener's bind error). */
+struct ibv_context *sd_open(const struct sd_config *cfg, int *err);
+/* Closes a device that was handed out: see sd_close in provider.c for
+ * what outlives it. */
 void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks);
+/* Frees a device nobody was given (Open failing after sd_open). */
+void sd_discard(struct ibv_context *ctx);
 
 /* Control path, dispatched through ctx->ops like libibverbs would. Each
  * first checks that the object is a live one of this device, without
@@ -295,6 +514,7 @@ int sd_destroy_cq(struct ibv_context *ctx, struct ibv_cq *cq);
 int sd_destroy_qp(struct ibv_context *ctx, struct ibv_qp *qp);
 int sd_modify_qp(struct ibv_context *ctx, struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
 int sd_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);
+int sd_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid);
 void sd_limits(struct ibv_context *ctx, uint32_t *max_qp_wr, uint32_t *max_cqe);
 
 /* Asynchronous events, as ibv_get_async_event / ibv_ack_async_event. */
@@ -315,6 +535,10 @@ int sd_qp_state(struct ibv_context *ctx, struct ibv_qp *qp, int *state,
                 uint64_t *sq_posted, uint64_t *sq_done, uint64_t *sq_enabled, uint64_t *sq_freed,
                 uint64_t *rq_posted, uint64_t *rq_done, uint64_t *rq_enabled, uint64_t *rq_freed);
 void sd_task_failure(struct ibv_context *ctx, void **task, void **wr, int *err);
+int sd_qp_wire(struct ibv_context *ctx, struct ibv_qp *qp, struct sd_wire_stats *out);
+void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped, uint64_t *connect_fails,
+                 int *last_errno);
+int sd_wire_decode(const uint8_t *b, size_t len, struct sd_pkt *p);
 
 /* ---- shared between the C files ---- */
 
@@ -322,6 +546,11 @@ struct sd_device *sd_dev(struct ibv_context *ctx);
 void sd_lock(struct sd_device *d);
 void sd_lock_clean(struct sd_device *d);
 void sd_unlock(struct sd_device *d);
+/* What every entry point that users (or the headers' inline verbs)
+ * reach starts with: sd_lock or sd_lock_clean, then 0, or ENODEV with
+ * the lock released once the device is closed. */
+int sd_enter(struct sd_device *d);
+int sd_enter_clean(struct sd_device *d);
 /* The kinds of object the device hands out. sd_owns says whether obj is
  * one of d's objects of that kind, comparing addresses only (obj is
  * never read): 1 live, -1 destroyed (a CQ's or QP's record stays until
@@ -337,6 +566,55 @@ void sd_queue_reset(struct sd_queue *q);
 long sd_run(struct sd_device *d);
 void sd_raise(struct sd_device *d, int type, void *element);
 void sd_qp_fatal(struct sd_device *d, struct sd_qp *q);
+
+/* engine.c, for the transport */
+struct sd_wqe *sd_wqe_at(struct sd_queue *q, uint64_t pos, struct ibv_sge **sg);
+int sd_rq_ready(const struct sd_queue *q);
+void sd_sq_retire(struct sd_device *d, struct sd_qp *q);
+void sd_sq_done_next(struct sd_device *d, struct sd_qp *q, uint32_t status);
+void sd_rq_complete(struct sd_device *d, struct sd_qp *p, uint32_t status, uint32_t opcode,
+                    uint64_t len, int with_imm, uint32_t imm);
+void sd_qp_error(struct sd_device *d, struct sd_qp *q);
+
+/* dma.c */
+int sd_local_ok(struct sd_device *d, struct sd_pd *pd, const struct ibv_sge *sg, int n, int write);
+int sd_remote_ok(struct sd_device *d, struct sd_qp *resp, uint64_t addr, uint64_t len,
+                 uint32_t rkey, int access);
+void sd_sg_copy(const struct ibv_sge *dst, int nd, uint64_t doff, const struct ibv_sge *src, int ns,
+                uint64_t soff, uint64_t len);
+uint32_t sd_calc(const struct sd_wqe *w, const struct ibv_sge *sg, uint8_t out[16]);
+uint64_t sd_atomic(int op, uint64_t addr, uint64_t compare_add, uint64_t swap);
+
+/* rc.c */
+uint64_t sd_now(void);
+int sd_rc_transmit(struct sd_device *d, struct sd_qp *q);
+void sd_rc_rx(struct sd_device *d, const struct sd_link *from, const struct sd_pkt *p);
+int sd_rc_timers(struct sd_device *d, uint64_t now);
+void sd_rc_unanswered(struct sd_device *d, struct sd_qp *q);
+void sd_rc_rtr(struct sd_qp *q);
+void sd_rc_rts(struct sd_qp *q);
+void sd_rc_stop(struct sd_device *d, struct sd_qp *q);
+
+/* link.c */
+int sd_link_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p);
+int sd_link_busy(struct sd_device *d, struct sd_link *l);
+void sd_loop_drain(struct sd_device *d);
+struct sd_link *sd_link_get(struct sd_device *d, const uint8_t gid[16]);
+void sd_link_put(struct sd_device *d, struct sd_link *l);
+
+/* wire.c */
+int sd_net_open(struct sd_device *d, const uint8_t addr[16], int auto_loopback);
+void sd_net_stop(struct sd_device *d);
+void sd_net_close(struct sd_device *d);
+int sd_net_poll(struct sd_device *d);
+void sd_net_flush(struct sd_device *d);
+void sd_net_kick(struct sd_device *d);
+void sd_net_timer_armed(struct sd_device *d, uint64_t deadline);
+int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p);
+int sd_wire_busy(struct sd_device *d, struct sd_link *l);
+void sd_wire_close_link(struct sd_device *d, struct sd_link *l);
+void sd_wire_open_link(struct sd_device *d, struct sd_link *l);
+void sd_port_state(struct sd_device *d, int *active, int *mtu);
 
 /* Data path operations installed in the dispatch tables. */
 int sd_op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);

@@ -80,6 +80,7 @@ type vd struct {
 	wc                     []verbs.WC // cqTx + cqRx entries, as the vendor allocates
 	peer                   struct {
 		lid   uint16
+		gid   [16]byte // RoCE: the GID, the address vector's GRH names it
 		qpn   uint32
 		psn   uint32
 		vaddr uint64
@@ -149,11 +150,12 @@ func newVD(t *testing.T) *vd {
 		verbs.ExpQPCreateCrossChannel)
 
 	// The manager's connection: access flags 0, itself as the
-	// destination, PSNs 0, one outstanding read either way.
+	// destination, PSNs 0, one outstanding read either way (on a RoCE
+	// port, a GRH naming its own GID).
 	v.modify(v.mqp, verbs.QPAttr{QPState: verbs.QpsInit, PortNum: 1},
 		verbs.QPStateConst|verbs.QPPkeyIndex|verbs.QPPort|verbs.QPAccessFlags)
 	v.modify(v.mqp, verbs.QPAttr{QPState: verbs.QpsRtr, PathMTU: verbs.MTU1024, DestQPNum: v.mqp.QPNum,
-		MaxDestRdAtomic: 1, MinRnrTimer: 12},
+		MaxDestRdAtomic: 1, MinRnrTimer: 12, AHAttr: v.roceAH(v.d.GID())},
 		verbs.QPStateConst|verbs.QPAv|verbs.QPPathMTU|verbs.QPDestQPN|verbs.QPRQPSN|verbs.QPMaxDestRdAtomic|verbs.QPMinRnrTimer)
 	v.modify(v.mqp, verbs.QPAttr{QPState: verbs.QpsRts, Timeout: 14, RetryCnt: 7, RnrRetry: 7, MaxRdAtomic: 1},
 		verbs.QPStateConst|verbs.QPTimeout|verbs.QPRetryCnt|verbs.QPRnrRetry|verbs.QPSQPSN|verbs.QPMaxQPRdAtomic)
@@ -225,7 +227,17 @@ func (v *vd) initTest(c vdInit) {
 	}
 	v.peer.lid = port.LID
 	v.peer.qpn = v.qp.QPNum
-	v.peer.psn = 0x5a5a5 // the vendor draws one at random; the device ignores PSNs
+	v.peer.psn = 0x5a5a5 // the vendor draws one at random
+	// The vendor's fixture ran on InfiniBand (a LID); on a RoCE port, as
+	// this one is, the address vector needs the GRH with the peer's GID,
+	// as any portable verbs program sets it.
+	if port.LinkLayer == verbs.LinkLayerEthernet {
+		g := vdC[verbs.GID](v)
+		if err := verbs.QueryGID(v.d.Context(), 1, 0, g); err != nil {
+			v.t.Fatalf("ibv_query_gid: %v", err)
+		}
+		v.peer.gid = *g.Raw()
+	}
 	v.peer.vaddr = v.addr(vdPage)
 	v.peer.rkey = v.mr.Rkey
 
@@ -238,11 +250,27 @@ func (v *vd) initTest(c vdInit) {
 		verbs.QPStateConst|verbs.QPPkeyIndex|verbs.QPPort|verbs.QPAccessFlags)
 	v.modify(v.qp, verbs.QPAttr{QPState: verbs.QpsRtr, PathMTU: verbs.MTU1024, DestQPNum: v.peer.qpn,
 		RQPSN: v.peer.psn, MaxDestRdAtomic: 4, MinRnrTimer: 12,
-		AHAttr: verbs.AHAttr{Dlid: v.peer.lid, PortNum: 1}},
+		AHAttr: v.peerAH()},
 		verbs.QPStateConst|verbs.QPAv|verbs.QPPathMTU|verbs.QPDestQPN|verbs.QPRQPSN|verbs.QPMaxDestRdAtomic|verbs.QPMinRnrTimer)
 	v.modify(v.qp, verbs.QPAttr{QPState: verbs.QpsRts, Timeout: 14, RetryCnt: 7, RnrRetry: 7,
 		SQPSN: v.peer.psn, MaxRdAtomic: 4},
 		verbs.QPStateConst|verbs.QPTimeout|verbs.QPRetryCnt|verbs.QPRnrRetry|verbs.QPSQPSN|verbs.QPMaxQPRdAtomic)
+}
+
+// peerAH is the address vector of the RTR transition: the LID, with a
+// GRH naming the peer's GID on a RoCE port.
+func (v *vd) peerAH() verbs.AHAttr {
+	if v.peer.gid != ([16]byte{}) {
+		return v.roceAH(v.peer.gid)
+	}
+	return verbs.AHAttr{Dlid: v.peer.lid, PortNum: 1}
+}
+
+func (v *vd) roceAH(gid [16]byte) verbs.AHAttr {
+	ah := verbs.AHAttr{PortNum: 1, IsGlobal: 1}
+	ah.GRH.HopLimit = 1
+	*ah.GRH.Dgid.Raw() = gid
+	return ah
 }
 
 // tearDown destroys in the vendor's order, then closes the device,

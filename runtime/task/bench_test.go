@@ -78,7 +78,10 @@ func BenchmarkPostTaskList(b *testing.B) {
 				}
 				return nil
 			}
-			cl := baseline.NewCList(env.dev.Context(), env.qp, nt, nw, env.w)
+			cl, err := baseline.NewCList(env.dev.Context(), env.qp, nt, nw, env.w)
+			if err != nil {
+				b.Fatal(err)
+			}
 			defer cl.Free()
 			ctx := uintptr(unsafe.Pointer(env.dev.Context()))
 			nop3 := func(n int) error { baseline.Nop3(n, ctx, ctx, ctx); return nil }

@@ -55,8 +55,14 @@ func (e *CapacityError) Error() string {
 func (e *CapacityError) Unwrap() error { return syscall.ENOMEM }
 
 // List is a task list in C memory. It is not safe for concurrent use;
-// separate Lists may be built and posted from separate goroutines.
+// separate Lists may be built and posted from separate goroutines. A copy
+// of a List is the same list (its state sits behind one pointer): freed
+// through either, it is freed for both, and a second Free is ErrFreed.
 type List struct {
+	*list // nil for the zero List, which is refused as a freed one
+}
+
+type list struct {
 	ctx   *verbs.Context // also keeps a Go-allocated ctx reachable (Go's heap does not move)
 	mem   unsafe.Pointer
 	tasks []verbs.ExpTask
@@ -99,7 +105,7 @@ func New(ctx *verbs.Context, c Capacity) (*List, error) {
 	if mem == nil {
 		return nil, fmt.Errorf("task.New: cannot allocate %d bytes of C memory: %w", size, syscall.ENOMEM)
 	}
-	l := &List{
+	l := &List{&list{
 		ctx:     ctx,
 		mem:     mem,
 		tasks:   unsafe.Slice((*verbs.ExpTask)(unsafe.Add(mem, offs[0])), c.Tasks),
@@ -108,7 +114,7 @@ func New(ctx *verbs.Context, c Capacity) (*List, error) {
 		sges:    unsafe.Slice((*verbs.SGE)(unsafe.Add(mem, offs[3])), c.SGEs),
 		bad:     (**verbs.ExpTask)(unsafe.Add(mem, offs[4])),
 		firstWR: make([]int32, c.Tasks),
-	}
+	}}
 	// ctx crosses into C at every post as a uintptr, which cgo does not
 	// check: check it here, once, as cgo checks a verb's pointer argument.
 	C.task_check_ctx(unsafe.Pointer(ctx))
@@ -162,10 +168,13 @@ func alignUp(n, a uintptr) (uintptr, bool) {
 	return (n + a - 1) &^ (a - 1), true
 }
 
+// freed says whether l is nil, the zero List or freed.
+func (l *List) freed() bool { return l == nil || l.list == nil || l.mem == nil }
+
 // Free releases the arena. The List cannot be used afterwards; a second
 // Free is an error.
 func (l *List) Free() error {
-	if l == nil || l.mem == nil {
+	if l.freed() {
 		return fmt.Errorf("task list: double free: %w", ErrFreed)
 	}
 	C.free(l.mem)
@@ -181,7 +190,7 @@ func (l *List) Free() error {
 // Reset empties the List for rebuilding; the arena is kept, nothing is
 // allocated.
 func (l *List) Reset() error {
-	if l == nil || l.mem == nil {
+	if l.freed() {
 		return ErrFreed
 	}
 	l.nTasks, l.nSends, l.nRecvs, l.nSGEs = 0, 0, 0, 0
@@ -191,7 +200,7 @@ func (l *List) Reset() error {
 
 // Len returns the number of tasks built (0 for a nil List).
 func (l *List) Len() int {
-	if l == nil {
+	if l.freed() {
 		return 0
 	}
 	return l.nTasks
@@ -209,7 +218,7 @@ func (l *List) RecvTask(qp *verbs.QP) (*verbs.ExpTask, error) {
 }
 
 func (l *List) newTask(kind verbs.ExpTaskType, qp *verbs.QP) (*verbs.ExpTask, error) {
-	if l == nil || l.mem == nil {
+	if l.freed() {
 		return nil, ErrFreed
 	}
 	if qp == nil {
@@ -303,7 +312,7 @@ func (l *List) copySGEs(sges []verbs.SGE) (*verbs.SGE, int32) {
 }
 
 func (l *List) current(kind verbs.ExpTaskType) (*verbs.ExpTask, error) {
-	if l == nil || l.mem == nil {
+	if l.freed() {
 		return nil, ErrFreed
 	}
 	if l.nTasks == 0 {
@@ -513,7 +522,7 @@ func (e *PostError) Unwrap() error { return e.Errno }
 // Post posts the whole list with exactly one ibv_exp_post_task call. The
 // List is unchanged and may be posted again.
 func (l *List) Post() error {
-	if l == nil {
+	if l == nil || l.list == nil {
 		return ErrFreed
 	}
 	if l.nTasks == 0 { // also after Free

@@ -90,9 +90,10 @@ func (r *rig) list(t *testing.T, c Capacity) *List {
 // counts is what a refused builder must leave unchanged.
 func counts(l *List) [4]int { return [4]int{l.nTasks, l.nSends, l.nRecvs, l.nSGEs} }
 
-// TestMisuseNilAndFreedList: a nil List (what a failed New returns) and
-// a freed one refuse everything with ErrFreed, which wraps EINVAL (the
-// sentinels did not wrap it, though the docs said so).
+// TestMisuseNilAndFreedList: a nil List (what a failed New returns), a
+// freed one, one whose copy was freed and the zero List refuse
+// everything with ErrFreed, which wraps EINVAL (the sentinels did not
+// wrap it, though the docs said so).
 func TestMisuseNilAndFreedList(t *testing.T) {
 	r := newRig(t)
 	freed, err := New(r.dev.Context(), Capacity{Tasks: 2, SendWRs: 2, RecvWRs: 1, SGEs: 2})
@@ -102,7 +103,23 @@ func TestMisuseNilAndFreedList(t *testing.T) {
 	if err := freed.Free(); err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range []*List{nil, freed} {
+	// A List whose copy was freed is freed: the copy shares its state
+	// (a second Free used to free the arena again, a Post to post it).
+	copied, err := New(r.dev.Context(), Capacity{Tasks: 2, SendWRs: 2, RecvWRs: 1, SGEs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := copied.SendTask(r.worker); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := copied.Send(1, 0, r.sge(0, 8)); err != nil {
+		t.Fatal(err)
+	}
+	cp := *copied
+	if err := cp.Free(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []*List{nil, freed, copied, {}} {
 		for name, err := range map[string]error{
 			"SendTask":   second(l.SendTask(r.worker)),
 			"RecvTask":   second(l.RecvTask(r.qp2)),

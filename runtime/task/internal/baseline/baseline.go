@@ -23,10 +23,19 @@ struct c_list {
 static struct c_list *c_list_new(struct ibv_context *ctx, struct ibv_qp *qp, int t, int w,
                                  uint64_t addr, uint32_t lkey, uint64_t remote, uint32_t rkey) {
 	struct c_list *l = calloc(1, sizeof *l);
+	if (l == NULL)
+		return NULL;
 	l->ctx = ctx;
 	l->tasks = calloc(t, sizeof *l->tasks);
 	l->wrs = calloc((size_t)t * w, sizeof *l->wrs);
 	l->sges = calloc((size_t)t * w, sizeof *l->sges);
+	if (l->tasks == NULL || l->wrs == NULL || l->sges == NULL) {
+		free(l->tasks);
+		free(l->wrs);
+		free(l->sges);
+		free(l);
+		return NULL;
+	}
 	for (int i = 0; i < t; i++) {
 		struct ibv_exp_task *tk = &l->tasks[i];
 		tk->task_type = IBV_EXP_TASK_SEND;
@@ -89,25 +98,41 @@ type Write struct {
 	Length       uint32
 }
 
-// CList is a task list built in C.
-type CList struct{ l *C.struct_c_list }
+// CList is a task list built in C. Copies share it (one pointer to the
+// C list's holder): once freed through any, it is freed for all.
+type CList struct{ h *clist }
+
+type clist struct{ l *C.struct_c_list } // nil once freed
 
 // NewCList builds t tasks of w writes of w0 on qp, in C.
-func NewCList(ctx *verbs.Context, qp *verbs.QP, t, w int, w0 Write) *CList {
-	return &CList{C.c_list_new((*C.struct_ibv_context)(unsafe.Pointer(ctx)), (*C.struct_ibv_qp)(unsafe.Pointer(qp)),
-		C.int(t), C.int(w), C.uint64_t(w0.Addr), C.uint32_t(w0.Lkey), C.uint64_t(w0.Remote), C.uint32_t(w0.Rkey))}
+func NewCList(ctx *verbs.Context, qp *verbs.QP, t, w int, w0 Write) (*CList, error) {
+	l := C.c_list_new((*C.struct_ibv_context)(unsafe.Pointer(ctx)), (*C.struct_ibv_qp)(unsafe.Pointer(qp)),
+		C.int(t), C.int(w), C.uint64_t(w0.Addr), C.uint32_t(w0.Lkey), C.uint64_t(w0.Remote), C.uint32_t(w0.Rkey))
+	if l == nil {
+		return nil, syscall.ENOMEM
+	}
+	return &CList{&clist{l}}, nil
 }
 
-// Post posts the list n times from a C loop: one cgo call.
+// Post posts the list n times from a C loop: one cgo call. EINVAL once
+// freed.
 func (c *CList) Post(n int) error {
-	if r := C.c_list_post(c.l, C.long(n)); r != 0 {
+	if c.h.l == nil {
+		return syscall.EINVAL
+	}
+	if r := C.c_list_post(c.h.l, C.long(n)); r != 0 {
 		return syscall.Errno(r)
 	}
 	return nil
 }
 
-// Free releases the list.
-func (c *CList) Free() { C.c_list_free(c.l) }
+// Free releases the list; freeing it again does nothing.
+func (c *CList) Free() {
+	if c.h.l != nil {
+		C.c_list_free(c.h.l)
+		c.h.l = nil
+	}
+}
 
 // Nop3 makes n empty cgo calls of the post's shape.
 func Nop3(n int, a, b, c uintptr) {

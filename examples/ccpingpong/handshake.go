@@ -1,0 +1,290 @@
+//go:build linux && cgo
+
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The handshake trades what an RC connection needs over a TCP connection
+// before any verbs traffic, as the vendor's program does (it trades
+// LID:QPN:PSN). Each side sends one line:
+//
+//	ccpingpong/1 lid=0x0000 qpn=0x000101 psn=0x5c1e07 gid=00000000000000000000ffff7f000002 mtu=1024 size=4096 iters=1000 calc=ADD type=INT64 operands=<32 hex digits>,...
+//
+// The GID is needed because the port is RoCE (LID 0). The rest lets each
+// side refuse a peer that runs another exchange (a different -n, -m, -c
+// or -t would hang or fail later) and check every result it receives
+// exactly: the peer's operands are those the peer's SENDs reduce. The
+// client speaks first; the server checks, connects its QP and answers
+// with its own line, or with "error <why>"; the client answers "done"
+// (or "error <why>") and connects. No line is longer than maxLine.
+const (
+	handshakeMagic = "ccpingpong/1"
+	maxLine        = 4096
+	handshakeTime  = 30 * time.Second // for the whole exchange, once connected
+)
+
+// endpoint is what one side tells the other.
+type endpoint struct {
+	lid      uint16
+	qpn, psn uint32
+	gid      [16]byte
+	mtu      int // path MTU in bytes
+	size     int // -s
+	iters    int // -n
+	calc     string
+	typ      string    // "none" for both without -c
+	operands []operand // none without -c
+}
+
+func (e endpoint) String() string {
+	ops := make([]string, len(e.operands))
+	for i, o := range e.operands {
+		ops[i] = fmt.Sprintf("%016x%016x", o.value, o.id)
+	}
+	return fmt.Sprintf("%s lid=%#04x qpn=%#06x psn=%#06x gid=%s mtu=%d size=%d iters=%d calc=%s type=%s operands=%s",
+		handshakeMagic, e.lid, e.qpn, e.psn, hex.EncodeToString(e.gid[:]), e.mtu, e.size, e.iters, e.calc, e.typ, strings.Join(ops, ","))
+}
+
+// parseEndpoint reads a peer's line: every field once, nothing else.
+func parseEndpoint(line string) (endpoint, error) {
+	var e endpoint
+	f := strings.Fields(line)
+	if len(f) == 0 || f[0] != handshakeMagic {
+		return e, fmt.Errorf("the peer does not speak this program's handshake (it sent %q; want a line starting %q)", clip(line), handshakeMagic)
+	}
+	seen := map[string]bool{}
+	for _, kv := range f[1:] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || seen[k] {
+			return e, fmt.Errorf("handshake: field %q: want key=value, each key once", clip(kv))
+		}
+		seen[k] = true
+		var err error
+		switch k {
+		case "lid":
+			e.lid, err = parseUint[uint16](v, 16)
+		case "qpn":
+			e.qpn, err = parseUint[uint32](v, 24)
+		case "psn":
+			e.psn, err = parseUint[uint32](v, 24)
+		case "gid":
+			var b []byte
+			if b, err = hex.DecodeString(v); err == nil && len(b) != 16 {
+				err = errors.New("want 32 hex digits")
+			}
+			copy(e.gid[:], b)
+		case "mtu":
+			e.mtu, err = parseInt(v)
+			if err == nil && mtuEnum(e.mtu) < 0 {
+				err = errors.New("not 256, 512, 1024, 2048 or 4096")
+			}
+		case "size":
+			e.size, err = parseInt(v)
+		case "iters":
+			e.iters, err = parseInt(v)
+		case "calc":
+			e.calc = v
+		case "type":
+			e.typ = v
+		case "operands":
+			e.operands, err = parseWireOperands(v)
+		default:
+			err = errors.New("unknown key")
+		}
+		if err != nil {
+			return e, fmt.Errorf("handshake: field %q: %v", clip(kv), err)
+		}
+	}
+	for _, k := range []string{"lid", "qpn", "psn", "gid", "mtu", "size", "iters", "calc", "type", "operands"} {
+		if !seen[k] {
+			return e, fmt.Errorf("handshake: the peer's line lacks %s= (%q)", k, clip(line))
+		}
+	}
+	return e, nil
+}
+
+func parseUint[T uint16 | uint32](s string, bits int) (T, error) {
+	v, err := strconv.ParseUint(s, 0, bits)
+	if err != nil {
+		return 0, fmt.Errorf("not a %d-bit number", bits)
+	}
+	return T(v), nil
+}
+
+func parseInt(s string) (int, error) {
+	v, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || v < 0 {
+		return 0, errors.New("not a count")
+	}
+	return int(v), nil
+}
+
+func parseWireOperands(s string) ([]operand, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) > maxOperands {
+		return nil, fmt.Errorf("%d operands, more than %d", len(parts), maxOperands)
+	}
+	out := make([]operand, len(parts))
+	for i, p := range parts {
+		b, err := hex.DecodeString(p)
+		if err != nil || len(b) != 16 {
+			return nil, fmt.Errorf("operand %d: want 32 hex digits", i+1)
+		}
+		out[i] = operand{value: binary.BigEndian.Uint64(b), id: binary.BigEndian.Uint64(b[8:])}
+	}
+	return out, nil
+}
+
+// clip keeps a peer's text short in messages.
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}
+
+// agree says why a server and a client cannot run one exchange.
+func agree(srv, cli endpoint) error {
+	var s, c []string
+	differ := func(a, b string) {
+		if a != b {
+			s, c = append(s, a), append(c, b)
+		}
+	}
+	differ(fmt.Sprintf("-n %d", srv.iters), fmt.Sprintf("-n %d", cli.iters))
+	differ(fmt.Sprintf("-m %d", srv.mtu), fmt.Sprintf("-m %d", cli.mtu))
+	differ("-c "+srv.calc+" -t "+srv.typ, "-c "+cli.calc+" -t "+cli.typ)
+	if srv.calc == "none" && cli.calc == "none" { // plain messages fill the receiver's buffer
+		differ(fmt.Sprintf("-s %d", srv.size), fmt.Sprintf("-s %d", cli.size))
+	}
+	if len(s) > 0 {
+		return fmt.Errorf("the server runs %s, the client %s: give both the same", strings.Join(s, ", "), strings.Join(c, ", "))
+	}
+	return nil
+}
+
+// readLine reads one line of at most maxLine bytes.
+func readLine(r *bufio.Reader) (string, error) {
+	b, err := r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		return "", fmt.Errorf("handshake: the peer sent a line longer than %d bytes", maxLine)
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return "", errors.New("handshake: the peer closed the connection")
+		}
+		return "", fmt.Errorf("handshake: %w", err)
+	}
+	return strings.TrimSuffix(string(b), "\n"), nil
+}
+
+// peerError turns an "error <why>" line into an error.
+func peerError(line, who string) error {
+	if why, ok := strings.CutPrefix(line, "error "); ok {
+		return fmt.Errorf("the %s refused: %s", who, why)
+	}
+	return nil
+}
+
+func refuse(w io.Writer, err error) error {
+	fmt.Fprintf(w, "error %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+	return err
+}
+
+// listen opens the server's handshake socket at the device's address.
+func listen(addr netip.Addr, port int) (net.Listener, error) {
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(addr, uint16(port)).String())
+	if err != nil {
+		return nil, fmt.Errorf("-p %d: cannot listen at the device's address: %w", port, err)
+	}
+	return ln, nil
+}
+
+// serve takes one client on ln and trades endpoints; connect brings the
+// server's QP to RTS with the client's before the server answers, so the
+// client's first message finds it ready.
+func serve(ln net.Listener, local endpoint, connect func(endpoint) error) (endpoint, error) {
+	conn, err := ln.Accept()
+	ln.Close()
+	if err != nil {
+		return endpoint{}, fmt.Errorf("accept: %w", err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(handshakeTime))
+	r := bufio.NewReaderSize(conn, maxLine)
+	line, err := readLine(r)
+	if err != nil {
+		return endpoint{}, err
+	}
+	remote, err := parseEndpoint(line)
+	if err != nil {
+		return endpoint{}, refuse(conn, err)
+	}
+	if err := agree(local, remote); err != nil {
+		return endpoint{}, refuse(conn, err)
+	}
+	if err := connect(remote); err != nil {
+		return endpoint{}, refuse(conn, fmt.Errorf("the server could not connect its QP: %w", err))
+	}
+	if _, err := fmt.Fprintf(conn, "%s\n", local); err != nil {
+		return endpoint{}, fmt.Errorf("handshake: %w", err)
+	}
+	if line, err = readLine(r); err != nil {
+		return endpoint{}, err
+	}
+	if err := peerError(line, "client"); err != nil {
+		return endpoint{}, err
+	}
+	if line != "done" {
+		return endpoint{}, fmt.Errorf("handshake: the client sent %q, want done", clip(line))
+	}
+	return remote, nil
+}
+
+// dial trades endpoints with the server at host:port.
+func dial(host string, port int, local endpoint) (endpoint, error) {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return endpoint{}, fmt.Errorf("cannot reach the server at %s (is it running? start it first): %w", addr, err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(handshakeTime))
+	if _, err := fmt.Fprintf(conn, "%s\n", local); err != nil {
+		return endpoint{}, fmt.Errorf("handshake: %w", err)
+	}
+	r := bufio.NewReaderSize(conn, maxLine)
+	line, err := readLine(r)
+	if err != nil {
+		return endpoint{}, err
+	}
+	if err := peerError(line, "server"); err != nil {
+		return endpoint{}, err
+	}
+	remote, err := parseEndpoint(line)
+	if err != nil {
+		return endpoint{}, refuse(conn, err)
+	}
+	if err := agree(remote, local); err != nil {
+		return endpoint{}, refuse(conn, err)
+	}
+	if _, err := fmt.Fprintln(conn, "done"); err != nil {
+		return endpoint{}, fmt.Errorf("handshake: %w", err)
+	}
+	return remote, nil
+}

@@ -1,0 +1,728 @@
+// Package rendezvous is an all-gather of byte strings over TCP, for
+// ranks started by a launcher that has no PMIx server (Kubernetes,
+// torchrun-style launchers, a shell loop): its Exchange method is a
+// coll.Exchange. Rank 0 is the root: it listens at the job's address
+// (MASTER_ADDR:MASTER_PORT), every other rank connects to it, retrying
+// until the deadline if it starts before the root, and in each round the
+// root collects every rank's bytes and sends all of them to all.
+//
+// The port is open on the cluster's network, so every message is
+// authenticated with a token the launcher gives every rank
+// (HMAC-SHA256 over the whole message and the connection's nonces; see
+// wire.go), bounded in size and versioned. Join refuses to start without
+// a token unless the address is loopback. A connection that does not
+// authenticate (a stray client, a port scanner, garbage, a rank with
+// another token) is dropped without harming the job; an authenticated
+// rank that contradicts the job (a rank claimed twice, another size, a
+// rank out of range) fails the round on every rank, naming the ranks.
+// A round that is not complete by the deadline fails on every rank,
+// naming the ranks that never joined or never sent; a rank whose
+// connection ends mid-round (its process died) fails the round at once,
+// naming it. The root stops listening once every rank has joined, and
+// Close releases every connection.
+package rendezvous
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/verbsexp/verbsexp/runtime/coll/internal/ranklist"
+)
+
+// Options tune a rendezvous. The zero value suits a loopback address.
+type Options struct {
+	// Token is the job's shared secret (at least MinToken bytes), the
+	// same on every rank; required unless the address is loopback.
+	Token []byte
+	// Timeout bounds each round, counted on each rank from the moment
+	// it starts the round; a client tries to connect until Join's time
+	// plus Timeout or the first round's deadline, whichever is later.
+	// Default DefaultTimeout. A client gives up on a root that says
+	// nothing for twice as long (the root reports first).
+	Timeout time.Duration
+	// MaxBytes bounds one rank's contribution to a round (default
+	// DefaultMaxBytes); every rank must use the same.
+	MaxBytes int
+}
+
+const (
+	DefaultTimeout  = time.Minute
+	DefaultMaxBytes = 64 << 10
+	// MaxRanks bounds a job's size (the root holds a connection per rank).
+	MaxRanks = 1 << 16
+	// MinToken is the shortest token accepted.
+	MinToken = 16
+	// handshakeTimeout bounds how long a connection may take to say who
+	// it is; maxPending how many may be doing so at once.
+	handshakeTimeout = 10 * time.Second
+	maxPending       = 64
+)
+
+// ErrClosed is returned by a closed rendezvous.
+var ErrClosed = errors.New("rendezvous: closed")
+
+// Rendezvous is one rank's side of a job's rendezvous.
+type Rendezvous struct {
+	addr       string
+	rank, size int
+	opts       Options
+	done       chan struct{} // closed by Close
+	closeOnce  sync.Once
+
+	mu    sync.Mutex // one round at a time
+	round uint32     // rounds started
+	err   error      // a failed round ends the rendezvous
+
+	root *root // rank 0
+
+	// A client connects in the background from Join on, until dialBy
+	// (which each round pushes to its own deadline); ready is closed
+	// once it has connected (conn, sess) or given up (dialErr).
+	joined  time.Time
+	dialBy  atomic.Int64 // UnixNano
+	ready   chan struct{}
+	dialErr error
+	cmu     sync.Mutex // conn, closed by Close
+	conn    net.Conn
+	sess    *session
+}
+
+// Join joins the job's rendezvous at addr (host:port) as rank of size.
+// Rank 0 listens there at once (port 0 picks one: see Addr); the others
+// start connecting at once, in the background, retrying until the
+// first round's deadline, so the root notices a rank whose process ends
+// even before that round.
+func Join(addr string, rank, size int, opts Options) (*Rendezvous, error) {
+	switch {
+	case size < 1 || size > MaxRanks:
+		return nil, fmt.Errorf("rendezvous: a job of %d ranks: need 1 to %d", size, MaxRanks)
+	case rank < 0 || rank >= size:
+		return nil, fmt.Errorf("rendezvous: rank %d of %d: need 0 ≤ rank < size", rank, size)
+	case opts.Timeout < 0 || opts.MaxBytes < 0:
+		return nil, fmt.Errorf("rendezvous: Timeout %v, MaxBytes %d: need 0 (default) or more", opts.Timeout, opts.MaxBytes)
+	case len(opts.Token) > 0 && len(opts.Token) < MinToken:
+		return nil, fmt.Errorf("rendezvous: a token of %d bytes is too short to keep the port closed: use at least %d (e.g. openssl rand -hex 32)", len(opts.Token), MinToken)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.MaxBytes == 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("rendezvous: address %q: %w", addr, err)
+	}
+	r := &Rendezvous{addr: addr, rank: rank, size: size, opts: opts, done: make(chan struct{})}
+	if size == 1 {
+		return r, nil
+	}
+	if rank != 0 {
+		if len(opts.Token) == 0 && !loopback(host) {
+			return nil, noToken(addr)
+		}
+		// Connect now, not at the first round: a rank that dies before
+		// it (in New's setup, say) then ends the job at once, its
+		// connection closing, instead of at the deadline.
+		r.joined, r.ready = time.Now(), make(chan struct{})
+		r.dialBy.Store(r.joined.Add(opts.Timeout).UnixNano())
+		go r.dial()
+		return r, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("rendezvous: rank 0 listens at %s: %w (the root must run on the host that address names, and nothing else may listen there)", addr, err)
+	}
+	if ip := ln.Addr().(*net.TCPAddr).IP; len(opts.Token) == 0 && !ip.IsLoopback() {
+		ln.Close()
+		return nil, noToken(addr)
+	}
+	r.root = newRoot(ln, size, opts, r.done)
+	return r, nil
+}
+
+func noToken(addr string) error {
+	return fmt.Errorf("rendezvous: %s is not a loopback address: every rank needs the job's token to keep strangers out "+
+		"(Options.Token, or coll.FromEnv's VERBSEXP_JOB_TOKEN: the same secret of at least %d bytes on every rank, e.g. openssl rand -hex 32)", addr, MinToken)
+}
+
+// loopback says whether every address host names is a loopback one.
+func loopback(host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.IP.IsLoopback() {
+			return false
+		}
+	}
+	return true
+}
+
+// Addr is where the root listens (rank 0; the port is the chosen one
+// when Join was given port 0), or the address the others connect to.
+func (r *Rendezvous) Addr() string {
+	if r.root != nil {
+		return r.root.ln.Addr().String()
+	}
+	return r.addr
+}
+
+// Rank and Size are this rank's and the job's.
+func (r *Rendezvous) Rank() int { return r.rank }
+func (r *Rendezvous) Size() int { return r.size }
+
+// Exchange contributes local to the next round and returns every rank's
+// contribution, indexed by rank. Every rank calls it the same number of
+// times; after a failed round every call fails.
+func (r *Rendezvous) Exchange(local []byte) ([][]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.done:
+		return nil, ErrClosed
+	default:
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if len(local) > r.opts.MaxBytes {
+		return nil, fmt.Errorf("rendezvous: rank %d: %d bytes for one round, more than MaxBytes %d", r.rank, len(local), r.opts.MaxBytes)
+	}
+	r.round++
+	start := time.Now()
+	var all [][]byte
+	var err error
+	switch {
+	case r.size == 1:
+		all = [][]byte{append([]byte{}, local...)}
+	case r.root != nil:
+		all, err = r.root.exchange(r.round, local, start.Add(r.opts.Timeout))
+	default:
+		all, err = r.exchangeClient(local, start)
+	}
+	if err != nil {
+		select {
+		case <-r.done:
+			err = ErrClosed
+		default:
+			err = fmt.Errorf("rendezvous at %s: rank %d: round %d: %w", r.Addr(), r.rank, r.round, err)
+		}
+		r.err = err
+		return nil, err
+	}
+	return all, nil
+}
+
+// Close ends this rank's part: the root stops listening and closes every
+// connection (ranks still in a round then fail), a client closes its
+// connection. A second Close returns ErrClosed.
+func (r *Rendezvous) Close() error {
+	err := ErrClosed
+	r.closeOnce.Do(func() {
+		err = nil
+		close(r.done)
+		if r.root != nil {
+			r.root.close()
+		}
+		r.cmu.Lock()
+		if r.conn != nil {
+			r.conn.Close()
+		}
+		r.cmu.Unlock()
+		if r.ready != nil {
+			<-r.ready // the dialer has seen done
+		}
+	})
+	return err
+}
+
+// exchangeClient runs one round from a client: wait for the
+// connection (the first time), send, and wait for the root's result.
+func (r *Rendezvous) exchangeClient(local []byte, start time.Time) ([][]byte, error) {
+	if by := start.Add(r.opts.Timeout).UnixNano(); by > r.dialBy.Load() {
+		r.dialBy.Store(by)
+	}
+	select {
+	case <-r.ready:
+	case <-r.done:
+		return nil, ErrClosed
+	}
+	if r.dialErr != nil {
+		return nil, r.dialErr
+	}
+	c := r.conn
+	c.SetWriteDeadline(start.Add(r.opts.Timeout))
+	if err := r.sess.write(c, kindContrib, roundBody(r.round, local)); err != nil {
+		return nil, fmt.Errorf("sending to the root (rank 0): %w", err)
+	}
+	c.SetReadDeadline(start.Add(2 * r.opts.Timeout))
+	kind, body, err := r.sess.read(c, max(resultMax(r.size, r.opts.MaxBytes), maxMessage), kindResult, kindFail)
+	switch {
+	case errors.Is(err, errAuth) || errors.Is(err, errFrame):
+		return nil, fmt.Errorf("the root (rank 0) sent %w", err)
+	case isTimeout(err):
+		return nil, fmt.Errorf("the root (rank 0) said nothing for %v (it fails a round it cannot complete within %v, so it is stuck or unreachable)", 2*r.opts.Timeout, r.opts.Timeout)
+	case err != nil:
+		return nil, fmt.Errorf("the root (rank 0) closed the connection (did its process exit?): %w", err)
+	case kind == kindFail:
+		return nil, fmt.Errorf("the root (rank 0) failed the round: %s", bytes.ToValidUTF8(body, []byte("?")))
+	}
+	round, all, err := parseResult(body, r.size, r.opts.MaxBytes)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("the root's (rank 0's) result: %w", err)
+	case round != r.round:
+		return nil, fmt.Errorf("the root (rank 0) sent the result of round %d: the ranks are not running the same rounds", round)
+	case !bytes.Equal(all[r.rank], local):
+		return nil, fmt.Errorf("the root (rank 0) returned %d bytes for this rank that are not the %d it sent", len(all[r.rank]), len(local))
+	}
+	return all, nil
+}
+
+// dial connects to the root, retrying until dialBy, and introduces this
+// rank.
+func (r *Rendezvous) dial() {
+	defer close(r.ready)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-r.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var d net.Dialer
+	wait := 10 * time.Millisecond
+	for {
+		attempt, stop := context.WithTimeout(ctx, 2*time.Second)
+		c, err := d.DialContext(attempt, "tcp", r.addr)
+		stop()
+		if err == nil {
+			r.cmu.Lock()
+			select {
+			case <-r.done:
+				r.cmu.Unlock()
+				c.Close()
+				r.dialErr = ErrClosed
+				return
+			default:
+			}
+			r.conn = c
+			r.cmu.Unlock()
+			if err = r.handshake(c); err == nil {
+				return
+			}
+			r.cmu.Lock()
+			c.Close()
+			r.conn = nil
+			r.cmu.Unlock()
+			if errors.Is(err, errAuth) || errors.Is(err, errFrame) {
+				r.dialErr = fmt.Errorf("what answers at %s is not this job's rendezvous: %w", r.addr, err)
+				return
+			}
+			// Dropped before the challenge (the root is busy with other
+			// connections, or going away): try again.
+		}
+		if ctx.Err() != nil {
+			r.dialErr = ErrClosed
+			return
+		}
+		if time.Now().UnixNano() > r.dialBy.Load() {
+			r.dialErr = fmt.Errorf("no root (rank 0) answered at %s within %v: %w (is rank 0 running, and does the address name its host?)",
+				r.addr, time.Since(r.joined).Round(time.Millisecond), err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+// handshake reads the root's challenge and answers with this rank's hello.
+func (r *Rendezvous) handshake(c net.Conn) error {
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	s := &session{key: r.opts.Token}
+	f, err := readFrame(c, nonceLen, kindChallenge)
+	if err == nil && len(frameBody(f)) != nonceLen {
+		err = fmt.Errorf("%w: a challenge of %d bytes", errFrame, len(frameBody(f)))
+	}
+	if err == nil {
+		copy(s.root[:], frameBody(f))
+		_, _, err = s.open(f)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := rand.Read(s.client[:]); err != nil {
+		return err
+	}
+	if err := s.write(c, kindHello, hello{rank: r.rank, size: r.size, nonce: s.client}.body()); err != nil {
+		return fmt.Errorf("introducing this rank to the root: %w", err)
+	}
+	c.SetDeadline(time.Time{})
+	r.sess = s
+	return nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// root is rank 0's side: the listener, a connection per rank that has
+// joined, and what each has sent for the round in progress.
+type root struct {
+	ln       net.Listener
+	size     int
+	opts     Options
+	done     <-chan struct{}
+	wake     chan struct{} // something changed under mu
+	pending  chan struct{} // a slot per handshake in progress
+	wg       sync.WaitGroup
+	closeLn  sync.Once
+	mu       sync.Mutex
+	peers    []*peer // by rank; nil until it joins (and for rank 0)
+	joined   int
+	conns    map[net.Conn]struct{} // every open connection, for close
+	dropped  int                   // connections dropped before joining
+	lastDrop string
+	fatal    error // the job failed: it contradicted itself, or a round failed
+	told     bool  // every rank that joined was told
+}
+
+// peer is a rank that has joined.
+type peer struct {
+	rank  int
+	from  string // its address
+	conn  net.Conn
+	sess  *session
+	wmu   sync.Mutex // writes
+	has   bool       // sent a contribution not yet used
+	round uint32
+	data  []byte
+	gone  error // its connection ended or broke the protocol
+}
+
+func newRoot(ln net.Listener, size int, opts Options, done <-chan struct{}) *root {
+	rt := &root{ln: ln, size: size, opts: opts, done: done, wake: make(chan struct{}, 1),
+		pending: make(chan struct{}, maxPending), peers: make([]*peer, size), conns: map[net.Conn]struct{}{}}
+	rt.wg.Add(1)
+	go rt.accept()
+	return rt
+}
+
+func (rt *root) notify() {
+	select {
+	case rt.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (rt *root) stopListening() { rt.closeLn.Do(func() { rt.ln.Close() }) }
+
+func (rt *root) accept() {
+	defer rt.wg.Done()
+	for {
+		c, err := rt.ln.Accept()
+		if err != nil {
+			return // closed: everyone joined, the round failed, or Close
+		}
+		select {
+		case rt.pending <- struct{}{}:
+		default:
+			c.Close()
+			rt.drop("too many connections introducing themselves at once")
+			continue
+		}
+		rt.mu.Lock()
+		rt.conns[c] = struct{}{}
+		rt.mu.Unlock()
+		rt.wg.Add(1)
+		go rt.serve(c)
+	}
+}
+
+// drop counts a connection closed before it joined.
+func (rt *root) drop(why string) {
+	rt.mu.Lock()
+	rt.dropped++
+	rt.lastDrop = why
+	rt.mu.Unlock()
+}
+
+func (rt *root) forget(c net.Conn) {
+	c.Close()
+	rt.mu.Lock()
+	delete(rt.conns, c)
+	rt.mu.Unlock()
+}
+
+// serve introduces a connection and then reads its contributions.
+func (rt *root) serve(c net.Conn) {
+	defer rt.wg.Done()
+	defer rt.forget(c)
+	s, h, err := rt.introduce(c)
+	<-rt.pending
+	if err != nil {
+		rt.drop(fmt.Sprintf("%s: %v", c.RemoteAddr(), err))
+		return
+	}
+	p, err := rt.join(h, c, s)
+	if err != nil {
+		// Tell it why, then read what it sent until it closes (closing
+		// with unread data would reset the connection, and the failure
+		// could be lost with it).
+		c.SetDeadline(time.Now().Add(handshakeTimeout))
+		s.write(c, kindFail, failBody(err.Error()))
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+		io.Copy(io.Discard, io.LimitReader(c, int64(4+rt.opts.MaxBytes+headerLen+macLen)))
+		return
+	}
+	rt.read(p)
+}
+
+// introduce sends the challenge and checks the hello. Nothing is
+// trusted before the hello authenticates.
+func (rt *root) introduce(c net.Conn) (*session, hello, error) {
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	defer c.SetDeadline(time.Time{})
+	s := &session{key: rt.opts.Token, isRoot: true}
+	if _, err := rand.Read(s.root[:]); err != nil {
+		return nil, hello{}, err
+	}
+	if err := s.write(c, kindChallenge, s.root[:]); err != nil {
+		return nil, hello{}, err
+	}
+	f, err := readFrame(c, helloLen, kindHello)
+	if err != nil {
+		return nil, hello{}, err
+	}
+	h, err := parseHello(frameBody(f))
+	if err != nil {
+		return nil, hello{}, err
+	}
+	s.client = h.nonce
+	if _, _, err := s.open(f); err != nil {
+		return nil, hello{}, err
+	}
+	return s, h, nil
+}
+
+// join admits an authenticated rank, or fails the job if its hello
+// contradicts it.
+func (rt *root) join(h hello, c net.Conn, s *session) (*peer, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	from := c.RemoteAddr().String()
+	var err error
+	switch {
+	case h.size != rt.size:
+		err = fmt.Errorf("rank %d (at %s) says the job has %d ranks, rank 0 says %d", h.rank, from, h.size, rt.size)
+	case h.rank == 0:
+		err = fmt.Errorf("a process at %s says it is rank 0, which is the root's", from)
+	case h.rank >= rt.size:
+		err = fmt.Errorf("a process at %s says it is rank %d of %d", from, h.rank, rt.size)
+	case rt.peers[h.rank] != nil:
+		err = fmt.Errorf("two processes say they are rank %d: at %s and at %s", h.rank, rt.peers[h.rank].from, from)
+	}
+	if err == nil {
+		err = rt.fatal // the job has failed: a late rank learns why
+	}
+	if err != nil {
+		if rt.fatal == nil {
+			rt.fatal = err
+			go rt.fail(err)
+		}
+		return nil, err
+	}
+	p := &peer{rank: h.rank, from: from, conn: c, sess: s}
+	rt.peers[h.rank] = p
+	if rt.joined++; rt.joined == rt.size-1 {
+		rt.stopListening() // everyone is here
+	}
+	rt.notify()
+	return p, nil
+}
+
+// read takes p's contributions until its connection ends.
+func (rt *root) read(p *peer) {
+	for {
+		_, body, err := p.sess.read(p.conn, 4+rt.opts.MaxBytes, kindContrib)
+		var round uint32
+		var data []byte
+		if err == nil {
+			round, data, err = parseRound(body)
+		}
+		rt.mu.Lock()
+		switch {
+		case err != nil:
+			p.gone = err
+		case p.has:
+			p.gone = fmt.Errorf("%w: a second contribution (round %d) before round %d was complete", errFrame, round, p.round)
+		default:
+			p.has, p.round, p.data = true, round, data
+		}
+		gone := p.gone != nil
+		rt.mu.Unlock()
+		rt.notify()
+		if gone {
+			return
+		}
+	}
+}
+
+// exchange runs one round at the root.
+func (rt *root) exchange(round uint32, local []byte, deadline time.Time) ([][]byte, error) {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		all, err := rt.collect(round, local, false)
+		if all != nil || err != nil {
+			return all, rt.finish(round, all, err)
+		}
+		select {
+		case <-rt.wake:
+		case <-timer.C:
+			_, err := rt.collect(round, local, true)
+			return nil, rt.finish(round, nil, err)
+		case <-rt.done:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// collect returns every rank's contribution to round once all are in,
+// an error if the round cannot complete, or neither (keep waiting).
+// late says the deadline has passed: then it names who is missing.
+func (rt *root) collect(round uint32, local []byte, late bool) ([][]byte, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.fatal != nil {
+		return nil, rt.fatal
+	}
+	var absent, silent []int
+	for r, p := range rt.peers {
+		switch {
+		case r == 0:
+		case p == nil:
+			absent = append(absent, r)
+		case p.has && p.round != round:
+			return nil, fmt.Errorf("rank %d sent a contribution to round %d: the ranks are not running the same rounds", r, p.round)
+		case p.has:
+		case errors.Is(p.gone, io.EOF) || errors.Is(p.gone, syscall.ECONNRESET):
+			return nil, fmt.Errorf("rank %d (at %s) closed its connection (did its process exit?)", r, p.from)
+		case p.gone != nil:
+			return nil, fmt.Errorf("rank %d (at %s): %v", r, p.from, p.gone)
+		default:
+			silent = append(silent, r)
+		}
+	}
+	if len(absent)+len(silent) > 0 {
+		if !late {
+			return nil, nil
+		}
+		var parts []string
+		if len(absent) > 0 {
+			parts = append(parts, fmt.Sprintf("%s never joined", ranklist.Format(absent)))
+		}
+		if len(silent) > 0 {
+			parts = append(parts, fmt.Sprintf("%s joined but sent nothing for this round", ranklist.Format(silent)))
+		}
+		msg := fmt.Sprintf("%s within %v", strings.Join(parts, ", "), rt.opts.Timeout)
+		if rt.dropped > 0 && len(absent) > 0 {
+			msg += fmt.Sprintf(" (%d connections were dropped before joining, the last %s: a rank with another token is dropped so)", rt.dropped, rt.lastDrop)
+		}
+		return nil, errors.New(msg)
+	}
+	all := make([][]byte, rt.size)
+	all[0] = append([]byte{}, local...)
+	for r, p := range rt.peers[1:] {
+		all[r+1], p.has, p.data = p.data, false, nil
+	}
+	return all, nil
+}
+
+// finish sends the round's result to every rank, or fails the job.
+func (rt *root) finish(round uint32, all [][]byte, err error) error {
+	if err != nil {
+		rt.fail(err)
+		return err
+	}
+	rt.mu.Lock()
+	peers := append([]*peer(nil), rt.peers...)
+	rt.mu.Unlock()
+	body := resultBody(round, all)
+	for _, p := range peers {
+		if p != nil {
+			p.wmu.Lock()
+			p.conn.SetWriteDeadline(time.Now().Add(rt.opts.Timeout))
+			p.sess.write(p.conn, kindResult, body) // a rank that cannot be written to fails by itself
+			p.wmu.Unlock()
+		}
+	}
+	return nil
+}
+
+// fail ends the job: every rank that joined is told why, once, and its
+// connection half-closed, so that it reads the failure before the end;
+// the root goes on answering ranks that join later with the failure,
+// until Close.
+func (rt *root) fail(err error) {
+	rt.mu.Lock()
+	if rt.fatal == nil {
+		rt.fatal = err
+	}
+	told := rt.told
+	rt.told = true
+	msg, peers := rt.fatal.Error(), append([]*peer(nil), rt.peers...)
+	rt.mu.Unlock()
+	rt.notify()
+	if told {
+		return
+	}
+	for _, p := range peers {
+		if p != nil {
+			p.wmu.Lock()
+			p.conn.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+			p.sess.write(p.conn, kindFail, failBody(msg))
+			if tc, ok := p.conn.(*net.TCPConn); ok {
+				tc.CloseWrite()
+			}
+			p.wmu.Unlock()
+		}
+	}
+}
+
+// close stops listening, closes every connection and waits for the
+// goroutines.
+func (rt *root) close() {
+	rt.stopListening()
+	rt.mu.Lock()
+	for c := range rt.conns {
+		c.Close()
+	}
+	rt.mu.Unlock()
+	rt.wg.Wait()
+}

@@ -1,0 +1,990 @@
+//go:build linux && cgo
+
+/*
+ * softdev RC transport: what an HCA's reliable-connection transport does
+ * with a QP's data WQEs once the engine hands them over, and with the
+ * packets that arrive for it. Every rule an HCA applies per packet lives
+ * here, the same for a peer QP on this device and one across the wire:
+ *
+ *  - Requester: each SEND, WRITE, READ or atomic WQE takes PSNs from the
+ *    QP's sq_psn on, and goes out as path_mtu-sized packets (a READ as
+ *    one request, its response as packets). It completes when the
+ *    responder answers: an ACK covering its last PSN, its READ response
+ *    or its ATOMIC ACK; answers come in order, and an ACK answers every
+ *    PSN up to its own. A NAK ends the WQE with the error it names. The
+ *    local ACK timer (4.096 us << timeout) sends everything unanswered
+ *    again, retry_cnt times, then fails the oldest WQE with
+ *    IBV_WC_RETRY_EXC_ERR; a PSN sequence NAK resends from its PSN and
+ *    counts as a retry too. An RNR NAK waits out the responder's
+ *    min_rnr_timer and resends, rnr_retry times (7: for ever), then
+ *    IBV_WC_RNR_RETRY_EXC_ERR. max_rd_atomic READs and atomics may be
+ *    outstanding at once.
+ *  - Responder: a packet is taken only if it names a QP in RTR or RTS
+ *    whose path leads back to its sender (the source GID, the source QP
+ *    number), with the expected PSN: one ahead of it gets a sequence NAK
+ *    (once until the expected one comes), one behind it is a duplicate
+ *    and is answered again without being executed again (READs and
+ *    atomics from what was kept of them). Then the opcode sequence, the
+ *    QP's access flags, a receive WQE for a SEND (or an RDMA WRITE with
+ *    immediate; none: an RNR NAK), the packet lengths against path_mtu
+ *    and the RETH or AtomicETH against the MRs. Errors a receive WQE can
+ *    report complete it (LOC_LEN_ERR, LOC_PROT_ERR) and NAK the
+ *    requester; the others (an invalid request, an access violation)
+ *    NAK the requester and move the responder to the error state with
+ *    the affiliated event an HCA raises (IBV_EVENT_QP_REQ_ERR,
+ *    IBV_EVENT_QP_ACCESS_ERR). The first packet a QP takes in RTR raises
+ *    IBV_EVENT_COMM_EST.
+ *
+ * Between QPs of one device the link delivers within the engine's step
+ * (link.c), which keeps in-process schedules deterministic: nothing is
+ * ever lost there, so what the timers would retry is decided at once. A
+ * packet nobody answers (no such QP, a QP not connected back, a PSN out
+ * of sequence) fails its WQE with IBV_WC_RETRY_EXC_ERR as soon as the
+ * step ends, and a SEND that would find no receive WQE is not sent: it
+ * waits, at no cost, until one is posted or released (an RNR retry that
+ * never gives up). Across the wire (wire.c) time is real.
+ */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include "softdev.h"
+
+enum {
+	SD_WINDOW     = 512, /* PSNs a QP may have unanswered */
+	SD_TX_BUDGET  = 32,  /* packets one step of one QP sends */
+};
+
+/* ------------------------------------------------------------------ */
+/* PSNs and time                                                        */
+/* ------------------------------------------------------------------ */
+
+static uint32_t psn_add(uint32_t a, uint32_t n) { return (a + n) & 0xffffff; }
+
+/* a - b in the 24-bit PSN space: > 0 when a comes after b. */
+static int32_t psn_diff(uint32_t a, uint32_t b) { return (int32_t)((a - b) << 8) >> 8; }
+
+uint64_t sd_now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* The local ACK timeout, 4.096 us << timeout (0: none, wait for ever). */
+static uint64_t ack_timeout(const struct sd_device *d, const struct sd_qp *q)
+{
+	if (q->path.timeout == 0)
+		return 0;
+	return (uint64_t)((double)(4096ull << (q->path.timeout > 31 ? 31 : q->path.timeout)) * d->timescale);
+}
+
+/* The RNR NAK timer an encoded min_rnr_timer asks for, in units of 10 us
+ * (the InfiniBand table: 0 is 655.36 ms, 1 is 0.01 ms, ..., 31 is
+ * 491.52 ms). */
+static const uint32_t rnr_10us[32] = {
+	65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192,
+	256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
+};
+
+static uint64_t rnr_delay(const struct sd_device *d, uint8_t t)
+{
+	return (uint64_t)((double)rnr_10us[t & 31] * 10000.0 * d->timescale);
+}
+
+static void arm(struct sd_device *d, struct sd_qp *q, uint64_t delay)
+{
+	struct sd_req *r = &q->req;
+	r->deadline = sd_now() + delay;
+	if (!r->armed) {
+		r->armed = 1;
+		d->timers++;
+	}
+	if (d->timers == 1 || r->deadline < d->next_deadline)
+		d->next_deadline = r->deadline;
+	sd_net_timer_armed(d, r->deadline);
+}
+
+static void disarm(struct sd_device *d, struct sd_qp *q)
+{
+	if (q->req.armed) {
+		q->req.armed = 0;
+		d->timers--;
+	}
+}
+
+/* After an answer: restart the ACK timer while PSNs are outstanding. */
+static void rearm(struct sd_device *d, struct sd_qp *q)
+{
+	uint64_t t = ack_timeout(d, q);
+	if (q->req.una != q->req.npsn && t != 0 && !q->req.rnr_wait)
+		arm(d, q, t);
+	else if (!q->req.rnr_wait)
+		disarm(d, q);
+}
+
+/* ------------------------------------------------------------------ */
+/* Packets out                                                          */
+/* ------------------------------------------------------------------ */
+
+static void pkt_init(struct sd_pkt *p, const struct sd_qp *q, uint8_t op, uint32_t psn)
+{
+	memset(p, 0, sizeof *p);
+	p->op = op;
+	p->dst_qpn = q->path.dest_qpn;
+	p->src_qpn = q->ibv.qp_num;
+	p->psn = psn;
+}
+
+static void send_ack(struct sd_device *d, struct sd_qp *q, uint8_t syndrome, uint32_t psn)
+{
+	struct sd_pkt p;
+	pkt_init(&p, q, SD_PKT_ACK, psn);
+	p.syndrome = syndrome;
+	p.msn = q->resp.msn;
+	if (syndrome == SD_AETH_RNR) {
+		p.rnr_timer = q->path.min_rnr_timer;
+		q->ws.rnr_naks_tx++;
+	} else if (syndrome == SD_AETH_NAK_SEQ) {
+		q->ws.seq_naks_tx++;
+	}
+	if (q->path.link != NULL)
+		sd_link_send(d, q->path.link, &p);
+}
+
+static int is_rdatomic(uint8_t op)
+{
+	return op == SD_OP_READ || op == SD_OP_CMP_SWAP || op == SD_OP_FETCH_ADD;
+}
+
+/* PSNs a data WQE takes. */
+static uint32_t wqe_npkts(const struct sd_qp *q, const struct sd_wqe *w, uint64_t len)
+{
+	if (w->op == SD_OP_CMP_SWAP || w->op == SD_OP_FETCH_ADD || len == 0)
+		return 1;
+	return (uint32_t)((len + q->path.mtu - 1) / q->path.mtu);
+}
+
+/* Where the payload of a send WQE comes from: its SGEs, its inline
+ * bytes, or a calc result (recomputed for each transmission, as an HCA
+ * reads the operands again). */
+struct src {
+	const struct ibv_sge *sg;
+	int                   nsg;
+	const uint8_t        *flat; /* inline or calc: contiguous */
+	uint64_t              len;
+	uint8_t               calc[16];
+};
+
+static void wqe_src(struct sd_qp *q, uint64_t pos, struct sd_wqe *w, struct ibv_sge *sg, struct src *s)
+{
+	memset(s, 0, sizeof *s);
+	s->sg = sg;
+	s->nsg = w->num_sge;
+	s->len = w->u.xfer.length;
+	if (w->flags & SD_WQE_INLINE) {
+		s->flat = &q->sq.inl[(size_t)(pos % q->sq.depth) * q->sq.max_inline];
+		s->nsg = 0;
+	} else if (w->flags & SD_WQE_CALC) {
+		s->len = sd_calc(w, sg, s->calc);
+		s->flat = s->calc;
+		s->nsg = 0;
+	}
+}
+
+/* Sends packets of the WQE at pos from packet index from on (the READ
+ * request or atomic as one packet). Returns the packets sent; fewer than
+ * asked when the link is busy. The last one sent asks for an ACK. */
+static uint32_t emit(struct sd_device *d, struct sd_qp *q, uint64_t pos, uint32_t from, uint32_t budget)
+{
+	struct ibv_sge *sg;
+	struct sd_wqe *w = sd_wqe_at(&q->sq, pos, &sg);
+	struct sd_link *l = q->path.link;
+	uint32_t mtu = q->path.mtu, n = 0;
+
+	if (w->op == SD_OP_READ || w->op == SD_OP_CMP_SWAP || w->op == SD_OP_FETCH_ADD) {
+		if (from != 0 && w->op != SD_OP_READ)
+			return 0;
+		if (sd_link_busy(d, l))
+			return 0;
+		struct sd_pkt p;
+		pkt_init(&p, q, w->op == SD_OP_READ ? SD_PKT_READ_REQ : w->op == SD_OP_CMP_SWAP ? SD_PKT_CMP_SWAP : SD_PKT_FETCH_ADD,
+		         psn_add(w->psn, from));
+		p.flags = SD_PKT_F_ACKREQ;
+		if (w->op == SD_OP_READ) {
+			/* Resent from a response packet on: the rest of the range. */
+			uint64_t off = (uint64_t)from * mtu;
+			p.va = w->u.xfer.remote_addr + off;
+			p.rkey = w->u.xfer.rkey;
+			p.dma_len = (uint32_t)(w->u.xfer.length - off);
+		} else {
+			p.va = w->u.atomic.remote_addr;
+			p.rkey = w->u.atomic.rkey;
+			p.swap_add = w->op == SD_OP_CMP_SWAP ? w->u.atomic.swap : w->u.atomic.compare_add;
+			p.compare = w->u.atomic.compare_add;
+		}
+		sd_link_send(d, l, &p);
+		q->ws.tx_pkts++;
+		return 1;
+	}
+
+	struct src s;
+	wqe_src(q, pos, w, sg, &s);
+	int write = w->op == SD_OP_WRITE || w->op == SD_OP_WRITE_IMM;
+	int imm = w->op == SD_OP_SEND_IMM || w->op == SD_OP_WRITE_IMM;
+	for (uint32_t i = from; i < w->npkts && n < budget; i++) {
+		if (sd_link_busy(d, l))
+			break;
+		int first = i == 0, last = i + 1 == w->npkts;
+		uint8_t op;
+		if (first && last)
+			op = write ? SD_PKT_WRITE_ONLY : SD_PKT_SEND_ONLY;
+		else if (first)
+			op = write ? SD_PKT_WRITE_FIRST : SD_PKT_SEND_FIRST;
+		else if (last)
+			op = write ? SD_PKT_WRITE_LAST : SD_PKT_SEND_LAST;
+		else
+			op = write ? SD_PKT_WRITE_MIDDLE : SD_PKT_SEND_MIDDLE;
+		struct sd_pkt p;
+		pkt_init(&p, q, op, psn_add(w->psn, i));
+		uint64_t off = (uint64_t)i * mtu;
+		p.len = (uint32_t)(s.len - off < mtu ? s.len - off : mtu);
+		if (s.flat != NULL) {
+			if (s.flat == s.calc) {
+				memcpy(p.small, s.calc + off, p.len);
+				p.data = p.small;
+			} else {
+				p.data = s.flat + off;
+			}
+		} else {
+			p.sg = s.sg;
+			p.nsg = s.nsg;
+			p.off = off;
+		}
+		if (first && write) {
+			p.va = w->u.xfer.remote_addr;
+			p.rkey = w->u.xfer.rkey;
+			p.dma_len = (uint32_t)s.len;
+		}
+		if (last && imm) {
+			p.flags |= SD_PKT_F_IMM;
+			p.imm = w->u.xfer.imm;
+		}
+		if (last || n + 1 == budget)
+			p.flags |= SD_PKT_F_ACKREQ; /* the last of a burst: its answer says the burst arrived */
+		sd_link_send(d, l, &p);
+		q->ws.tx_pkts++;
+		n++;
+	}
+	return n;
+}
+
+/* The send queue position of the transmitted WQE that took psn, or
+ * UINT64_MAX. Only WQEs between tail and hw can have taken one. */
+static uint64_t wqe_of_psn(struct sd_qp *q, uint32_t psn)
+{
+	for (uint64_t pos = q->sq.tail; pos < q->req.hw; pos++) {
+		struct sd_wqe *w = sd_wqe_at(&q->sq, pos, NULL);
+		if (w->state != SD_WQE_SENT)
+			continue;
+		int32_t k = psn_diff(psn, w->psn);
+		if (k >= 0 && (uint32_t)k < w->npkts)
+			return pos;
+	}
+	return UINT64_MAX;
+}
+
+/*
+ * The step for a data WQE at sq.next: its first transmission checks the
+ * local SGEs (a bad one fails it with IBV_WC_LOC_PROT_ERR before any
+ * packet goes) and gives it its PSNs; later calls after a rewind send it
+ * again with the same PSNs. Returns 1 if it moved.
+ */
+int sd_rc_transmit(struct sd_device *d, struct sd_qp *q)
+{
+	struct sd_req *r = &q->req;
+	struct ibv_sge *sg;
+	uint64_t pos = q->sq.next;
+	struct sd_wqe *w = sd_wqe_at(&q->sq, pos, &sg);
+	struct sd_link *l = q->path.link;
+
+	if (r->rnr_wait)
+		return 0;
+	if (w->state == SD_WQE_QUEUED) {
+		int rdat = is_rdatomic(w->op);
+		int write_local = w->op == SD_OP_READ || w->op == SD_OP_CMP_SWAP || w->op == SD_OP_FETCH_ADD;
+		if (!(w->flags & SD_WQE_INLINE) && !sd_local_ok(d, q->pd, sg, w->num_sge, write_local)) {
+			sd_sq_done_next(d, q, IBV_WC_LOC_PROT_ERR);
+			return 1;
+		}
+		if (rdat && q->path.max_rd_atomic == 0) {
+			sd_sq_done_next(d, q, IBV_WC_LOC_QP_OP_ERR);
+			return 1;
+		}
+		if (rdat && r->rd_out >= q->path.max_rd_atomic)
+			return 0;
+		if (psn_diff(r->npsn, r->una) >= SD_WINDOW || sd_link_busy(d, l))
+			return 0;
+		/* A SEND to a QP of this device with no receive WQE for it
+		 * waits here instead of being NAKed (see the top). */
+		if (l->kind == SD_LINK_LOOP && (w->op == SD_OP_SEND || w->op == SD_OP_SEND_IMM || w->op == SD_OP_WRITE_IMM)) {
+			struct sd_qp *p = sd_qp_by_num(d, q->path.dest_qpn);
+			if (p != NULL && (p->ibv.state == IBV_QPS_RTR || p->ibv.state == IBV_QPS_RTS) &&
+			    p->path.link == &d->loop && p->path.dest_qpn == q->ibv.qp_num && !sd_rq_ready(&p->rq))
+				return 0;
+		}
+		uint64_t len = w->op == SD_OP_CMP_SWAP || w->op == SD_OP_FETCH_ADD ? 8 : w->u.xfer.length;
+		if (w->flags & SD_WQE_CALC) {
+			uint8_t tmp[16];
+			len = sd_calc(w, sg, tmp);
+		}
+		w->psn = r->npsn;
+		w->npkts = wqe_npkts(q, w, len);
+		r->npsn = psn_add(r->npsn, w->npkts);
+		r->sent = 0;
+		if (rdat)
+			r->rd_out++;
+		w->state = SD_WQE_SENT;
+		if (r->una == w->psn || !r->armed)
+			rearm(d, q);
+	} else if (sd_link_busy(d, l)) {
+		return 0;
+	}
+	uint32_t n = emit(d, q, pos, r->sent, SD_TX_BUDGET);
+	if (n == 0)
+		return 0;
+	if (pos < r->hw)
+		q->ws.retrans += n;
+	/* A READ or an atomic is one request, however many PSNs its
+	 * answer takes. */
+	int whole = is_rdatomic(w->op) || r->sent + n >= w->npkts;
+	r->sent = whole ? 0 : r->sent + n;
+	if (l->kind == SD_LINK_LOOP) {
+		d->loop_sender = q;
+		d->loop_upto = whole ? psn_add(w->psn, w->npkts) : psn_add(w->psn, r->sent);
+	}
+	if (whole) {
+		q->sq.next = pos + 1;
+		if (q->sq.next > r->hw)
+			r->hw = q->sq.next;
+	}
+	return 1;
+}
+
+/* Sends again, at once, what a rewind put back (WQEs below hw), without
+ * running the rest of the send queue: what the transport retries itself
+ * in a device that is driven by polls. */
+static void retransmit(struct sd_device *d, struct sd_qp *q)
+{
+	while (q->ibv.state == IBV_QPS_RTS && q->sq.next < q->req.hw && !q->req.rnr_wait) {
+		struct sd_wqe *w = sd_wqe_at(&q->sq, q->sq.next, NULL);
+		if (w->state == SD_WQE_DONE) {
+			if (w->status != IBV_WC_SUCCESS)
+				return;
+			q->sq.next++;
+			continue;
+		}
+		if (!sd_rc_transmit(d, q))
+			return;
+	}
+}
+
+/* Goes back to psn: the WQE that took it is sent again from that packet,
+ * and every transmitted WQE after it (their PSNs stay). */
+static void rewind_to(struct sd_qp *q, uint32_t psn)
+{
+	uint64_t pos = wqe_of_psn(q, psn);
+	if (pos == UINT64_MAX)
+		return;
+	struct sd_wqe *w = sd_wqe_at(&q->sq, pos, NULL);
+	q->sq.next = pos;
+	/* A SEND or WRITE from that packet; a READ asks again for the rest
+	 * of its range from that response on; an atomic is one packet. */
+	q->req.sent = w->op == SD_OP_CMP_SWAP || w->op == SD_OP_FETCH_ADD ? 0 : (uint32_t)psn_diff(psn, w->psn);
+}
+
+/* Ends the WQE that took psn (the oldest unanswered) with status; the
+ * engine retires it, puts the QP in the error state and flushes the rest. */
+static void fail_at(struct sd_device *d, struct sd_qp *q, uint32_t psn, uint32_t status)
+{
+	uint64_t pos = wqe_of_psn(q, psn);
+	if (pos == UINT64_MAX)
+		return;
+	struct sd_wqe *w = sd_wqe_at(&q->sq, pos, NULL);
+	w->state = SD_WQE_DONE;
+	w->status = (uint8_t)status;
+	disarm(d, q);
+	sd_sq_retire(d, q);
+}
+
+/* Every transmitted WQE whose PSNs end at or before psn is answered
+ * (a READ or an atomic only by its own response: an ACK past one means
+ * its response was lost, so it is sent again). */
+static void ack_upto(struct sd_device *d, struct sd_qp *q, uint32_t psn)
+{
+	struct sd_req *r = &q->req;
+	if (psn_diff(psn, r->una) < 0)
+		return; /* answers nothing new */
+	for (uint64_t pos = q->sq.tail; pos < r->hw; pos++) {
+		struct sd_wqe *w = sd_wqe_at(&q->sq, pos, NULL);
+		if (w->state == SD_WQE_DONE)
+			continue;
+		if (w->state != SD_WQE_SENT)
+			break;
+		uint32_t last = psn_add(w->psn, w->npkts - 1);
+		if (psn_diff(last, psn) > 0) {
+			r->una = psn_add(psn, 1);
+			break;
+		}
+		if (is_rdatomic(w->op)) {
+			r->una = w->psn;
+			q->ws.dropped++;
+			rewind_to(q, w->psn);
+			retransmit(d, q);
+			break;
+		}
+		w->state = SD_WQE_DONE;
+		w->status = IBV_WC_SUCCESS;
+		r->una = psn_add(last, 1);
+	}
+	r->retries = q->path.retry_cnt;
+	r->rnr_left = q->path.rnr_retry;
+	/* The transmit position skips what was answered meanwhile. */
+	while (q->sq.next < r->hw && sd_wqe_at(&q->sq, q->sq.next, NULL)->state == SD_WQE_DONE &&
+	       sd_wqe_at(&q->sq, q->sq.next, NULL)->status == IBV_WC_SUCCESS) {
+		q->sq.next++;
+		r->sent = 0;
+	}
+	rearm(d, q);
+	sd_sq_retire(d, q);
+}
+
+/* A READ response or ATOMIC ACK for the WQE at pos, taken in order. */
+static void answer_rdatomic(struct sd_device *d, struct sd_qp *q, const struct sd_pkt *p)
+{
+	struct sd_req *r = &q->req;
+	uint64_t pos = wqe_of_psn(q, p->psn);
+	if (pos == UINT64_MAX) {
+		q->ws.dropped++;
+		return;
+	}
+	struct ibv_sge *sg;
+	struct sd_wqe *w = sd_wqe_at(&q->sq, pos, &sg);
+	int atomic = p->op == SD_PKT_ATOMIC_ACK;
+	if ((atomic && w->op != SD_OP_CMP_SWAP && w->op != SD_OP_FETCH_ADD) || (!atomic && w->op != SD_OP_READ)) {
+		q->ws.dropped++;
+		return;
+	}
+	/* A response answers every PSN before it. */
+	if (psn_diff(w->psn, r->una) > 0)
+		ack_upto(d, q, psn_add(w->psn, 0xffffff));
+	if (p->psn != r->una || w->state != SD_WQE_SENT) {
+		q->ws.dropped++; /* out of order: a duplicate, or one after a loss */
+		return;
+	}
+	uint32_t k = (uint32_t)psn_diff(p->psn, w->psn);
+	if (atomic) {
+		uint8_t v[8];
+		memcpy(v, &p->swap_add, 8);
+		struct ibv_sge flat = { (uintptr_t)v, 8, 0 };
+		sd_sg_copy(sg, w->num_sge, 0, &flat, 1, 0, 8);
+	} else {
+		uint64_t off = (uint64_t)k * q->path.mtu;
+		int first = p->op == SD_PKT_READ_RESP_FIRST || p->op == SD_PKT_READ_RESP_ONLY;
+		int last = p->op == SD_PKT_READ_RESP_LAST || p->op == SD_PKT_READ_RESP_ONLY;
+		uint64_t want = w->u.xfer.length - off < q->path.mtu ? w->u.xfer.length - off : q->path.mtu;
+		if ((k == 0) != first || (k + 1 == w->npkts) != last || p->len != want) {
+			q->ws.dropped++;
+			return;
+		}
+		if (p->data != NULL) {
+			struct ibv_sge flat = { (uintptr_t)p->data, p->len, 0 };
+			sd_sg_copy(sg, w->num_sge, off, &flat, 1, 0, p->len);
+		} else {
+			sd_sg_copy(sg, w->num_sge, off, p->sg, p->nsg, p->off, p->len);
+		}
+	}
+	r->una = psn_add(p->psn, 1);
+	r->retries = q->path.retry_cnt;
+	r->rnr_left = q->path.rnr_retry;
+	if (k + 1 == w->npkts) {
+		w->state = SD_WQE_DONE;
+		w->status = IBV_WC_SUCCESS;
+		r->rd_out--;
+	}
+	rearm(d, q);
+	sd_sq_retire(d, q);
+}
+
+static void requester_rx(struct sd_device *d, struct sd_qp *q, const struct sd_pkt *p)
+{
+	struct sd_req *r = &q->req;
+	if (q->ibv.state != IBV_QPS_RTS) {
+		q->ws.dropped++;
+		return;
+	}
+	/* Answers outside the outstanding PSNs are ghosts. */
+	if (psn_diff(p->psn, r->una) < 0 || psn_diff(p->psn, r->npsn) >= 0) {
+		q->ws.dropped++;
+		return;
+	}
+	if (p->op != SD_PKT_ACK) {
+		answer_rdatomic(d, q, p);
+		return;
+	}
+	uint32_t before = psn_add(p->psn, 0xffffff); /* p->psn - 1 */
+	switch (p->syndrome) {
+	case SD_AETH_ACK:
+		ack_upto(d, q, p->psn);
+		return;
+	case SD_AETH_RNR:
+		ack_upto(d, q, before);
+		q->ws.rnr_naks_rx++;
+		if (q->path.rnr_retry != 7) {
+			if (r->rnr_left == 0) {
+				fail_at(d, q, p->psn, IBV_WC_RNR_RETRY_EXC_ERR);
+				return;
+			}
+			r->rnr_left--;
+		}
+		rewind_to(q, p->psn);
+		r->rnr_wait = 1;
+		arm(d, q, rnr_delay(d, p->rnr_timer));
+		return;
+	case SD_AETH_NAK_SEQ:
+		ack_upto(d, q, before);
+		q->ws.seq_naks_rx++;
+		if (r->rnr_wait)
+			return; /* the rest of a burst an RNR NAK already stopped */
+		if (r->retries == 0) {
+			fail_at(d, q, p->psn, IBV_WC_RETRY_EXC_ERR);
+			return;
+		}
+		r->retries--;
+		rewind_to(q, p->psn);
+		retransmit(d, q);
+		return;
+	case SD_AETH_NAK_INV:
+		ack_upto(d, q, before);
+		fail_at(d, q, p->psn, IBV_WC_REM_INV_REQ_ERR);
+		return;
+	case SD_AETH_NAK_ACCESS:
+		ack_upto(d, q, before);
+		fail_at(d, q, p->psn, IBV_WC_REM_ACCESS_ERR);
+		return;
+	case SD_AETH_NAK_OP:
+		ack_upto(d, q, before);
+		fail_at(d, q, p->psn, IBV_WC_REM_OP_ERR);
+		return;
+	}
+	q->ws.dropped++;
+}
+
+/* ------------------------------------------------------------------ */
+/* Responder                                                            */
+/* ------------------------------------------------------------------ */
+
+/* An error no receive WQE can report: NAK it and move the responder to
+ * the error state, with the affiliated event. */
+static void responder_fatal(struct sd_device *d, struct sd_qp *q, uint8_t syndrome, int event)
+{
+	send_ack(d, q, syndrome, q->resp.epsn);
+	q->resp.in_msg = 0;
+	sd_qp_error(d, q);
+	sd_raise(d, event, &q->ibv);
+}
+
+/* Sends the responses of a READ the responder kept, from PSN psn on. */
+static void read_reply(struct sd_device *d, struct sd_qp *q, const struct sd_rdres *res, uint32_t psn)
+{
+	uint32_t mtu = q->path.mtu;
+	uint32_t n = (uint32_t)psn_diff(res->last, res->first) + 1;
+	uint32_t k0 = (uint32_t)psn_diff(psn, res->first);
+	for (uint32_t k = k0; k < n; k++) {
+		uint8_t op;
+		if (n == 1)
+			op = SD_PKT_READ_RESP_ONLY;
+		else if (k == 0)
+			op = SD_PKT_READ_RESP_FIRST;
+		else if (k + 1 == n)
+			op = SD_PKT_READ_RESP_LAST;
+		else
+			op = SD_PKT_READ_RESP_MIDDLE;
+		struct sd_pkt p;
+		pkt_init(&p, q, op, psn_add(res->first, k));
+		uint64_t off = (uint64_t)k * mtu;
+		p.len = (uint32_t)(res->len - off < mtu ? res->len - off : mtu);
+		p.data = (const uint8_t *)(uintptr_t)(res->va + off);
+		p.msn = q->resp.msn;
+		sd_link_send(d, q->path.link, &p);
+	}
+}
+
+static struct sd_rdres *find_res(struct sd_qp *q, uint32_t psn, int read)
+{
+	for (uint32_t i = 0; i < q->path.max_dest_rd_atomic && i < 16; i++) {
+		struct sd_rdres *r = &q->resp.res[i];
+		if (r->op == 0 || (r->op == SD_OP_READ) != read)
+			continue;
+		if (psn_diff(psn, r->first) >= 0 && psn_diff(psn, r->last) <= 0)
+			return r;
+	}
+	return NULL;
+}
+
+static struct sd_rdres *new_res(struct sd_qp *q)
+{
+	uint32_t n = q->path.max_dest_rd_atomic < 16 ? q->path.max_dest_rd_atomic : 16;
+	struct sd_rdres *r = &q->resp.res[q->resp.res_next++ % n];
+	memset(r, 0, sizeof *r);
+	return r;
+}
+
+/* A request behind the expected PSN: answered again, not executed again
+ * (C9-105: SENDs and WRITEs are ACKed; READs and atomics are replayed
+ * from what the responder kept of them, or dropped). */
+static void duplicate(struct sd_device *d, struct sd_qp *q, const struct sd_pkt *p)
+{
+	q->ws.dups++;
+	switch (p->op) {
+	case SD_PKT_READ_REQ: {
+		struct sd_rdres *r = find_res(q, p->psn, 1);
+		uint64_t off = r != NULL ? (uint64_t)psn_diff(p->psn, r->first) * q->path.mtu : 0;
+		if (r == NULL || p->rkey != r->rkey || p->va != r->va + off ||
+		    !sd_remote_ok(d, q, r->va, r->len, r->rkey, IBV_ACCESS_REMOTE_READ)) {
+			q->ws.dropped++;
+			return;
+		}
+		read_reply(d, q, r, p->psn);
+		return;
+	}
+	case SD_PKT_CMP_SWAP:
+	case SD_PKT_FETCH_ADD: {
+		struct sd_rdres *r = find_res(q, p->psn, 0);
+		if (r == NULL) {
+			q->ws.dropped++;
+			return;
+		}
+		struct sd_pkt a;
+		pkt_init(&a, q, SD_PKT_ATOMIC_ACK, p->psn);
+		a.swap_add = r->orig;
+		a.msn = q->resp.msn;
+		sd_link_send(d, q->path.link, &a);
+		return;
+	}
+	default:
+		send_ack(d, q, SD_AETH_ACK, psn_add(q->resp.epsn, 0xffffff));
+	}
+}
+
+/* Places a packet's payload at off in the receive WQE's SGEs or at va. */
+static void place(const struct ibv_sge *dst, int nd, uint64_t off, const struct sd_pkt *p)
+{
+	if (p->len == 0)
+		return;
+	if (p->data != NULL) {
+		struct ibv_sge flat = { (uintptr_t)p->data, p->len, 0 };
+		sd_sg_copy(dst, nd, off, &flat, 1, 0, p->len);
+	} else {
+		sd_sg_copy(dst, nd, off, p->sg, p->nsg, p->off, p->len);
+	}
+}
+
+static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_pkt *p)
+{
+	struct sd_resp *s = &q->resp;
+	uint32_t mtu = q->path.mtu;
+
+	if (q->ibv.state != IBV_QPS_RTR && q->ibv.state != IBV_QPS_RTS) {
+		q->ws.dropped++;
+		return;
+	}
+	if (q->ibv.state == IBV_QPS_RTR && !s->comm_est) {
+		s->comm_est = 1;
+		sd_raise(d, IBV_EVENT_COMM_EST, &q->ibv);
+	}
+	int32_t diff = psn_diff(p->psn, s->epsn);
+	if (diff > 0) {
+		if (!s->nak_sent) {
+			s->nak_sent = 1;
+			send_ack(d, q, SD_AETH_NAK_SEQ, s->epsn);
+		} else {
+			q->ws.dropped++;
+		}
+		return;
+	}
+	if (diff < 0) {
+		duplicate(d, q, p);
+		return;
+	}
+	s->nak_sent = 0;
+
+	int send = p->op >= SD_PKT_SEND_FIRST && p->op <= SD_PKT_SEND_ONLY;
+	int write = p->op >= SD_PKT_WRITE_FIRST && p->op <= SD_PKT_WRITE_ONLY;
+	int starts = p->op == SD_PKT_SEND_FIRST || p->op == SD_PKT_SEND_ONLY || p->op == SD_PKT_WRITE_FIRST ||
+	             p->op == SD_PKT_WRITE_ONLY || p->op == SD_PKT_READ_REQ || p->op == SD_PKT_CMP_SWAP ||
+	             p->op == SD_PKT_FETCH_ADD;
+	int ends = p->op == SD_PKT_SEND_LAST || p->op == SD_PKT_SEND_ONLY || p->op == SD_PKT_WRITE_LAST ||
+	           p->op == SD_PKT_WRITE_ONLY;
+	int imm = (p->flags & SD_PKT_F_IMM) != 0;
+
+	/* The opcode sequence: a message's middle and last packets follow
+	 * its first, of its kind; a new message waits for the last one. */
+	if ((s->in_msg == SD_OP_SEND && !(send && !starts)) || (s->in_msg == SD_OP_WRITE && !(write && !starts)) ||
+	    (!s->in_msg && !starts) || (imm && !ends) || (!send && !write && !starts)) {
+		responder_fatal(d, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
+		return;
+	}
+	/* What the QP lets a requester do. */
+	int need = write ? IBV_ACCESS_REMOTE_WRITE : p->op == SD_PKT_READ_REQ ? IBV_ACCESS_REMOTE_READ :
+	           (p->op == SD_PKT_CMP_SWAP || p->op == SD_PKT_FETCH_ADD) ? IBV_ACCESS_REMOTE_ATOMIC : 0;
+	if (need && !(q->access & need)) {
+		responder_fatal(d, q, SD_AETH_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
+		return;
+	}
+	/* A receive WQE for a SEND's first packet, or for the immediate of
+	 * an RDMA WRITE's last; without one, RNR: nothing happens here. */
+	if ((send && starts) || (write && imm)) {
+		if (!sd_rq_ready(&q->rq)) {
+			/* Later packets of this attempt are dropped, not NAKed
+			 * again, until the requester resends this one. */
+			s->nak_sent = 1;
+			send_ack(d, q, SD_AETH_RNR, p->psn);
+			return;
+		}
+	}
+	if ((p->op == SD_PKT_READ_REQ || p->op == SD_PKT_CMP_SWAP || p->op == SD_PKT_FETCH_ADD) &&
+	    q->path.max_dest_rd_atomic == 0) {
+		responder_fatal(d, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
+		return;
+	}
+	/* Packet lengths: first and middle packets are exactly path_mtu,
+	 * last ones 1..path_mtu, only ones up to path_mtu. */
+	int bad_len = p->len > mtu || p->len > SD_PKT_MAX;
+	if ((send || write) && starts && !ends && p->len != mtu)
+		bad_len = 1;
+	if ((send || write) && !starts && !ends && p->len != mtu)
+		bad_len = 1;
+	if ((send || write) && !starts && ends && p->len == 0)
+		bad_len = 1;
+	if ((write || p->op == SD_PKT_READ_REQ) && starts && p->dma_len > 0x80000000u)
+		bad_len = 1;
+	if (bad_len) {
+		responder_fatal(d, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
+		return;
+	}
+
+	if (send) {
+		struct ibv_sge *rsg;
+		struct sd_wqe *r = sd_wqe_at(&q->rq, q->rq.tail, &rsg);
+		if (starts) {
+			s->off = 0;
+			if (!sd_local_ok(d, q->pd, rsg, r->num_sge, 1)) {
+				sd_rq_complete(d, q, IBV_WC_LOC_PROT_ERR, IBV_EXP_WC_RECV, 0, 0, 0);
+				send_ack(d, q, SD_AETH_NAK_OP, p->psn);
+				return;
+			}
+		}
+		if (s->off + p->len > r->u.xfer.length) {
+			s->in_msg = 0;
+			sd_rq_complete(d, q, IBV_WC_LOC_LEN_ERR, IBV_EXP_WC_RECV, 0, 0, 0);
+			send_ack(d, q, SD_AETH_NAK_INV, p->psn);
+			return;
+		}
+		place(rsg, r->num_sge, s->off, p);
+		s->off += p->len;
+		s->epsn = psn_add(s->epsn, 1);
+		if (ends) {
+			s->in_msg = 0;
+			s->msn++;
+			sd_rq_complete(d, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV, s->off, imm, p->imm);
+		} else {
+			s->in_msg = SD_OP_SEND;
+		}
+	} else if (write) {
+		if (starts) {
+			if (p->dma_len > 0 && !sd_remote_ok(d, q, p->va, p->dma_len, p->rkey, IBV_ACCESS_REMOTE_WRITE)) {
+				responder_fatal(d, q, SD_AETH_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
+				return;
+			}
+			s->va = p->va;
+			s->len = p->dma_len;
+			s->off = 0;
+		}
+		if (s->off + p->len > s->len || (ends && s->off + p->len != s->len)) {
+			responder_fatal(d, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
+			return;
+		}
+		struct ibv_sge at = { s->va, (uint32_t)s->len, 0 };
+		place(&at, 1, s->off, p);
+		s->off += p->len;
+		s->epsn = psn_add(s->epsn, 1);
+		if (ends) {
+			s->in_msg = 0;
+			s->msn++;
+			if (imm)
+				sd_rq_complete(d, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV_RDMA_WITH_IMM, s->len, 1, p->imm);
+		} else {
+			s->in_msg = SD_OP_WRITE;
+		}
+	} else if (p->op == SD_PKT_READ_REQ) {
+		if (p->dma_len > 0 && !sd_remote_ok(d, q, p->va, p->dma_len, p->rkey, IBV_ACCESS_REMOTE_READ)) {
+			responder_fatal(d, q, SD_AETH_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
+			return;
+		}
+		uint32_t n = p->dma_len == 0 ? 1 : (uint32_t)((p->dma_len + mtu - 1) / mtu);
+		struct sd_rdres *res = new_res(q);
+		res->op = SD_OP_READ;
+		res->first = p->psn;
+		res->last = psn_add(p->psn, n - 1);
+		res->va = p->va;
+		res->rkey = p->rkey;
+		res->len = p->dma_len;
+		s->epsn = psn_add(s->epsn, n);
+		s->msn++;
+		read_reply(d, q, res, p->psn);
+	} else {
+		if ((p->va & 7) != 0) {
+			responder_fatal(d, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
+			return;
+		}
+		if (!sd_remote_ok(d, q, p->va, 8, p->rkey, IBV_ACCESS_REMOTE_ATOMIC)) {
+			responder_fatal(d, q, SD_AETH_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
+			return;
+		}
+		int op = p->op == SD_PKT_CMP_SWAP ? SD_OP_CMP_SWAP : SD_OP_FETCH_ADD;
+		uint64_t orig = sd_atomic(op, p->va, op == SD_OP_CMP_SWAP ? p->compare : p->swap_add, p->swap_add);
+		struct sd_rdres *res = new_res(q);
+		res->op = (uint8_t)op;
+		res->first = res->last = p->psn;
+		res->orig = orig;
+		s->epsn = psn_add(s->epsn, 1);
+		s->msn++;
+		struct sd_pkt a;
+		pkt_init(&a, q, SD_PKT_ATOMIC_ACK, p->psn);
+		a.swap_add = orig;
+		a.msn = s->msn;
+		sd_link_send(d, q->path.link, &a);
+		return;
+	}
+	if (send || write) {
+		if (ends || (p->flags & SD_PKT_F_ACKREQ))
+			send_ack(d, q, SD_AETH_ACK, p->psn);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Entry points                                                         */
+/* ------------------------------------------------------------------ */
+
+static int is_request(uint8_t op) { return op >= SD_PKT_SEND_FIRST && op <= SD_PKT_FETCH_ADD; }
+
+/*
+ * A packet from the device whose GID is from (this one's own for the
+ * loopback link). It is taken only by the QP it names, if that QP's path
+ * leads to from and to the packet's source QP; anything else is dropped
+ * (d->wire_dropped), as an HCA drops packets for a QP they do not belong
+ * to.
+ */
+void sd_rc_rx(struct sd_device *d, const struct sd_link *from, const struct sd_pkt *p)
+{
+	struct sd_qp *q = sd_qp_by_num(d, p->dst_qpn);
+	if (q == NULL || q->dead || q->path.link == NULL || q->path.link->kind != from->kind ||
+	    memcmp(q->path.link->gid, from->gid, 16) != 0 || q->path.dest_qpn != p->src_qpn ||
+	    p->op == 0 || p->op >= SD_PKT_OP_END) {
+		d->wire_dropped++;
+		return;
+	}
+	q->ws.rx_pkts++;
+	if (is_request(p->op))
+		responder_rx(d, q, p);
+	else
+		requester_rx(d, q, p);
+}
+
+/*
+ * What the timers of the transport do when due: an RNR wait ends and
+ * the WQE is sent again; a local ACK timeout sends everything unanswered
+ * again (go back N), or, with no retries left, fails the oldest with
+ * IBV_WC_RETRY_EXC_ERR. Returns 1 if anything happened.
+ */
+int sd_rc_timers(struct sd_device *d, uint64_t now)
+{
+	if (d->timers == 0 || now < d->next_deadline)
+		return 0;
+	uint64_t next = UINT64_MAX;
+	int fired = 0;
+	for (struct sd_qp *q = d->qps; q != NULL; q = q->next) {
+		struct sd_req *r = &q->req;
+		if (!r->armed)
+			continue;
+		if (r->deadline > now) {
+			if (r->deadline < next)
+				next = r->deadline;
+			continue;
+		}
+		fired = 1;
+		disarm(d, q);
+		if (q->ibv.state != IBV_QPS_RTS)
+			continue;
+		if (r->rnr_wait) {
+			r->rnr_wait = 0;
+			q->ws.retrans++;
+			retransmit(d, q);
+			rearm(d, q);
+		} else if (r->una != r->npsn) {
+			q->ws.timeouts++;
+			if (r->retries == 0) {
+				fail_at(d, q, r->una, IBV_WC_RETRY_EXC_ERR);
+				continue;
+			}
+			r->retries--;
+			rewind_to(q, r->una);
+			retransmit(d, q);
+			rearm(d, q);
+		}
+		if (r->armed && r->deadline < next)
+			next = r->deadline;
+	}
+	d->next_deadline = next;
+	return fired;
+}
+
+/* Packets to this device itself were all delivered (link.c): whatever
+ * the QP that sent them still has unanswered got no answer and never
+ * will. Its retries run out at once. */
+void sd_rc_unanswered(struct sd_device *d, struct sd_qp *q)
+{
+	struct sd_req *r = &q->req;
+	if (q->ibv.state == IBV_QPS_RTS && psn_diff(d->loop_upto, r->una) > 0 && !r->rnr_wait)
+		fail_at(d, q, r->una, IBV_WC_RETRY_EXC_ERR);
+}
+
+/* RTR: the responder expects rq_psn. */
+void sd_rc_rtr(struct sd_qp *q)
+{
+	memset(&q->resp, 0, sizeof q->resp);
+	q->resp.epsn = q->path.rq_psn & 0xffffff;
+}
+
+/* RTS: the requester starts at sq_psn. */
+void sd_rc_rts(struct sd_qp *q)
+{
+	struct sd_req *r = &q->req;
+	r->npsn = r->una = q->path.sq_psn & 0xffffff;
+	r->sent = 0;
+	r->hw = q->sq.next;
+	r->retries = q->path.retry_cnt;
+	r->rnr_left = q->path.rnr_retry;
+	r->rnr_wait = 0;
+	r->rd_out = 0;
+}
+
+/* The QP left RTS (error, reset): nothing of the transport stays armed. */
+void sd_rc_stop(struct sd_device *d, struct sd_qp *q)
+{
+	disarm(d, q);
+	q->req.rnr_wait = 0;
+	q->req.rd_out = 0;
+	if (d->loop_sender == q)
+		d->loop_sender = NULL;
+}

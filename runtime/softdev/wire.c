@@ -1,0 +1,934 @@
+//go:build linux && cgo
+
+/*
+ * softdev wire: the link between devices in different processes or on
+ * different hosts. A device listens on its IP address at SD_WIRE_PORT
+ * (TCP); its GID is that address (IPv4-mapped, as RoCE v2 forms it, or
+ * IPv6), so a path's dgid says where to connect. Each device sends on
+ * connections it opened, one per peer device, and takes frames on those
+ * it accepted, so no connection is ever shared or raced for.
+ *
+ * A connection opens with a hello naming the GID of the device that
+ * opened it; the acceptor checks it against the connection's source
+ * address (the opener binds to its own address first) and closes the
+ * connection otherwise. Then frames: a 4-byte length, a 64-byte header
+ * (every field little-endian at a fixed offset) and the payload, at most
+ * SD_PKT_MAX bytes. A frame that does not parse closes its connection;
+ * one that parses goes to the RC transport (rc.c), which drops it unless
+ * it names a QP connected to that GID and that source QP, with the PSN
+ * it expects. Nothing a frame says is trusted further: lengths are
+ * bounded here and ranges checked against the MRs there.
+ *
+ * A transport thread per device takes what arrives, runs the timers and
+ * sends what is queued, as an HCA does while the host computes; the
+ * engine's own runs (polls, Progress, and the thread too on an
+ * autonomous device) look at the wire first. All of it under the device
+ * lock.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include "softdev.h"
+
+enum {
+	SD_HELLO_LEN    = 40,               /* magic 8, version 2, reserved 2, gid 16, node guid 8, reserved 4 */
+	SD_FRAME_MAX    = 4 + SD_PKT_HDR + SD_PKT_MAX,
+	SD_OUT_SOFT     = 1 << 20,          /* queued bytes past which a link is busy for new work */
+	SD_OUT_HARD     = 64 << 20,         /* queued bytes past which packets are dropped */
+	SD_IN_BUF       = 256 << 10,        /* bytes read at a time from one connection */
+	SD_MAX_CONNS    = 4096,
+	SD_HELLO_NS     = 2000000000,       /* an accepted connection must say hello within 2 s */
+	SD_BACKOFF_MIN  = 20000000,         /* 20 ms between attempts to reach an unreachable peer, */
+	SD_BACKOFF_MAX  = 1000000000,       /* doubling up to 1 s */
+	SD_LINGER_NS    = 500000000,        /* Close waits this long for queued frames to leave */
+	SD_PORT_CHECK_NS = 200000000,       /* how often the port's interface is looked at */
+};
+
+static const char sd_magic[8] = { 'V', 'X', 'S', 'D', 'W', 'I', 'R', 'E' };
+enum { SD_WIRE_VERSION = 1 };
+
+enum { CONN_CONNECTING = 1, CONN_HELLO, CONN_UP };
+
+/* Tags of epoll events: the listener, the wake fd, then connection ids. */
+enum { TAG_LISTEN = 1, TAG_WAKE = 2, TAG_FIRST_CONN = 16 };
+
+struct sd_conn {
+	uint64_t        id;
+	int             fd;
+	int             out;      /* opened by this device: it sends here; else it takes frames here */
+	int             state;
+	int             want_out; /* EPOLLOUT is armed */
+	uint8_t         peer[16]; /* accepted: the GID its hello claimed; opened: the link's */
+	struct sd_link *link;     /* opened: the link it carries */
+	uint8_t        *obuf;
+	size_t          ooff, olen, ocap;
+	uint8_t        *ibuf;
+	size_t          ilen, icap;
+	uint64_t        since;    /* when accepted (hello deadline) */
+	struct sd_conn *next;
+};
+
+struct sd_net {
+	int             lfd, epfd, wake;
+	pthread_t       thread;
+	int             running, stop;
+	uint64_t        next_id;
+	uint64_t        sleep_until; /* what the thread's wait is bounded by */
+	struct sd_conn *conns;
+	uint32_t        nconns, hellos;
+	uint64_t        backoff;
+	uint64_t        port_check; /* when the port's interface is looked at next */
+	int             port_down;  /* IBV_EVENT_PORT_ERR raised, not yet PORT_ACTIVE */
+};
+
+/* ------------------------------------------------------------------ */
+/* Addresses                                                            */
+/* ------------------------------------------------------------------ */
+
+static int gid_is_v4(const uint8_t g[16])
+{
+	static const uint8_t pre[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	return memcmp(g, pre, 12) == 0;
+}
+
+/* The socket address a GID names, at port. */
+static socklen_t gid_sockaddr(const uint8_t g[16], uint16_t port, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof *ss);
+	if (gid_is_v4(g)) {
+		struct sockaddr_in *a = (struct sockaddr_in *)ss;
+		a->sin_family = AF_INET;
+		a->sin_port = htons(port);
+		memcpy(&a->sin_addr, g + 12, 4);
+		return sizeof *a;
+	}
+	struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+	a->sin6_family = AF_INET6;
+	a->sin6_port = htons(port);
+	memcpy(&a->sin6_addr, g, 16);
+	return sizeof *a;
+}
+
+static void sockaddr_gid(const struct sockaddr_storage *ss, uint8_t g[16])
+{
+	memset(g, 0, 16);
+	if (ss->ss_family == AF_INET) {
+		g[10] = g[11] = 0xff;
+		memcpy(g + 12, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+	} else if (ss->ss_family == AF_INET6) {
+		memcpy(g, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+	}
+}
+
+/* The MTU and flags of the interface the device's address is on (by
+ * subnet, so 127.0.0.5 is lo's). 0 if none holds it. */
+static int iface_of(const uint8_t g[16], uint32_t *mtu, int *up)
+{
+	struct ifaddrs *all;
+	if (getifaddrs(&all) != 0)
+		return 0;
+	int found = 0;
+	char name[IFNAMSIZ];
+	for (struct ifaddrs *i = all; i != NULL && !found; i = i->ifa_next) {
+		if (i->ifa_addr == NULL || i->ifa_netmask == NULL)
+			continue;
+		uint8_t a[16], m[16];
+		sockaddr_gid((const struct sockaddr_storage *)(void *)i->ifa_addr, a);
+		sockaddr_gid((const struct sockaddr_storage *)(void *)i->ifa_netmask, m);
+		if (i->ifa_addr->sa_family != (gid_is_v4(g) ? AF_INET : AF_INET6))
+			continue;
+		int lo = gid_is_v4(g) ? 12 : 0, match = 1;
+		for (int k = lo; k < 16; k++)
+			if ((a[k] & m[k]) != (g[k] & m[k]))
+				match = 0;
+		if (match) {
+			found = 1;
+			strncpy(name, i->ifa_name, IFNAMSIZ - 1);
+			name[IFNAMSIZ - 1] = 0;
+			*up = (i->ifa_flags & IFF_UP) && (i->ifa_flags & IFF_RUNNING);
+		}
+	}
+	freeifaddrs(all);
+	if (!found)
+		return 0;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ifreq r;
+	memset(&r, 0, sizeof r);
+	strncpy(r.ifr_name, name, IFNAMSIZ - 1);
+	*mtu = 1500;
+	if (s >= 0 && ioctl(s, SIOCGIFMTU, &r) == 0 && r.ifr_mtu > 0)
+		*mtu = (uint32_t)r.ifr_mtu;
+	if (s >= 0)
+		close(s);
+	return 1;
+}
+
+/* The port's state and active MTU as a RoCE port reports them: the
+ * largest InfiniBand MTU that fits an Ethernet frame of the interface
+ * with the RoCE v2 headers (about 58 bytes). */
+void sd_port_state(struct sd_device *d, int *active, int *mtu)
+{
+	uint32_t ifmtu = d->ifmtu;
+	int up = 1;
+	if (!iface_of(d->gid, &ifmtu, &up)) {
+		ifmtu = d->ifmtu;
+		up = 0; /* the address is gone from every interface */
+	}
+	*active = up;
+	int m = IBV_MTU_256;
+	for (int k = IBV_MTU_4096; k >= IBV_MTU_256; k--)
+		if ((128u << k) + 58 <= ifmtu) {
+			m = k;
+			break;
+		}
+	*mtu = m;
+}
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* A listener on g at SD_WIRE_PORT, or -1 with errno. */
+static int listen_on(const uint8_t g[16])
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = gid_sockaddr(g, SD_WIRE_PORT, &ss);
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (ss.ss_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+	if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 128) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* ------------------------------------------------------------------ */
+/* Connections                                                          */
+/* ------------------------------------------------------------------ */
+
+static void conn_watch(struct sd_net *n, struct sd_conn *c, int op)
+{
+	struct epoll_event ev = { .events = EPOLLIN | (c->want_out ? EPOLLOUT : 0), .data.u64 = c->id };
+	epoll_ctl(n->epfd, op, c->fd, &ev);
+}
+
+static struct sd_conn *conn_new(struct sd_net *n, int fd, int out)
+{
+	struct sd_conn *c = calloc(1, sizeof *c);
+	if (c == NULL)
+		return NULL;
+	c->id = n->next_id++;
+	c->fd = fd;
+	c->out = out;
+	c->next = n->conns;
+	n->conns = c;
+	n->nconns++;
+	return c;
+}
+
+static void conn_free(struct sd_device *d, struct sd_conn *c)
+{
+	struct sd_net *n = d->net;
+	for (struct sd_conn **pp = &n->conns; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	n->nconns--;
+	if (c->state == CONN_HELLO)
+		n->hellos--;
+	if (c->link != NULL && c->link->conn == c)
+		c->link->conn = NULL;
+	epoll_ctl(n->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	free(c->obuf);
+	free(c->ibuf);
+	free(c);
+}
+
+/* An opened connection failed: what it held is lost (the transport's
+ * timers resend it), and the next attempt waits. */
+static void conn_fail(struct sd_device *d, struct sd_conn *c, int err)
+{
+	struct sd_net *n = d->net;
+	d->wire_connect_fails++;
+	d->wire_last_errno = err;
+	if (c->link != NULL) {
+		c->link->dropped++;
+		c->link->retry_at = sd_now() + n->backoff;
+		n->backoff = n->backoff * 2 > SD_BACKOFF_MAX ? SD_BACKOFF_MAX : n->backoff * 2;
+	}
+	conn_free(d, c);
+}
+
+static int out_reserve(struct sd_conn *c, size_t more)
+{
+	if (c->ooff > 0 && (c->ooff == c->olen || c->ooff > c->ocap / 2)) {
+		memmove(c->obuf, c->obuf + c->ooff, c->olen - c->ooff);
+		c->olen -= c->ooff;
+		c->ooff = 0;
+	}
+	if (c->olen + more <= c->ocap)
+		return 0;
+	size_t cap = c->ocap ? c->ocap : 64 << 10;
+	while (cap < c->olen + more)
+		cap *= 2;
+	uint8_t *b = realloc(c->obuf, cap);
+	if (b == NULL)
+		return -1;
+	c->obuf = b;
+	c->ocap = cap;
+	return 0;
+}
+
+static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static uint32_t get32(const uint8_t *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
+static uint64_t get64(const uint8_t *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
+
+/* Opens the connection of link l: nonblocking, from the device's own
+ * address, the hello queued first. */
+static struct sd_conn *conn_open(struct sd_device *d, struct sd_link *l)
+{
+	struct sd_net *n = d->net;
+	struct sockaddr_storage to, from;
+	socklen_t tl = gid_sockaddr(l->gid, SD_WIRE_PORT, &to);
+	socklen_t fl = gid_sockaddr(d->gid, 0, &from);
+	if (n->nconns >= SD_MAX_CONNS || to.ss_family != from.ss_family)
+		return NULL;
+	int fd = socket(to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return NULL;
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	/* The source port is chosen by connect, knowing the destination, so
+	 * that it is not one a TIME_WAIT connection to that peer still holds. */
+	setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+	if (bind(fd, (struct sockaddr *)&from, fl) != 0 ||
+	    (connect(fd, (struct sockaddr *)&to, tl) != 0 && errno != EINPROGRESS)) {
+		d->wire_connect_fails++;
+		d->wire_last_errno = errno;
+		close(fd);
+		return NULL;
+	}
+	struct sd_conn *c = conn_new(n, fd, 1);
+	if (c == NULL || out_reserve(c, 4 + SD_HELLO_LEN) != 0) {
+		if (c != NULL)
+			conn_free(d, c);
+		else
+			close(fd);
+		return NULL;
+	}
+	uint8_t *h = c->obuf + c->olen;
+	put32(h, SD_HELLO_LEN);
+	memset(h + 4, 0, SD_HELLO_LEN);
+	memcpy(h + 4, sd_magic, 8);
+	h[12] = SD_WIRE_VERSION;
+	memcpy(h + 16, d->gid, 16);
+	put64(h + 32, d->node_guid);
+	c->olen += 4 + SD_HELLO_LEN;
+	c->state = CONN_CONNECTING;
+	c->link = l;
+	memcpy(c->peer, l->gid, 16);
+	c->want_out = 1;
+	conn_watch(n, c, EPOLL_CTL_ADD);
+	return c;
+}
+
+/* Sends what the connection holds, as far as the socket takes it. */
+static void conn_flush(struct sd_device *d, struct sd_conn *c)
+{
+	if (c->state == CONN_CONNECTING)
+		return;
+	while (c->ooff < c->olen) {
+		ssize_t k = send(c->fd, c->obuf + c->ooff, c->olen - c->ooff, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (k > 0) {
+			c->ooff += (size_t)k;
+			continue;
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (!c->want_out) {
+				c->want_out = 1;
+				conn_watch(d->net, c, EPOLL_CTL_MOD);
+			}
+			return;
+		}
+		conn_fail(d, c, k < 0 ? errno : EPIPE);
+		return;
+	}
+	c->ooff = c->olen = 0;
+	if (c->want_out) {
+		c->want_out = 0;
+		conn_watch(d->net, c, EPOLL_CTL_MOD);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Frames                                                               */
+/* ------------------------------------------------------------------ */
+
+/* Queues a packet on l's connection, opening it if need be. Returns 0,
+ * or -1 when the packet is dropped (no connection can be had now, or too
+ * much is queued): the transport's timers deal with that, as with a
+ * packet lost on a fabric. */
+int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p)
+{
+	struct sd_conn *c = l->conn;
+	if (c == NULL) {
+		if (d->net == NULL || sd_now() < l->retry_at || (c = conn_open(d, l)) == NULL) {
+			l->dropped++;
+			return -1;
+		}
+		l->conn = c;
+	}
+	size_t len = SD_PKT_HDR + p->len;
+	if (c->olen - c->ooff + 4 + len > SD_OUT_HARD || p->len > SD_PKT_MAX || out_reserve(c, 4 + len) != 0) {
+		l->dropped++;
+		return -1;
+	}
+	uint8_t *f = c->obuf + c->olen;
+	put32(f, (uint32_t)len);
+	uint8_t *h = f + 4;
+	memset(h, 0, SD_PKT_HDR);
+	h[0] = p->op;
+	h[1] = p->flags;
+	h[2] = p->syndrome;
+	h[3] = p->rnr_timer;
+	put32(h + 4, p->dst_qpn);
+	put32(h + 8, p->src_qpn);
+	put32(h + 12, p->psn);
+	put32(h + 16, p->len);
+	put32(h + 20, p->imm);
+	put64(h + 24, p->va);
+	put32(h + 32, p->rkey);
+	put32(h + 36, p->dma_len);
+	put64(h + 40, p->swap_add);
+	put64(h + 48, p->compare);
+	put32(h + 56, p->msn);
+	if (p->len > 0) {
+		if (p->data != NULL) {
+			memcpy(h + SD_PKT_HDR, p->data, p->len);
+		} else {
+			struct ibv_sge to = { (uintptr_t)(h + SD_PKT_HDR), p->len, 0 };
+			sd_sg_copy(&to, 1, 0, p->sg, p->nsg, p->off, p->len);
+		}
+	}
+	c->olen += 4 + len;
+	return 0;
+}
+
+int sd_wire_busy(struct sd_device *d, struct sd_link *l)
+{
+	(void)d;
+	return l->conn != NULL && l->conn->olen - l->conn->ooff > SD_OUT_SOFT;
+}
+
+/* Decodes one frame body (len bytes at b) into a packet whose payload
+ * points into b. 0 if it is not one. */
+int sd_wire_decode(const uint8_t *b, size_t len, struct sd_pkt *p)
+{
+	if (len < SD_PKT_HDR || len > SD_PKT_HDR + SD_PKT_MAX)
+		return 0;
+	memset(p, 0, sizeof *p);
+	p->op = b[0];
+	p->flags = b[1];
+	p->syndrome = b[2];
+	p->rnr_timer = b[3];
+	p->dst_qpn = get32(b + 4) & 0xffffff;
+	p->src_qpn = get32(b + 8) & 0xffffff;
+	p->psn = get32(b + 12) & 0xffffff;
+	p->len = get32(b + 16);
+	p->imm = get32(b + 20);
+	p->va = get64(b + 24);
+	p->rkey = get32(b + 32);
+	p->dma_len = get32(b + 36);
+	p->swap_add = get64(b + 40);
+	p->compare = get64(b + 48);
+	p->msn = get32(b + 56) & 0xffffff;
+	if (p->op == 0 || p->op >= SD_PKT_OP_END || p->len != len - SD_PKT_HDR ||
+	    (p->flags & ~(SD_PKT_F_IMM | SD_PKT_F_ACKREQ)) != 0 || p->syndrome > SD_AETH_NAK_OP)
+		return 0;
+	p->data = b + SD_PKT_HDR;
+	return 1;
+}
+
+/* The hello of an accepted connection: the magic, our version, and a
+ * GID that is the connection's source address. */
+static int hello_ok(struct sd_conn *c, const uint8_t *b, size_t len)
+{
+	if (len != SD_HELLO_LEN || memcmp(b, sd_magic, 8) != 0 || b[8] != SD_WIRE_VERSION)
+		return 0;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	uint8_t src[16];
+	if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) != 0)
+		return 0;
+	sockaddr_gid(&ss, src);
+	if (memcmp(src, b + 12, 16) != 0)
+		return 0; /* a GID that is not where the connection comes from */
+	memcpy(c->peer, b + 12, 16);
+	return 1;
+}
+
+/* Takes the complete frames in c's input buffer. 0, or -1 when one does
+ * not parse (the connection must close). */
+static int conn_frames(struct sd_device *d, struct sd_conn *c)
+{
+	size_t at = 0;
+	int bad = 0;
+	while (c->ilen - at >= 4) {
+		uint32_t len = get32(c->ibuf + at);
+		if (len > SD_FRAME_MAX - 4 || (c->state == CONN_HELLO && len != SD_HELLO_LEN)) {
+			bad = 1;
+			break;
+		}
+		if (c->ilen - at - 4 < len)
+			break;
+		const uint8_t *b = c->ibuf + at + 4;
+		at += 4 + len;
+		if (c->state == CONN_HELLO) {
+			if (!hello_ok(c, b, len)) {
+				bad = 1;
+				break;
+			}
+			c->state = CONN_UP;
+			d->net->hellos--;
+			continue;
+		}
+		struct sd_pkt p;
+		if (!sd_wire_decode(b, len, &p)) {
+			bad = 1;
+			break;
+		}
+		struct sd_link from = { .kind = SD_LINK_WIRE };
+		memcpy(from.gid, c->peer, 16);
+		sd_rc_rx(d, &from, &p);
+	}
+	memmove(c->ibuf, c->ibuf + at, c->ilen - at);
+	c->ilen -= at;
+	if (bad)
+		d->wire_dropped++;
+	return bad ? -1 : 0;
+}
+
+/* Reads an accepted connection: up to SD_IN_BUF bytes, then its frames. */
+static void conn_read(struct sd_device *d, struct sd_conn *c)
+{
+	if (c->icap == 0) {
+		c->ibuf = malloc(SD_IN_BUF + SD_FRAME_MAX);
+		if (c->ibuf == NULL) {
+			conn_free(d, c);
+			return;
+		}
+		c->icap = SD_IN_BUF + SD_FRAME_MAX;
+	}
+	size_t budget = SD_IN_BUF;
+	while (budget > 0) {
+		ssize_t k = recv(c->fd, c->ibuf + c->ilen, c->icap - c->ilen, MSG_DONTWAIT);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (k <= 0) {
+			conn_free(d, c); /* the peer closed, or died */
+			return;
+		}
+		c->ilen += (size_t)k;
+		budget = budget > (size_t)k ? budget - (size_t)k : 0;
+		if (conn_frames(d, c) != 0) {
+			conn_free(d, c);
+			return;
+		}
+	}
+}
+
+static void do_accept(struct sd_device *d)
+{
+	struct sd_net *n = d->net;
+	for (;;) {
+		int fd = accept4(n->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		if (n->nconns >= SD_MAX_CONNS) {
+			close(fd);
+			continue;
+		}
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		struct sd_conn *c = conn_new(n, fd, 0);
+		if (c == NULL) {
+			close(fd);
+			continue;
+		}
+		c->state = CONN_HELLO;
+		c->since = sd_now();
+		n->hellos++;
+		conn_watch(n, c, EPOLL_CTL_ADD);
+	}
+}
+
+static struct sd_conn *conn_by_id(struct sd_net *n, uint64_t id)
+{
+	for (struct sd_conn *c = n->conns; c != NULL; c = c->next)
+		if (c->id == id)
+			return c;
+	return NULL;
+}
+
+/* One event of the device's epoll set. Device lock held. */
+static void handle(struct sd_device *d, const struct epoll_event *ev)
+{
+	struct sd_net *n = d->net;
+	if (ev->data.u64 == TAG_LISTEN) {
+		do_accept(d);
+		return;
+	}
+	if (ev->data.u64 == TAG_WAKE) {
+		uint64_t v;
+		(void)!read(n->wake, &v, sizeof v);
+		return;
+	}
+	struct sd_conn *c = conn_by_id(n, ev->data.u64);
+	if (c == NULL)
+		return; /* closed since the event was reported */
+	if (c->out) {
+		if (c->state == CONN_CONNECTING && (ev->events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+			int err = 0;
+			socklen_t el = sizeof err;
+			if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+				conn_fail(d, c, err ? err : errno);
+				return;
+			}
+			c->state = CONN_UP;
+			n->backoff = SD_BACKOFF_MIN;
+		}
+		if (ev->events & (EPOLLERR | EPOLLHUP | EPOLLIN)) {
+			/* Nothing is ever sent to an opened connection: input is
+			 * the peer closing it, or an error. */
+			char b[64];
+			ssize_t k = recv(c->fd, b, sizeof b, MSG_DONTWAIT);
+			if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) || (ev->events & EPOLLERR)) {
+				conn_fail(d, c, k == 0 ? ECONNRESET : errno);
+				return;
+			}
+		}
+		if (ev->events & EPOLLOUT)
+			conn_flush(d, c);
+		return;
+	}
+	if (ev->events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+		conn_read(d, c);
+}
+
+/* Accepted connections that have not said hello in time are closed. */
+static void expire_hellos(struct sd_device *d, uint64_t now)
+{
+	struct sd_net *n = d->net;
+	if (n->hellos == 0)
+		return;
+	struct sd_conn *c = n->conns;
+	while (c != NULL) {
+		struct sd_conn *next = c->next;
+		if (c->state == CONN_HELLO && now - c->since > SD_HELLO_NS)
+			conn_free(d, c);
+		c = next;
+	}
+}
+
+/* What the wire has for the device, without waiting: events, then the
+ * transport's timers. Device lock held. 1 if anything happened. */
+int sd_net_poll(struct sd_device *d)
+{
+	struct sd_net *n = d->net;
+	int did = 0;
+	if (n != NULL && n->nconns > 0) {
+		struct epoll_event evs[32];
+		int k = epoll_wait(n->epfd, evs, 32, 0);
+		for (int i = 0; i < k; i++)
+			handle(d, &evs[i]);
+		did = k > 0;
+	}
+	if (d->timers > 0 && sd_rc_timers(d, sd_now()))
+		did = 1;
+	return did;
+}
+
+/* Sends what every opened connection holds. Device lock held. */
+void sd_net_flush(struct sd_device *d)
+{
+	struct sd_net *n = d->net;
+	if (n == NULL)
+		return;
+	struct sd_conn *c = n->conns;
+	while (c != NULL) {
+		struct sd_conn *next = c->next;
+		if (c->out && c->olen > c->ooff)
+			conn_flush(d, c);
+		c = next;
+	}
+}
+
+/* A path resolved to l: its connection is opened now, so that the first
+ * packets do not wait for it. */
+void sd_wire_open_link(struct sd_device *d, struct sd_link *l)
+{
+	if (l->kind == SD_LINK_WIRE && l->conn == NULL && d->net != NULL && sd_now() >= l->retry_at)
+		l->conn = conn_open(d, l);
+}
+
+/* A wire link is let go: its connection closes. */
+void sd_wire_close_link(struct sd_device *d, struct sd_link *l)
+{
+	if (l->conn != NULL) {
+		struct sd_conn *c = l->conn;
+		c->link = NULL;
+		l->conn = NULL;
+		conn_flush(d, c); /* last answers, if the socket takes them */
+		conn_free(d, c);
+	}
+}
+
+/* Wakes the transport thread: an autonomous device has work posted, or
+ * a timer became due sooner than the thread's wait. */
+void sd_net_kick(struct sd_device *d)
+{
+	if (d->net != NULL) {
+		uint64_t one = 1;
+		(void)!write(d->net->wake, &one, sizeof one);
+	}
+}
+
+void sd_net_timer_armed(struct sd_device *d, uint64_t deadline)
+{
+	if (d->net != NULL && deadline < __atomic_load_n(&d->net->sleep_until, __ATOMIC_RELAXED))
+		sd_net_kick(d);
+}
+
+/* ------------------------------------------------------------------ */
+/* The transport thread                                                 */
+/* ------------------------------------------------------------------ */
+
+/* The port follows the interface holding the device's address: when it
+ * goes down (or the address leaves it) the device raises
+ * IBV_EVENT_PORT_ERR, when it is back IBV_EVENT_PORT_ACTIVE, as an HCA
+ * does for its link. Checked while the device has peers on the wire.
+ * Device lock held. */
+static void watch_port(struct sd_device *d)
+{
+	int active, mtu;
+	sd_port_state(d, &active, &mtu);
+	if (active == !d->net->port_down)
+		return; /* as it was */
+	d->net->port_down = !active;
+	sd_raise(d, active ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR, NULL);
+}
+
+static void *transport(void *arg)
+{
+	struct sd_device *d = arg;
+	struct sd_net *n = d->net;
+	struct epoll_event evs[64];
+	for (;;) {
+		sd_lock_clean(d);
+		if (n->stop) {
+			sd_unlock(d);
+			return NULL;
+		}
+		uint64_t now = sd_now(), until = UINT64_MAX;
+		if (d->timers > 0)
+			until = d->next_deadline;
+		if (d->links != NULL && n->port_check < until)
+			until = n->port_check;
+		if (n->hellos > 0 && now + SD_HELLO_NS < until)
+			until = now + SD_HELLO_NS;
+		__atomic_store_n(&n->sleep_until, until, __ATOMIC_RELAXED);
+		sd_unlock(d);
+		struct timespec ts, *tp = NULL;
+		if (until != UINT64_MAX) {
+			uint64_t wait = until > now ? until - now : 0;
+			ts.tv_sec = (time_t)(wait / 1000000000ull);
+			ts.tv_nsec = (long)(wait % 1000000000ull);
+			tp = &ts;
+		}
+		int k = epoll_pwait2(n->epfd, evs, 64, tp, NULL);
+		if (k < 0 && errno == ENOSYS) {
+			int ms = tp == NULL ? -1 : (int)((until - now + 999999) / 1000000);
+			k = epoll_wait(n->epfd, evs, 64, ms);
+		}
+		sd_lock_clean(d);
+		__atomic_store_n(&n->sleep_until, 0, __ATOMIC_RELAXED);
+		if (n->stop) {
+			sd_unlock(d);
+			return NULL;
+		}
+		int did = 0;
+		for (int i = 0; i < k; i++) {
+			handle(d, &evs[i]);
+			did = 1;
+		}
+		now = sd_now();
+		if (d->timers > 0 && sd_rc_timers(d, now))
+			did = 1;
+		expire_hellos(d, now);
+		if (d->links != NULL && now >= n->port_check) {
+			watch_port(d);
+			n->port_check = now + SD_PORT_CHECK_NS;
+		}
+		if (did)
+			d->quiet = 0;
+		if (d->autonomous)
+			sd_run(d);
+		sd_net_flush(d);
+		sd_unlock(d);
+	}
+}
+
+/* Opens the device's network: a listener on addr (auto: the first free
+ * 127.x.y.z from 127.0.0.2 on), the epoll set and the transport thread.
+ * Returns 0 or an errno. */
+int sd_net_open(struct sd_device *d, const uint8_t addr[16], int auto_loopback)
+{
+	struct sd_net *n = calloc(1, sizeof *n);
+	if (n == NULL)
+		return ENOMEM;
+	n->lfd = n->epfd = n->wake = -1;
+	n->next_id = TAG_FIRST_CONN;
+	n->backoff = SD_BACKOFF_MIN;
+	uint8_t g[16];
+	memcpy(g, addr, 16);
+	int err = 0;
+	if (auto_loopback) {
+		static const uint8_t pre[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+		memcpy(g, pre, 12);
+		for (uint32_t k = 2; k < (1u << 24) - 1; k++) {
+			g[12] = 127;
+			g[13] = (uint8_t)(k >> 16);
+			g[14] = (uint8_t)(k >> 8);
+			g[15] = (uint8_t)k;
+			if ((uint8_t)k == 0 || (uint8_t)k == 255)
+				continue;
+			n->lfd = listen_on(g);
+			if (n->lfd >= 0 || errno != EADDRINUSE)
+				break;
+		}
+	} else {
+		n->lfd = listen_on(g);
+	}
+	if (n->lfd < 0) {
+		err = errno;
+		goto fail;
+	}
+	memcpy(d->gid, g, 16);
+	int up = 1;
+	d->ifmtu = 1500;
+	iface_of(g, &d->ifmtu, &up);
+	n->epfd = epoll_create1(EPOLL_CLOEXEC);
+	n->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (n->epfd < 0 || n->wake < 0) {
+		err = errno;
+		goto fail;
+	}
+	struct epoll_event le = { .events = EPOLLIN, .data.u64 = TAG_LISTEN };
+	struct epoll_event we = { .events = EPOLLIN, .data.u64 = TAG_WAKE };
+	if (epoll_ctl(n->epfd, EPOLL_CTL_ADD, n->lfd, &le) != 0 ||
+	    epoll_ctl(n->epfd, EPOLL_CTL_ADD, n->wake, &we) != 0) {
+		err = errno;
+		goto fail;
+	}
+	d->net = n;
+	if ((err = pthread_create(&n->thread, NULL, transport, d)) != 0) {
+		d->net = NULL;
+		goto fail;
+	}
+	n->running = 1;
+	return 0;
+fail:
+	if (n->lfd >= 0)
+		close(n->lfd);
+	if (n->epfd >= 0)
+		close(n->epfd);
+	if (n->wake >= 0)
+		close(n->wake);
+	free(n);
+	return err ? err : EINVAL;
+}
+
+/* Waits, up to SD_LINGER_NS, until what the connections hold has been
+ * sent: what the device answered before it closed is on the wire, as an
+ * HCA's acknowledgements leave with the data they acknowledge. */
+static void linger(struct sd_device *d)
+{
+	struct sd_net *n = d->net;
+	uint64_t end = sd_now() + SD_LINGER_NS;
+	for (;;) {
+		sd_lock_clean(d);
+		sd_net_flush(d);
+		int pending = 0;
+		for (struct sd_conn *c = n->conns; c != NULL; c = c->next)
+			if (c->out && c->olen > c->ooff)
+				pending = 1;
+		sd_unlock(d);
+		if (!pending || sd_now() > end)
+			return;
+		struct timespec ts = { 0, 200000 };
+		nanosleep(&ts, NULL); /* the thread finishes connecting meanwhile */
+	}
+}
+
+/* Stops the transport thread, once what it holds is sent. Device lock
+ * NOT held. */
+void sd_net_stop(struct sd_device *d)
+{
+	struct sd_net *n = d->net;
+	if (n == NULL || !n->running)
+		return;
+	linger(d);
+	sd_lock(d);
+	n->stop = 1;
+	sd_unlock(d);
+	sd_net_kick(d);
+	pthread_join(n->thread, NULL);
+	n->running = 0;
+}
+
+/* Closes every connection and the listener. Device lock held, thread
+ * stopped. */
+void sd_net_close(struct sd_device *d)
+{
+	struct sd_net *n = d->net;
+	if (n == NULL)
+		return;
+	while (n->conns != NULL)
+		conn_free(d, n->conns);
+	close(n->lfd);
+	close(n->epfd);
+	close(n->wake);
+	free(n);
+	d->net = NULL;
+}
