@@ -8,6 +8,7 @@
 #                                     against the headers generated/ comes from
 #   make abi-check [OFED_INCLUDE=DIR] gen check: current, C layouts, baseline diff
 #   make abi-baseline                 accept generated/abi.json as the new baseline
+#   make staticcheck                  staticcheck (honnef.co/go/tools, pinned in internal/tools/go.mod)
 #   make bench-gen [OFED_INCLUDE=DIR] generation (cached, headers changed, fresh) vs go tool cgo -godefs
 #   make fuzz [FUZZTIME=30s]          each fuzz target for FUZZTIME
 #   make bench-scale                  generation time and peak RSS vs header size
@@ -39,12 +40,12 @@ ABI_ACK      ?= tests/testdata/baseline/ack.txt
 
 # The runtime, its software device, the shims' tests and the examples run
 # under the race detector and with cgocheck2 (Go pointers in C memory).
-RUNTIME_PKGS := ./runtime/... ./tests/shimtest ./examples/...
+RUNTIME_PKGS := ./runtime/... ./internal/shimtest ./examples/...
 COUNT        ?= 5
 # Interleaved runs of each make bench-gen scenario (medians are printed).
 BENCH_GEN_RUNS ?= 7
 
-.PHONY: generate test vet fmt-check bench-gen toolchains launchers abi-check abi-baseline test-runtime bench examples origin-test origin-abi-check
+.PHONY: generate test vet staticcheck fmt-check bench-gen toolchains launchers abi-check abi-baseline test-runtime bench examples origin-test origin-abi-check
 
 toolchains:
 	@scripts/ensure-toolchains
@@ -85,6 +86,14 @@ vet: launchers
 		CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) vet ./generated ./abiutil || exit 1; \
 	done
 
+# staticcheck is built from internal/tools, a module of its own: a tool
+# directive in go.mod would make it a requirement of every module that
+# requires this one. The first build fetches it through the module proxy.
+STATICCHECK := .tmp/staticcheck
+staticcheck:
+	@mkdir -p .tmp && $(GO) build -C internal/tools -o $(CURDIR)/$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
+	$(STATICCHECK) ./...
+
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '/testdata/c/')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -93,10 +102,12 @@ fmt-check:
 # provider) reads those headers too: CGO_CFLAGS precede a package's own -I.
 CGO_ENV      := $(if $(OFED_INCLUDE),CGO_CFLAGS="-O2 -g \"-I$(ABS_HEADERS)\"")
 
-# VERBSEXP_HEADERS tells tests/ which headers generated/ comes from.
-test: toolchains launchers origin-test fmt-check vet
+# VERBSEXP_HEADERS tells tests/ which headers generated/ comes from. tests/
+# walks whole user loops in scratch modules (TestUserModule,
+# TestPrintedNextSteps): more than go test's default 10 minutes on 2 cores.
+test: toolchains launchers origin-test fmt-check vet staticcheck
 	@echo "== make test: go test ./... (against $(HEADERS))"
-	VERBSEXP_HEADERS="$(ABS_HEADERS)" $(CGO_ENV) $(GO) test ./... $(GOLDEN_CGO)
+	VERBSEXP_HEADERS="$(ABS_HEADERS)" VERBSEXP_ACK_BREAKING=$(ACK_BREAKING) $(CGO_ENV) $(GO) test -timeout 40m ./... $(GOLDEN_CGO)
 	@echo "== make test: runtime under -race and cgocheck2"
 	@$(MAKE) --no-print-directory test-runtime
 	@echo "== make test: abi-check"
@@ -111,7 +122,7 @@ test-runtime:
 
 # Benchmarks with allocations, COUNT runs each: quote medians.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count $(COUNT) ./tests/shimtest ./runtime/task ./runtime/lease ./runtime/coll
+	$(GO) test -run '^$$' -bench . -benchmem -count $(COUNT) ./internal/shimtest ./runtime/task ./runtime/lease ./runtime/coll
 
 # mpirun refuses root without --allow-run-as-root; --oversubscribe lets
 # 8 ranks share fewer cores.

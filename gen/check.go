@@ -35,7 +35,8 @@ Checks a committed generated package, for CI:
                (_Static_asserts, and bit-fields read from an object file;
                one compiler per arch);
   3. baseline: with -baseline, no breaking change from that manifest to
-               PKGDIR/abi.json that the -ack file does not list.
+               PKGDIR/abi.json that the -ack file does not list (an -ack
+               file that does not exist yet acknowledges nothing).
 
 Without -I the check reads the headers and flags PKGDIR/doc.go records;
 with -I they must be the ones the package was generated from. Exit
@@ -169,7 +170,7 @@ func (c *checker) setup(g genFlags, given map[string]bool) error {
 		}
 		for i, d := range rec.includes {
 			if !filepath.IsAbs(d) {
-				rec.includes[i] = relativeToCwd(filepath.Join(c.pkgDir, d))
+				rec.includes[i] = relativeToCwd(filepath.Join(realDir(c.pkgDir), d))
 			}
 		}
 	}
@@ -216,7 +217,7 @@ func (c *checker) setup(g genFlags, given map[string]bool) error {
 	if g.pkg == "" && rec.pkg == "" {
 		g.pkg = c.abi.Package // the name it was generated with
 	}
-	if c.opts, err = g.options(c.pkgDir); err != nil {
+	if c.opts, err = g.options(realDir(c.pkgDir)); err != nil {
 		return err
 	}
 	if recErr == nil {
@@ -361,6 +362,10 @@ func (c *checker) current() (bool, error) {
 		rep.WriteText(&b, false)
 		c.list(strings.Split(strings.TrimRight(b.String(), "\n"), "\n"))
 	}
+	if cmd := moduleCommand(c.pkgDir); cmd != "" {
+		fmt.Fprintf(c.out, "        regenerate it: %s (the copy of the module it is part of), review the diff and commit it\n", cmd)
+		return false, nil
+	}
 	fmt.Fprintf(c.out, "        regenerate it: go generate %s (runs %s), review the diff and commit it\n", goPattern(c.pkgDir), c.opts.Command)
 	return false, nil
 }
@@ -380,6 +385,21 @@ func readUpTo(path string, max int64) ([]byte, error) {
 	}
 	defer f.Close()
 	return io.ReadAll(io.LimitReader(f, max))
+}
+
+// moduleCommand is the gen module command that wrote the module copy
+// pkgDir is the generated/ of, or "".
+func moduleCommand(pkgDir string) string {
+	b, err := readUpTo(filepath.Join(pkgDir, "..", moduleMarker), markerWindow)
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if cmd, ok := strings.CutPrefix(l, moduleWrittenBy); ok {
+			return cmd
+		}
+	}
+	return ""
 }
 
 // firstDifference describes where two versions of a file part, by line.
@@ -504,8 +524,11 @@ func (c *checker) baseline(file, ackFile string) (bool, error) {
 		return false, fmt.Errorf("baseline: %v", err)
 	}
 	var acks []string
+	noAcks := false // -ack FILE does not exist yet: nothing is acknowledged
 	if ackFile != "" {
-		if acks, err = diff.ReadAcks(ackFile); err != nil {
+		if acks, err = diff.ReadAcks(ackFile); errors.Is(err, os.ErrNotExist) {
+			acks, noAcks = nil, true
+		} else if err != nil {
 			fmt.Fprintln(c.out, "cannot read the ack file")
 			return false, fmt.Errorf("ack file: %v", err)
 		}
@@ -517,6 +540,9 @@ func (c *checker) baseline(file, ackFile string) (bool, error) {
 	nb, na, nc := rep.Distinct()
 	if rep.Breaking == 0 {
 		fmt.Fprintf(c.out, "ok: nothing breaks from %s (baseline) to %sabi.json (committed): %d acknowledged, %d compatible changes\n", file, c.label, na, nc)
+		if noAcks {
+			fmt.Fprintf(c.out, "        note: no %s yet: nothing acknowledged (list reviewed breaking changes there when there are some)\n", ackFile)
+		}
 		for _, a := range rep.UnusedAcks {
 			fmt.Fprintf(c.out, "        note: acknowledged %q matches no breaking change; remove it from %s\n", a, ackFile)
 		}
@@ -527,6 +553,9 @@ func (c *checker) baseline(file, ackFile string) (bool, error) {
 	ack := "an -ack file"
 	if ackFile != "" {
 		ack = ackFile
+	}
+	if noAcks {
+		ack += " (it does not exist yet: create it)"
 	}
 	fmt.Fprintf(c.out, "        review them; accept each by adding its \"KIND SUBJECT\" line to %s, or move the baseline when you publish\n", ack)
 	return false, nil

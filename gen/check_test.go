@@ -102,6 +102,16 @@ func TestCheckBaseline(t *testing.T) {
 	}
 	wantAll(t, "output", out, "1/3 current:  ok", "3/3 baseline: FAIL: ", base+" (baseline) to "+filepath.ToSlash(pkg)+"/abi.json (committed)", "field-resized struct ibv_ok.a", "adding its \"KIND SUBJECT\" line")
 	ack := filepath.Join(t.TempDir(), "ack.txt")
+	// An ack file that does not exist yet acknowledges nothing.
+	code, out, errs = cli(t, "check", "-baseline", base, "-ack", ack, pkg)
+	if code != 1 {
+		t.Fatalf("with an ack file that does not exist: exit %d, want 1\n%s%s", code, out, errs)
+	}
+	wantAll(t, "output", out, "field-resized struct ibv_ok.a", ack+" (it does not exist yet: create it)")
+	if code, out, errs = cli(t, "check", "-baseline", filepath.Join(pkg, "abi.json"), "-ack", ack, pkg); code != 0 {
+		t.Fatalf("nothing to acknowledge and no ack file: exit %d, want 0\n%s%s", code, out, errs)
+	}
+	wantAll(t, "output", out, "3/3 baseline: ok: nothing breaks", "no "+ack+" yet: nothing acknowledged")
 	acks := "# reviewed\nfield-retyped struct ibv_ok.a\nfield-resized struct ibv_ok.a\nfield-removed struct ibv_ok.nothing\n"
 	if err := os.WriteFile(ack, []byte(acks), 0o644); err != nil {
 		t.Fatal(err)

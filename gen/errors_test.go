@@ -99,6 +99,17 @@ var errorCases = map[string]errorCase{
 	"no-entry-header": func(t *testing.T, bin string) (int, string) {
 		return runGen(t, bin, nil, "-I", t.TempDir(), "-o", filepath.Join(t.TempDir(), "pkg"))
 	},
+	"include-missing-dir": func(t *testing.T, bin string) (int, string) {
+		return runGen(t, bin, nil, "-I", filepath.Join(t.TempDir(), "no-such-dir"), "-o", filepath.Join(t.TempDir(), "pkg"))
+	},
+	"include-too-deep": func(t *testing.T, bin string) (int, string) {
+		inc := writeHeader(t, goodHeader)
+		code, out := runGen(t, bin, nil, "-I", filepath.Join(inc, "infiniband"), "-o", filepath.Join(t.TempDir(), "pkg"))
+		if !strings.Contains(out, "pass -I "+inc) {
+			t.Errorf("the advice does not name %s:\n%s", inc, out)
+		}
+		return code, out
+	},
 	"output-under-file": func(t *testing.T, bin string) (int, string) {
 		file := filepath.Join(t.TempDir(), "plain")
 		if err := os.WriteFile(file, nil, 0o644); err != nil {
@@ -113,6 +124,9 @@ var errorCases = map[string]errorCase{
 	"stale-manifest":       staleManifest,
 	"compiler-env-missing": func(t *testing.T, bin string) (int, string) {
 		return runGen(t, bin, []string{"VERBSEXP_CC_ARM64=/nonexistent"}, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "arm64")
+	},
+	"compiler-env-command-line": func(t *testing.T, bin string) (int, string) {
+		return runGen(t, bin, []string{"VERBSEXP_CC_ARM64=aarch64-linux-gnu-gcc -O2"}, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "arm64")
 	},
 	"compiler-not-on-path": func(t *testing.T, bin string) (int, string) {
 		return runGen(t, bin, []string{"PATH=" + t.TempDir(), "VERBSEXP_CC_PPC64LE="}, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "ppc64le")

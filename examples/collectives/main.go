@@ -41,6 +41,7 @@ import (
 	"time"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/internal/examplecli"
 	"github.com/verbsexp/verbsexp/runtime/coll"
 	"github.com/verbsexp/verbsexp/runtime/coll/collsoft"
 	_ "github.com/verbsexp/verbsexp/runtime/coll/pmix" // FromEnv under mpirun and srun
@@ -58,6 +59,7 @@ type config struct {
 }
 
 func main() {
+	examplecli.Usage("collectives", "Runs the four standing collectives of runtime/coll (barrier, allreduce,\nbroadcast, allgather) over -ranks ranks on the software device, -iters\nruns each, checks every result and prints the median time per collective.")
 	var c config
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "collectives: runs barrier, allreduce, broadcast and allgather on the software device, every result checked\n\nUsage: collectives [flags]\n")

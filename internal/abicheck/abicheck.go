@@ -30,12 +30,29 @@ type Assertion struct {
 	Cond, Msg string
 }
 
+// Relation is what an assertion holds a constant to.
+type Relation uint8
+
+const (
+	// Equal: the headers' value is the recorded one.
+	Equal Relation = iota
+	// AtLeast: a reserved bound (one past the last flag), which releases
+	// move up as they add flags; the headers' may be larger.
+	AtLeast
+	// HasBits: a flag mask, which releases widen; the headers' has at
+	// least the recorded bits.
+	HasBits
+)
+
 // Assertions lists the checks for one arch of a manifest: every record's
 // size and alignment, every member's offset and size, every constant's
 // value. Bit-fields cannot be named by offsetof: Check reads their
 // positions from an object file instead (bits.go). hint is appended to
-// every message (what to do when it fails).
-func Assertions(a *manifest.Arch, arch, hint string) []Assertion {
+// every message (what to do when it fails). rel says what each constant
+// is held to (nil: Equal for all): gen check pins every value of the
+// headers a package was generated from, the build guard in a package's
+// cgo preamble lets bounds grow.
+func Assertions(a *manifest.Arch, arch, hint string, rel func(c string) Relation) []Assertion {
 	var r []Assertion
 	add := func(cond, msg string) { r = append(r, Assertion{cond, msg + hint}) }
 	for _, rec := range a.Records {
@@ -56,7 +73,18 @@ func Assertions(a *manifest.Arch, arch, hint string) []Assertion {
 		if c.Value.Negative() {
 			lit = "(" + c.Value.String() + "LL)"
 		}
-		add(fmt.Sprintf("(%s) == %s", c.C, lit), fmt.Sprintf("%s is not %s on %s", c.C, c.Value, arch))
+		how := Equal
+		if rel != nil && !c.Value.Negative() {
+			how = rel(c.C)
+		}
+		switch how {
+		case AtLeast:
+			add(fmt.Sprintf("(unsigned long long)(%s) >= %s", c.C, lit), fmt.Sprintf("%s is below %s on %s (a bound: these headers know fewer flags than the package)", c.C, c.Value, arch))
+		case HasBits:
+			add(fmt.Sprintf("((unsigned long long)(%s) & %s) == %s", c.C, lit, lit), fmt.Sprintf("%s lacks bits of %s on %s (a flag mask: these headers accept fewer flags than the package)", c.C, c.Value, arch))
+		default:
+			add(fmt.Sprintf("(%s) == %s", c.C, lit), fmt.Sprintf("%s is not %s on %s", c.C, c.Value, arch))
+		}
 	}
 	return r
 }
@@ -71,7 +99,7 @@ func Source(m *manifest.Manifest, arch, entry string) (string, int, error) {
 	if a == nil {
 		return "", 0, fmt.Errorf("manifest has no arch %s", arch)
 	}
-	as := Assertions(a, arch, "")
+	as := Assertions(a, arch, "", nil)
 	return source(arch, entry, as), len(as), nil
 }
 
@@ -237,7 +265,7 @@ func Check(m *manifest.Manifest, t target.Target, entry string, includes []strin
 	if err != nil {
 		return nil, err
 	}
-	as := Assertions(a, t.GoArch, "")
+	as := Assertions(a, t.GoArch, "", nil)
 	c, err := compile(cc, t, source(t.GoArch, entry, as), includes, "-fsyntax-only", "-fmax-errors=0", "-fno-diagnostics-show-caret", "-w")
 	if err != nil {
 		return nil, err

@@ -84,8 +84,8 @@ func FuzzCheckSource(f *testing.F) {
 			checkShape(t, src, entry, n, assertion)
 			bits := bitFields(a)
 			checkShape(t, bitSource(arch, entry, bits), entry, len(bits), bitObject)
-			if n != len(Assertions(a, arch, "")) {
-				t.Fatalf("%s: Source counts %d assertions, Assertions lists %d", arch, n, len(Assertions(a, arch, "")))
+			if n != len(Assertions(a, arch, "", nil)) {
+				t.Fatalf("%s: Source counts %d assertions, Assertions lists %d", arch, n, len(Assertions(a, arch, "", nil)))
 			}
 		}
 	})

@@ -161,7 +161,7 @@ func New(ctx *verbs.Context, rank, size int, exchange Exchange, opts Options) (c
 	}()
 	local, err := c.setUp()
 	if err != nil {
-		return nil, fmt.Errorf("coll: rank %d: %w", rank, err)
+		return nil, rankError(rank, "", err)
 	}
 	b, err := local.MarshalBinary()
 	if err != nil {
@@ -169,16 +169,16 @@ func New(ctx *verbs.Context, rank, size int, exchange Exchange, opts Options) (c
 	}
 	all, err := exchange(b)
 	if err != nil {
-		return nil, fmt.Errorf("coll: rank %d: exchange: %w", rank, err)
+		return nil, rankError(rank, "exchange: ", err)
 	}
 	if err := c.accept(local, b, all); err != nil {
-		return nil, fmt.Errorf("coll: rank %d: %w", rank, err)
+		return nil, rankError(rank, "", err)
 	}
 	if err := c.connectAll(local); err != nil {
-		return nil, fmt.Errorf("coll: rank %d: %w", rank, err)
+		return nil, rankError(rank, "", err)
 	}
 	if err := connected(rank, size, exchange, digest(all)); err != nil {
-		return nil, fmt.Errorf("coll: rank %d: %w", rank, err)
+		return nil, rankError(rank, "", err)
 	}
 	return c, nil
 }
@@ -213,10 +213,10 @@ func digest(all [][]byte) [sha256.Size]byte {
 func connected(rank, size int, exchange Exchange, mine [sha256.Size]byte) error {
 	all, err := exchange(append([]byte(connectedMark), mine[:]...))
 	if err != nil {
-		return fmt.Errorf("exchange: %w", err)
+		return &textError{"exchange: " + strings.TrimPrefix(err.Error(), "coll: "), err}
 	}
 	if len(all) != size {
-		return fmt.Errorf("exchange: the second round returned %d entries for %d ranks", len(all), size)
+		return fmt.Errorf("exchange: the second round returned %s for %s", nOf(len(all), "entry"), nOf(size, "rank"))
 	}
 	views := map[[sha256.Size]byte][]int{}
 	var order [][sha256.Size]byte // first-seen order, for a deterministic message
@@ -388,7 +388,7 @@ func (c *Comm) createQP(send, recv *verbs.CQ, depth int, flags verbs.ExpQPCreate
 // whose collectives then complete without a contribution.
 func (c *Comm) accept(local Endpoint, mine []byte, all [][]byte) error {
 	if len(all) != c.size {
-		return fmt.Errorf("exchange returned %d endpoints for %d ranks", len(all), c.size)
+		return fmt.Errorf("exchange returned %s for %s", nOf(len(all), "endpoint"), nOf(c.size, "rank"))
 	}
 	c.eps = make([]Endpoint, c.size)
 	c.qpOwner = map[uint32]qpOwner{}
@@ -407,14 +407,14 @@ func (c *Comm) accept(local Endpoint, mine []byte, all [][]byte) error {
 			return fmt.Errorf("endpoint %d: %w", r, err)
 		}
 		if e.Rank != r || e.Size != c.size {
-			return fmt.Errorf("endpoint %d says rank %d of %d (this communicator: %d ranks): the exchange mixed communicators", r, e.Rank, e.Size, c.size)
+			return fmt.Errorf("endpoint %d says rank %d of %d (this communicator: %s): the exchange mixed communicators", r, e.Rank, e.Size, nOf(c.size, "rank"))
 		}
 		if err := sameFabric(local, *e); err != nil {
 			return err
 		}
 		want := neighbors(r, c.size)
 		if len(e.Peers) != len(want) {
-			return fmt.Errorf("endpoint of rank %d lists %d peers, want %d", r, len(e.Peers), len(want))
+			return fmt.Errorf("endpoint of rank %d lists %s, want %d", r, nOf(len(e.Peers), "peer"), len(want))
 		}
 		// QP numbers name QPs of one device: only the ranks on this
 		// rank's device can be named by the numbers its CQEs carry.
@@ -720,7 +720,7 @@ func (m *memory) closeLocked() error {
 		return fmt.Errorf("coll: Memory closed twice (or its communicator was): %w", syscall.EINVAL)
 	}
 	if m.users > 0 {
-		return fmt.Errorf("coll: Memory is used by %d schedules: close them first: %w", m.users, syscall.EBUSY)
+		return fmt.Errorf("coll: Memory is used by %s: close them first: %w", nOf(m.users, "schedule"), syscall.EBUSY)
 	}
 	delete(c.memories, m)
 	if err := verbs.DeregMR(m.mr); err != nil {
@@ -737,7 +737,7 @@ type LeakError struct {
 }
 
 func (e *LeakError) Error() string {
-	return fmt.Sprintf("coll: rank %d closed with %d schedules and %d memories still open (closed now)", e.Rank, e.Schedules, e.Memories)
+	return fmt.Sprintf("coll: rank %d closed with %s and %s still open (closed now)", e.Rank, nOf(e.Schedules, "schedule"), nOf(e.Memories, "memory"))
 }
 
 // Close closes the schedules and memories still open, destroys the
@@ -770,7 +770,7 @@ func (c *Comm) release() error {
 	var errs []error
 	keep := func(what string, err error) {
 		if err != nil {
-			errs = append(errs, fmt.Errorf("coll: rank %d: %s: %w", c.rank, what, err))
+			errs = append(errs, rankError(c.rank, what+": ", err))
 		}
 	}
 	if c.mgr != nil {

@@ -50,7 +50,7 @@ const (
 // MarshalBinary encodes e in a fixed big-endian layout with a version.
 func (e *Endpoint) MarshalBinary() ([]byte, error) {
 	if len(e.Peers) > 0xffff {
-		return nil, fmt.Errorf("coll: endpoint of rank %d: %d peers do not fit the encoding", e.Rank, len(e.Peers))
+		return nil, fmt.Errorf("coll: endpoint of rank %d: %s do not fit the encoding", e.Rank, nOf(len(e.Peers), "peer"))
 	}
 	if len(e.Watch) != len(e.Peers) || len(e.Ready) != len(e.Peers) {
 		return nil, fmt.Errorf("coll: endpoint of rank %d: %d watch and %d ready QPs for %d peers", e.Rank, len(e.Watch), len(e.Ready), len(e.Peers))
@@ -177,7 +177,7 @@ func (x *InProcess) For(rank int) Exchange {
 			return nil, x.bad
 		}
 		if rank < 0 || rank >= x.size {
-			return nil, fmt.Errorf("coll: in-process exchange of %d ranks has no rank %d", x.size, rank)
+			return nil, fmt.Errorf("coll: in-process exchange of %s has no rank %d", nOf(x.size, "rank"), rank)
 		}
 		x.mu.Lock()
 		defer x.mu.Unlock()

@@ -466,10 +466,10 @@ func (c *Comm) checkPeers(name string, sends, recvs map[int][]int) error {
 	depth := c.caps.depth
 	for p := range c.size { // in rank order, so the error names the same rank every time
 		if n := len(sends[p]); n > depth {
-			return fmt.Errorf("coll: %s: %d sends to rank %d in one run; the communicator's Depth is %d (Options.Depth): %w", name, n, p, depth, syscall.EINVAL)
+			return fmt.Errorf("coll: rank %d: %s: %s to rank %d in one run; the communicator's Depth is %d (Options.Depth): %w", c.rank, name, nOf(n, "send"), p, depth, syscall.EINVAL)
 		}
 		if n := len(recvs[p]); n > depth {
-			return fmt.Errorf("coll: %s: %d receives from rank %d in one run; the communicator's Depth is %d (Options.Depth): %w", name, n, p, depth, syscall.EINVAL)
+			return fmt.Errorf("coll: rank %d: %s: %s from rank %d in one run; the communicator's Depth is %d (Options.Depth): %w", c.rank, name, nOf(n, "receive"), p, depth, syscall.EINVAL)
 		}
 	}
 	return nil
@@ -491,7 +491,7 @@ func (s *Schedule) Post() error {
 	case c.broken != nil:
 		return fmt.Errorf("coll: rank %d: an earlier run failed, the communicator cannot run more: %w", c.rank, c.broken)
 	case c.inflight != nil:
-		return fmt.Errorf("coll: rank %d: %s posted while a run of %s is in flight: %w", c.rank, s.name, c.inflight.name, ErrInFlight)
+		return &textError{fmt.Sprintf("coll: rank %d: %s posted while a run of %s is in flight: wait for it first (Wait, or Test until done): %v", c.rank, s.name, c.inflight.name, syscall.EBUSY), ErrInFlight}
 	}
 	if err := s.list.Post(); err != nil {
 		c.broken = err

@@ -7,6 +7,7 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/verbsexp/verbsexp/gen/internal/layout"
+	"github.com/verbsexp/verbsexp/gen/internal/model"
 	"github.com/verbsexp/verbsexp/gen/internal/shim"
 	"github.com/verbsexp/verbsexp/internal/abicheck"
 	"github.com/verbsexp/verbsexp/internal/target"
@@ -20,8 +21,9 @@ var libibverbs = []string{"libibverbs.so.1", "libibverbs.so"}
 
 // shims renders shims.go: the cgo call wrappers. The preamble includes the
 // headers the package was generated from, checks the ABI recorded in
-// abi.json with _Static_assert for the target being built, and defines one
-// C trampoline per function.
+// abi.json with _Static_assert for the target being built (layouts and
+// values exactly, bounds by the relation that keeps old code valid), and
+// defines one C trampoline per function.
 func (in Input) shims() *jen.File {
 	f := in.newFile("linux && cgo")
 	f.CgoPreamble(in.preamble())
@@ -66,7 +68,20 @@ func (in Input) preamble() string {
 	// The advice names the recorded command but says to point its -I at
 	// the headers being built with: rerunning it as recorded would undo
 	// a user's move to other headers.
-	fmt.Fprintf(&b, "#define VERBSEXP_REGENERATE %q\n", "; these headers differ from the ones this package was generated from ("+in.GoGenerate+"): regenerate it with -I naming the headers you build with")
+	fmt.Fprintf(&b, "#define VERBSEXP_REGENERATE %q\n", "; these headers differ from the ones this package was generated from ("+in.GoGenerate+"): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)")
+	// Layouts and the values the API passes are pinned; a bound (one past
+	// the last flag, a mask of all flags) may grow, as releases move them
+	// when they add flags.
+	bound := map[string]abicheck.Relation{}
+	for _, c := range in.Pkg.AllConsts() {
+		switch c.Bound {
+		case model.Reserved:
+			bound[c.C] = abicheck.AtLeast
+		case model.Mask:
+			bound[c.C] = abicheck.HasBits
+		}
+	}
+	rel := func(c string) abicheck.Relation { return bound[c] }
 	m := in.abi
 	for i, arch := range in.Pkg.Arches {
 		t, _ := target.Lookup(arch)
@@ -75,7 +90,7 @@ func (in Input) preamble() string {
 			kw = "#if"
 		}
 		fmt.Fprintf(&b, "%s %s\n", kw, t.CMacro)
-		for _, a := range abicheck.Assertions(m.Arches[arch], arch, "") {
+		for _, a := range abicheck.Assertions(m.Arches[arch], arch, "", rel) {
 			fmt.Fprintf(&b, "_Static_assert(%s, %q VERBSEXP_REGENERATE);\n", a.Cond, a.Msg)
 		}
 	}

@@ -3,6 +3,7 @@
 package generate
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -118,6 +119,11 @@ func Run(opts Options) (*Result, error) {
 	shims := shim.Build(pkg, layout.NewPlanner(pkg, 0))
 	res.Pkg, res.Shims = pkg, shims
 	res.Notes = append(append(append([]parse.Diag(nil), pkg.Notes...), shims.Skipped...), shims.Renamed...)
+	// By position (file, then line and column as numbers), then text.
+	slices.SortStableFunc(res.Notes, func(a, b parse.Diag) int {
+		return cmp.Or(strings.Compare(a.Pos.File, b.Pos.File), cmp.Compare(a.Pos.Line, b.Pos.Line),
+			cmp.Compare(a.Pos.Col, b.Pos.Col), strings.Compare(a.Msg, b.Msg))
+	})
 	key, keyed := filesKey(c, opts, sums, hashes)
 	if keyed {
 		if files, ok := cachedFiles(c, key); ok {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/verbsexp/verbsexp/gen/internal/emit"
@@ -43,11 +44,17 @@ func Write(dir string, files []emit.File) error {
 	}
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
+		if errors.Is(err, syscall.EROFS) {
+			return fmt.Errorf("cannot create %s: it is on a read-only file system; choose another -o", parent)
+		}
 		return fmt.Errorf("cannot create %s: %v; choose a writable -o directory", parent, err)
 	}
 	removeAbandoned(parent, dir)
 	tmp, err := os.MkdirTemp(parent, scratchPrefix(dir))
-	if err != nil {
+	switch {
+	case errors.Is(err, syscall.EROFS):
+		return fmt.Errorf("cannot write %s: %s is on a read-only file system (the package is written next to it and swapped in); choose another -o", dir, parent)
+	case err != nil:
 		return fmt.Errorf("cannot write next to %s: %v; check the permissions of %s or choose another -o", dir, err, parent)
 	}
 	defer removeScratch(tmp)
@@ -93,6 +100,35 @@ func Write(dir string, files []emit.File) error {
 		removeScratch(old)
 	}
 	return nil
+}
+
+// Current reports whether dir already holds exactly files, byte for
+// byte, and nothing else the generator wrote.
+func Current(dir string, files []emit.File) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	want := map[string][]byte{}
+	for _, f := range files {
+		want[f.Name] = f.Data
+	}
+	seen := 0
+	for _, e := range entries {
+		data, ok := want[e.Name()]
+		if !ok {
+			if emit.OutputName(e.Name()) {
+				return false // one the generator wrote once and would remove
+			}
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil || !bytes.Equal(b, data) {
+			return false
+		}
+		seen++
+	}
+	return seen == len(files)
 }
 
 // beforeRename runs between the checks and the final rename of the

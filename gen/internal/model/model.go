@@ -69,6 +69,9 @@ type Const struct {
 	// on one arch is noted and skipped there).
 	Values []cint.Value
 	Enum   *Enum // nil for anonymous-enum constants and macros
+	// Bound says whether it delimits its family (Bounds) rather than
+	// naming a value the API passes.
+	Bound Bound
 }
 
 // SameOnAllArches reports whether the constant has one value everywhere.
@@ -158,6 +161,7 @@ func Build(name string, units []*parse.Unit) (*Package, error) {
 	}
 	p.Records = all
 	b.consts(units)
+	p.decideBounds()
 	b.funcs(units)
 	p.Notes = append(p.Notes, b.notes...)
 	for _, u := range units {

@@ -69,6 +69,24 @@ func CheckEntry(opts Options) error {
 			}
 		}
 	}
+	// Say what is wrong with the directories given: one that does not
+	// exist, or one level off (-I …/include/infiniband, -I …/4.9).
+	var why []string
+	for _, d := range opts.IncludeDirs {
+		if _, err := os.Stat(d); err != nil {
+			why = append(why, fmt.Sprintf("-I %s: no such directory", d))
+			continue
+		}
+		for _, near := range []string{filepath.Dir(filepath.Clean(d)), filepath.Join(d, "include")} {
+			if fi, err := os.Stat(filepath.Join(near, opts.Entry)); err == nil && fi.Mode().IsRegular() {
+				why = append(why, fmt.Sprintf("-I %s: %s is there: pass -I %s", d, filepath.Join(near, opts.Entry), near))
+				break
+			}
+		}
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("%s (%s)", missing, strings.Join(why, "; "))
+	}
 	hint := ""
 	const system = "/usr/include"
 	if _, err := os.Stat(filepath.Join(system, opts.Entry)); err == nil && !slices.Contains(opts.IncludeDirs, system) {

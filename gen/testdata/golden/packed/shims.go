@@ -19,7 +19,7 @@ import (
 #include <packed.h>
 
 // The layouts this package was generated with: a different header set fails here.
-#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with"
+#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)"
 #if defined(__x86_64__)
 _Static_assert(sizeof(struct wire) == 19, "struct wire: size is not 19 on amd64" VERBSEXP_REGENERATE);
 _Static_assert(_Alignof(struct wire) == 1, "struct wire: alignment is not 1 on amd64" VERBSEXP_REGENERATE);
