@@ -3,14 +3,11 @@
 package coll_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
 	"github.com/verbsexp/verbsexp/runtime/coll"
@@ -250,25 +247,7 @@ func TestRanksOnTwoDevices(t *testing.T) {
 // from its own goroutine, as separate processes would.
 func runEveryRank(t *testing.T, ss []*coll.Schedule) {
 	t.Helper()
-	errs := make([]error, len(ss))
-	var wg sync.WaitGroup
-	for r, s := range ss {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if errs[r] = s.Post(); errs[r] == nil {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
-				errs[r] = s.WaitContext(ctx)
-			}
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
+	runEveryRankPosted(t, ss, 0)
 }
 
 // flight. Once the run is complete, either may post.

@@ -320,8 +320,42 @@ func TestInPlaceLatePeer(t *testing.T) {
 	}
 }
 
-// runEveryRankPosted posts rank from's run (the others are posted) and
-// waits for every rank, each in its own goroutine.
+// sumRank is this process's rank with a device of its own and an
+// in-place allreduce (ADD on UINT) of one element in buf, all released
+// when t ends.
+func sumRank(t *testing.T, exchange coll.Exchange) (*softdev.Device, *lease.Buffer, *coll.Schedule) {
+	t.Helper()
+	self, _ := multiproc.Rank()
+	dev, err := softdev.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	c, err := coll.New(dev.Context(), self.Rank, self.Size, exchange, coll.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	buf, err := lease.Alloc(coll.ElementSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { buf.Free() })
+	mem, err := c.Register(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	s, err := c.Allreduce(mem, mem, 1, verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeUint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return dev, buf, s
+}
+
+// runEveryRankPosted posts the runs of ranks from on (those before are
+// posted already) and waits for every rank, each in its own goroutine.
 func runEveryRankPosted(t *testing.T, ss []*coll.Schedule, from int) {
 	t.Helper()
 	errs := make([]error, len(ss))
@@ -383,28 +417,7 @@ func TestRankKilledMidCollective(t *testing.T) {
 				}
 				return
 			}
-			dev, err := softdev.Open()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dev.Close()
-			c, err := coll.New(dev.Context(), self.Rank, self.Size, self.Exchange(), coll.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			buf, _ := lease.Alloc(coll.ElementSize)
-			defer buf.Free()
-			mem, err := c.Register(buf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mem.Close()
-			s, err := c.Allreduce(mem, mem, 1, verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeUint)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			_, buf, s := sumRank(t, self.Exchange())
 			for run := 0; ; run++ {
 				coll.PutElement(buf.Bytes(), 0, uint64(self.Rank+1), 0)
 				if err := s.Post(); err != nil {
@@ -471,29 +484,8 @@ func TestSkewedRankCostsNoRNR(t *testing.T) {
 			if !ready {
 				defer coll.WithoutReady()()
 			}
-			dev, err := softdev.Open()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dev.Close()
-			exchange := self.Exchange() // its rounds are numbered: one for New's and the counters
-			c, err := coll.New(dev.Context(), self.Rank, self.Size, exchange, coll.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			buf, _ := lease.Alloc(coll.ElementSize)
-			defer buf.Free()
-			mem, err := c.Register(buf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mem.Close()
-			s, err := c.Allreduce(mem, mem, 1, verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeUint)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			exchange := self.Exchange() // its rounds are numbered: New's, then the counters
+			dev, buf, s := sumRank(t, exchange)
 			var waited []time.Duration // runs another rank was late for
 			for run := range runs {
 				coll.PutElement(buf.Bytes(), 0, uint64(self.Rank+1), 0)

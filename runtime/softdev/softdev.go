@@ -115,18 +115,7 @@ func openErr(addr, where string, e syscall.Errno) error {
 // address, IPv4-mapped as RoCE v2 forms it, or IPv6. Peers connect to it
 // with a GRH whose dgid is this.
 func (d *Device) GID() [16]byte {
-	var g [16]byte
-	_ = d.use(func() error {
-		var b [16]C.uint8_t
-		var dropped, fails C.uint64_t
-		var last C.int
-		var qps C.struct_sd_wire_stats
-		C.sd_dev_wire(d.ctx, &b[0], &dropped, &fails, &last, &qps)
-		for i := range g {
-			g[i] = byte(b[i])
-		}
-		return nil
-	})
+	g, _ := d.wire()
 	return g
 }
 
@@ -605,15 +594,23 @@ func wireStats(s *C.struct_sd_wire_stats) WireStats {
 
 // Wire returns the device's wire counters.
 func (d *Device) Wire() DeviceWire {
-	var w DeviceWire
+	_, w := d.wire()
+	return w
+}
+
+// wire reads the device's GID and wire counters (zero once it is closed).
+func (d *Device) wire() (gid [16]byte, w DeviceWire) {
 	_ = d.use(func() error {
 		var b [16]C.uint8_t
 		var dropped, fails C.uint64_t
 		var last C.int
 		var qps C.struct_sd_wire_stats
 		C.sd_dev_wire(d.ctx, &b[0], &dropped, &fails, &last, &qps)
+		for i := range gid {
+			gid[i] = byte(b[i])
+		}
 		w = DeviceWire{Dropped: uint64(dropped), ConnectFails: uint64(fails), LastError: syscall.Errno(last), QPs: wireStats(&qps)}
 		return nil
 	})
-	return w
+	return gid, w
 }
