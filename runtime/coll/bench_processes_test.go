@@ -1,0 +1,622 @@
+//go:build linux && cgo
+
+package coll
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/internal/multiproc"
+	"github.com/verbsexp/verbsexp/runtime/lease"
+	"github.com/verbsexp/verbsexp/runtime/softdev"
+)
+
+// Collectives across processes: each rank a process of its own with its
+// own softdev device (autonomous: its transport thread runs the send
+// queues, as an HCA does, whether or not the host polls), two ways on
+// the same device:
+//
+//   - offloaded: coll's standing schedule (New, then Post and
+//     WaitContext; only coll's public API);
+//   - stepwise: the same plan driven from Go step by step over plain RC
+//     QPs connected across the processes (stepwise_processes_test.go):
+//     progress only when the host calls the driver.
+//
+// Every run gets fresh input and every rank checks its output. Per
+// collective, the ranks run the same sequence of phases (n runs each),
+// in rounds that rotate the order of the phases (as internal/sidebyside
+// does, so that whatever else loads the machine hits every phase
+// alike); rank 0 times each run and reports medians over all runs.
+//
+// Time per collective: Post (or the stepwise start) to the run's
+// completion on rank 0, back to back; the fill before and the check
+// after are not timed.
+//
+// Host-free fraction (issue 17 item 4, the overlap measure of the
+// CORE-Direct papers and of NBCBench): T is a side's time per collective
+// alone (as above); C is host work equal to that side's T (rank 0's
+// median over the warm-up runs, sent to every rank): every rank posts,
+// computes for C, split into k chunks with a Test after each, then
+// waits; T' is the time from the post to the run's completion after the
+// compute. The free fraction is (T + C - T') / T: 1 when the collective
+// completes entirely under the compute (T' = C = T), 0 when none of it
+// overlapped (T' = T + C). k = 1 is the papers' post, compute, wait; k =
+// 10 gives a CPU-driven collective ten chances to progress. The compute
+// is a busy loop on the clock, so it also competes with the device
+// threads of every process on this host for the cores (an HCA does not).
+
+// procColl is one benchmarked collective and its size.
+type procColl struct {
+	label string
+	bc    benchCollective
+}
+
+func procCollectives() []procColl {
+	add, u := verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeUint
+	return []procColl{
+		{"barrier", benchBarrier()},
+		{"allreduce/1", benchAllreduce(1, add, u)},
+		{"allreduce/32", benchAllreduce(32, add, u)},
+		{"broadcast/64B", benchBroadcast(64)},
+		{"broadcast/64KiB", benchBroadcast(64 << 10)},
+		{"allgather/64B", benchAllgather(64)},
+	}
+}
+
+// The sides, and the compute splits of the overlapped runs (0: alone).
+const (
+	sideOffloaded = iota
+	sideStepwise
+)
+
+var (
+	procSideNames = [2]string{"offloaded", "stepwise"}
+	procChunks    = [3]int{0, 1, 10}
+)
+
+// procParams size a measurement: Rounds of every phase, each phase of
+// as many runs as fit in Budget at the slower side's warm-up time
+// (between MinRuns and MaxRuns).
+type procParams struct {
+	Rounds, MinRuns, MaxRuns int
+	Budget                   time.Duration
+	Only                     string // if set, only the collective with this label
+}
+
+var procDefaults = procParams{Rounds: 11, MinRuns: 10, MaxRuns: 100, Budget: 10 * time.Millisecond}
+
+// procResult is what rank 0 measured for one collective, in ns; indexes
+// are a side, then an entry of procChunks.
+type procResult struct {
+	N      int
+	Coll   string
+	Runs   int           // per phase and round
+	Rounds int           //
+	C      [2]float64    // the host work of an overlapped run
+	Median [2][3]float64 // the time of a run: from its start to its completion after the compute
+	P25    [2][3]float64 // the first quartile of the same
+	// Busy is the median of each overlapped run's total less its time in
+	// the compute chunks: what the posting thread spent in the
+	// collective's calls (the post, the Tests, the final wait).
+	Busy [2][3]float64
+	// RNRNaks counts the RNR NAKs rank 0's stepwise QPs received: sends
+	// that found the peer's receive not yet posted (each costs the
+	// min_rnr_timer, 0.64 ms).
+	RNRNaks uint64
+}
+
+// T is a side's time alone, and Free its host-free fraction with the
+// compute in procChunks[k] chunks: (T + C - T') / T with each run's own
+// C and T', that is 1 - Busy / T.
+func (r procResult) T(side int) float64 { return r.Median[side][0] }
+func (r procResult) Free(side, k int) float64 {
+	return 1 - r.Busy[side][k]/r.T(side)
+}
+
+// procSide is one way of running a collective on this process's rank.
+type procSide interface {
+	begin() error // fresh input, then the run starts
+	test() (bool, error)
+	wait() error  // until the run is complete on this rank
+	check() error // the run's output
+	close() error
+}
+
+type offProc struct {
+	bc         benchCollective
+	rank, size int
+	ctx        context.Context
+	s          *Schedule
+	in, out    *Memory
+	bufs       []*lease.Buffer
+	iter       uint64
+}
+
+func newOffProc(ctx context.Context, c *Comm, bc benchCollective) (o *offProc, err error) {
+	o = &offProc{bc: bc, rank: c.Rank(), size: c.Size(), ctx: ctx}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, o.close())
+			o = nil
+		}
+	}()
+	_, need, _ := bc.plan(o.rank, o.size)
+	mem := func(n int) (*Memory, error) {
+		if n == 0 {
+			return nil, nil
+		}
+		b, err := lease.Alloc(n)
+		if err != nil {
+			return nil, err
+		}
+		o.bufs = append(o.bufs, b)
+		return c.Register(b)
+	}
+	if o.in, err = mem(need[0]); err != nil {
+		return nil, err
+	}
+	if o.out, err = mem(need[1]); err != nil {
+		return nil, err
+	}
+	if o.s, err = bc.build(c, o.in, o.out); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func (o *offProc) begin() error {
+	o.iter++
+	if o.bc.fill != nil {
+		o.bc.fill(o.rank, o.size, o.iter, bytesOf(o.in), bytesOf(o.out))
+	}
+	return o.s.Post()
+}
+
+func (o *offProc) test() (bool, error) { return o.s.Test() }
+func (o *offProc) wait() error         { return o.s.WaitContext(o.ctx) }
+
+func (o *offProc) check() error {
+	if o.bc.check == nil {
+		return nil
+	}
+	return o.bc.check(o.rank, o.size, o.iter, bytesOf(o.out))
+}
+
+func (o *offProc) close() error {
+	var errs []error
+	if o.s != nil {
+		errs = append(errs, o.s.Close())
+	}
+	for _, m := range []*Memory{o.in, o.out} {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	for _, b := range o.bufs {
+		errs = append(errs, b.Free())
+	}
+	return errors.Join(errs...)
+}
+
+type stepProc struct {
+	bc   benchCollective
+	size int
+	ctx  context.Context
+	w    *stepWorld
+	iter uint64
+}
+
+func (s *stepProc) begin() error {
+	s.iter++
+	if r := s.w.ranks[0]; s.bc.fill != nil {
+		s.bc.fill(r.rank, s.size, s.iter, r.mem[memIn], r.mem[memOut])
+	}
+	return s.w.start()
+}
+
+func (s *stepProc) test() (bool, error) { return s.w.test() }
+func (s *stepProc) wait() error         { return s.w.wait(s.ctx) }
+
+func (s *stepProc) check() error {
+	if s.bc.check == nil {
+		return nil
+	}
+	r := s.w.ranks[0]
+	return s.bc.check(r.rank, s.size, s.iter, r.mem[memOut])
+}
+
+func (s *stepProc) close() error { return s.w.close() }
+
+// procSink keeps the compute loop from being optimized away.
+var procSink uint64
+
+// compute is host work: a busy loop for d of wall-clock time.
+func compute(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		for i := range 64 {
+			procSink += uint64(i) * procSink >> 3
+		}
+	}
+}
+
+// runOnce runs one collective on side s: alone (chunks 0), or with the
+// host computing c in chunks with a Test after each (none once the run
+// is complete), then waiting. It returns the time from the start to the
+// run's completion (after the compute) and the part of it spent in the
+// compute chunks. The output is checked after the clock stops.
+func runOnce(s procSide, chunks int, c time.Duration) (total, computed time.Duration, err error) {
+	t0 := time.Now()
+	if err := s.begin(); err != nil {
+		return 0, 0, err
+	}
+	done := false
+	for range chunks {
+		t := time.Now()
+		compute(c / time.Duration(chunks))
+		computed += time.Since(t)
+		if !done {
+			if done, err = s.test(); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	if !done {
+		if err := s.wait(); err != nil {
+			return 0, 0, err
+		}
+	}
+	total = time.Since(t0)
+	return total, computed, s.check()
+}
+
+// procRank is one process's rank of the benchmark.
+type procRank struct {
+	rank, size int
+	ctx        context.Context
+	exchange   Exchange
+	dev        *softdev.Device
+	comm       *Comm
+	// ctrl is an offloaded broadcast of three words from rank 0: how
+	// rank 0 tells the others what it measured (untimed).
+	ctrl    *offProc
+	ctrlBuf []byte
+}
+
+// runProcRank is a rank of a job: rank and size of the job, its
+// exchange, a context that ends at the job's deadline. Rank 0 writes one
+// line "procbench {json}" per collective to out.
+func runProcRank(ctx context.Context, rank, size int, exchange Exchange, p procParams, out func(string)) (err error) {
+	pr := &procRank{rank: rank, size: size, ctx: ctx, exchange: exchange}
+	defer func() { err = errors.Join(err, pr.close()) }()
+	if pr.dev, err = softdev.Open(softdev.Autonomous()); err != nil {
+		return err
+	}
+	if pr.comm, err = New(pr.dev.Context(), rank, size, exchange, Options{}); err != nil {
+		return err
+	}
+	if pr.ctrl, err = newOffProc(ctx, pr.comm, benchBroadcast(24)); err != nil {
+		return err
+	}
+	pr.ctrl.bc.fill, pr.ctrl.bc.check = nil, nil
+	pr.ctrlBuf = pr.ctrl.out.Bytes()
+	for _, pc := range procCollectives() {
+		if p.Only != "" && pc.label != p.Only {
+			continue
+		}
+		res, err := pr.measure(pc, p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", pc.label, err)
+		}
+		if rank == 0 {
+			b, _ := json.Marshal(res)
+			out("procbench " + string(b))
+		}
+	}
+	return nil
+}
+
+func (pr *procRank) close() error {
+	var errs []error
+	if pr.ctrl != nil {
+		errs = append(errs, pr.ctrl.close())
+	}
+	if pr.comm != nil {
+		errs = append(errs, pr.comm.Close())
+	}
+	if pr.dev != nil {
+		errs = append(errs, pr.dev.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// share sends rank 0's words to every rank.
+func (pr *procRank) share(words ...uint64) ([]uint64, error) {
+	if pr.rank == 0 {
+		for i, w := range words {
+			binary.BigEndian.PutUint64(pr.ctrlBuf[8*i:], w)
+		}
+	}
+	if _, _, err := runOnce(pr.ctrl, 0, 0); err != nil {
+		return nil, fmt.Errorf("control broadcast: %w", err)
+	}
+	for i := range words {
+		words[i] = binary.BigEndian.Uint64(pr.ctrlBuf[8*i:])
+	}
+	return words, nil
+}
+
+func median(v []float64) float64 { return quantile(v, 0.5) }
+
+// quantile is the q-quantile of v (the nearest rank; v is not changed).
+func quantile(v []float64, q float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[min(int(q*float64(len(s))), len(s)-1)]
+}
+
+// procWarm is how many runs of each side come first: untimed for the
+// medians, they give C and the runs per phase.
+const procWarm = 30
+
+// measure runs one collective both ways on every rank.
+func (pr *procRank) measure(pc procColl, p procParams) (res procResult, err error) {
+	res = procResult{N: pr.size, Coll: pc.label, Rounds: p.Rounds}
+	var sides [2]procSide
+	defer func() {
+		for _, s := range sides {
+			if s != nil {
+				err = errors.Join(err, s.close())
+			}
+		}
+	}()
+	if sides[sideOffloaded], err = newOffProc(pr.ctx, pr.comm, pc.bc); err != nil {
+		return res, err
+	}
+	w, err := newStepProcess(pr.dev, pr.rank, pr.size, pc.bc.plan, pr.exchange)
+	if err != nil {
+		return res, err
+	}
+	sides[sideStepwise] = &stepProc{bc: pc.bc, size: pr.size, ctx: pr.ctx, w: w}
+
+	var warm [2]float64
+	for i, s := range sides {
+		ts := make([]float64, procWarm)
+		for k := range ts {
+			d, _, err := runOnce(s, 0, 0)
+			if err != nil {
+				return res, fmt.Errorf("%s warm-up: %w", procSideNames[i], err)
+			}
+			ts[k] = float64(d)
+		}
+		warm[i] = median(ts)
+	}
+	runs := min(max(int(float64(p.Budget)/max(warm[0], warm[1])), p.MinRuns), p.MaxRuns)
+	got, err := pr.share(uint64(runs), uint64(warm[0]), uint64(warm[1]))
+	if err != nil {
+		return res, err
+	}
+	res.Runs, res.C = int(got[0]), [2]float64{float64(got[1]), float64(got[2])}
+
+	type phase struct{ side, k int }
+	var phases []phase
+	for k := range procChunks {
+		for side := range sides {
+			phases = append(phases, phase{side, k})
+		}
+	}
+	// times: each run's total; busy: the host's time outside the
+	// compute chunks (the total, alone).
+	var times, busy [2][3][]float64
+	for round := range p.Rounds {
+		for i := range phases {
+			ph := phases[(round+i)%len(phases)]
+			c := time.Duration(res.C[ph.side])
+			for range res.Runs {
+				d, computed, err := runOnce(sides[ph.side], procChunks[ph.k], c)
+				if err != nil {
+					return res, fmt.Errorf("%s, %d chunks, round %d: %w", procSideNames[ph.side], procChunks[ph.k], round, err)
+				}
+				times[ph.side][ph.k] = append(times[ph.side][ph.k], float64(d))
+				busy[ph.side][ph.k] = append(busy[ph.side][ph.k], float64(d-computed))
+			}
+		}
+	}
+	for side := range sides {
+		for k := range procChunks {
+			res.Median[side][k] = median(times[side][k])
+			res.Busy[side][k] = median(busy[side][k])
+			res.P25[side][k] = quantile(times[side][k], 0.25)
+		}
+	}
+	st, err := w.wireStats()
+	res.RNRNaks = st.RNRNaksReceived
+	return res, err
+}
+
+// The environment the parent gives the ranks.
+const (
+	procEnvParams = "VERBSEXP_PROCBENCH" // JSON of procParams: this process is a benchmark rank
+)
+
+func procParamsEnv(p procParams) string {
+	b, _ := json.Marshal(p)
+	return procEnvParams + "=" + string(b)
+}
+
+// procParamsFromEnv is the params a parent gave this rank, if any.
+func procParamsFromEnv() (procParams, bool) {
+	var p procParams
+	v := os.Getenv(procEnvParams)
+	if v == "" {
+		return p, false
+	}
+	return p, json.Unmarshal([]byte(v), &p) == nil
+}
+
+// parseProcResults reads rank 0's result lines from a job's output.
+func parseProcResults(out []byte) ([]procResult, error) {
+	var res []procResult
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		i := strings.Index(line, "procbench {")
+		if i < 0 {
+			continue
+		}
+		var r procResult
+		if err := json.Unmarshal([]byte(line[i+len("procbench "):]), &r); err != nil {
+			return nil, fmt.Errorf("result line %q: %w", line, err)
+		}
+		res = append(res, r)
+	}
+	return res, sc.Err()
+}
+
+// TestCollectiveProcessesRank is a rank of BenchmarkCollectiveProcesses
+// and TestCollectiveProcessesBench (started by them through multiproc);
+// on its own it does nothing.
+func TestCollectiveProcessesRank(t *testing.T) {
+	self, isRank := multiproc.Rank()
+	p, ok := procParamsFromEnv()
+	if !isRank || !ok {
+		t.Skip("SKIPPED: a rank of BenchmarkCollectiveProcesses, which starts it; nothing to do on its own")
+	}
+	ctx, cancel := self.Context()
+	defer cancel()
+	if err := runProcRank(ctx, self.Rank, self.Size, self.Exchange(), p, func(s string) { fmt.Println(s) }); err != nil {
+		self.Abort(err.Error())
+		t.Fatalf("rank %d of %d: %v", self.Rank, self.Size, err)
+	}
+}
+
+// procJob runs the benchmark's ranks as n processes through multiproc
+// (endpoints through files) and returns rank 0's results.
+func procJob(tb testing.TB, n int, p procParams, timeout time.Duration) []procResult {
+	tb.Helper()
+	res := multiproc.Run(tb, n, multiproc.Config{Test: "TestCollectiveProcessesRank", Timeout: timeout,
+		Env: func(int) []string { return []string{procParamsEnv(p)} }})
+	if tb.Failed() {
+		tb.FailNow()
+	}
+	out, err := parseProcResults(res[0].Output)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// TestCollectiveProcessesBench runs the benchmark's ranks briefly (one
+// round of a few runs) across 3 processes: every collective both ways,
+// every run's output checked on every rank, and a result for each
+// collective with every median measured.
+func TestCollectiveProcessesBench(t *testing.T) {
+	if _, isRank := multiproc.Rank(); isRank {
+		t.Skip("SKIPPED: the parent of TestCollectiveProcessesRank")
+	}
+	if testing.Short() {
+		t.Skip("SKIPPED in -short: starts 3 processes")
+	}
+	res := procJob(t, 3, procParams{Rounds: 1, MinRuns: 2, MaxRuns: 2, Budget: time.Nanosecond}, 120*time.Second)
+	var labels []string
+	for _, pc := range procCollectives() {
+		labels = append(labels, pc.label)
+	}
+	var got []string
+	for _, r := range res {
+		got = append(got, r.Coll)
+		if r.N != 3 || r.Runs != 2 || r.Rounds != 1 {
+			t.Errorf("%s: N %d, %d runs, %d rounds; want 3, 2, 1", r.Coll, r.N, r.Runs, r.Rounds)
+		}
+		for side := range 2 {
+			if r.C[side] <= 0 {
+				t.Errorf("%s %s: C %v", r.Coll, procSideNames[side], r.C[side])
+			}
+			for k := range procChunks {
+				if m := r.Median[side][k]; m <= 0 || k > 0 && m < r.C[side] {
+					t.Errorf("%s %s, %d chunks: median %v ns (C %v)", r.Coll, procSideNames[side], procChunks[k], m, r.C[side])
+				}
+			}
+		}
+	}
+	if !slices.Equal(got, labels) {
+		t.Errorf("results for %q, want %q", got, labels)
+	}
+	t.Log(procTable("a smoke run (times not meaningful)", res))
+}
+
+// BenchmarkCollectiveProcesses: every collective of procCollectives at
+// N = 2, 4 and 8 processes started by multiproc (endpoints through
+// files), offloaded against stepwise; see the comment at the top of this
+// file for what is measured. Each N/collective reports the medians
+// (offloaded-ns/op, which is also its ns/op, and stepwise-ns/op), the
+// ratio stepwise/offloaded, and the host-free fractions (free1: post,
+// compute, wait; free10: a Test after each tenth of the compute); the
+// whole table is printed at the end. It ignores -benchtime: the ranks
+// run procDefaults.
+func BenchmarkCollectiveProcesses(b *testing.B) {
+	benchProcesses(b, "multiproc (endpoints through files)", func(b *testing.B, n int) []procResult {
+		return procJob(b, n, procParamsFor(b), 10*time.Minute)
+	})
+}
+
+// procParamsFor is procDefaults, or VERBSEXP_PROCBENCH_ONLY's collective
+// alone.
+func procParamsFor(testing.TB) procParams {
+	p := procDefaults
+	p.Only = os.Getenv("VERBSEXP_PROCBENCH_ONLY")
+	return p
+}
+
+// benchProcesses runs job at N = 2, 4, 8, reports each collective's
+// figures as a sub-benchmark and prints the table.
+func benchProcesses(b *testing.B, how string, job func(b *testing.B, n int) []procResult) {
+	var all []procResult
+	for _, n := range []int{2, 4, 8} {
+		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
+			res := job(b, n)
+			for _, r := range res {
+				b.Run(r.Coll, func(b *testing.B) {
+					b.ReportMetric(r.T(sideOffloaded), "ns/op")
+					b.ReportMetric(r.T(sideOffloaded), "offloaded-ns/op")
+					b.ReportMetric(r.T(sideStepwise), "stepwise-ns/op")
+					b.ReportMetric(r.T(sideStepwise)/r.T(sideOffloaded), "stepwise/offloaded")
+					for side, name := range procSideNames {
+						b.ReportMetric(r.Free(side, 1), name+"-free1")
+						b.ReportMetric(r.Free(side, 2), name+"-free10")
+					}
+				})
+			}
+			all = append(all, res...)
+		})
+	}
+	if len(all) > 0 {
+		fmt.Print(procTable(how, all))
+	}
+}
+
+// procTable formats results as a Markdown table.
+func procTable(how string, rs []procResult) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\nCollectives across processes, %s: medians per collective (µs), host-free fraction (k = compute chunks)\n\n", how)
+	sb.WriteString("| N | collective | runs | offloaded µs (p25) | stepwise µs (p25) | stepwise/offloaded | C µs off/step | free offloaded k=1 | k=10 | free stepwise k=1 | k=10 | stepwise RNR NAKs |\n")
+	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		fmt.Fprintf(&sb, "| %d | %s | %d×%d | %.1f (%.1f) | %.1f (%.1f) | %.2f | %.0f/%.0f | %.2f | %.2f | %.2f | %.2f | %d |\n",
+			r.N, r.Coll, r.Rounds, r.Runs, r.T(0)/1e3, r.P25[0][0]/1e3, r.T(1)/1e3, r.P25[1][0]/1e3, r.T(1)/r.T(0),
+			r.C[0]/1e3, r.C[1]/1e3, r.Free(0, 1), r.Free(0, 2), r.Free(1, 1), r.Free(1, 2), r.RNRNaks)
+	}
+	return sb.String()
+}
