@@ -95,34 +95,69 @@ type procParams struct {
 	Only                     string // if set, only the collective with this label
 }
 
-var procDefaults = procParams{Rounds: 11, MinRuns: 10, MaxRuns: 100, Budget: 10 * time.Millisecond}
+var procDefaults = procParams{Rounds: 7, MinRuns: 10, MaxRuns: 100, Budget: 10 * time.Millisecond}
 
-// procResult is what rank 0 measured for one collective, in ns; indexes
-// are a side, then an entry of procChunks.
+// procResult is what the ranks measured for one collective: rank 0
+// gathers every rank's figures and reports them.
 type procResult struct {
 	N      int
 	Coll   string
-	Runs   int           // per phase and round
-	Rounds int           //
-	C      [2]float64    // the host work of an overlapped run
+	Runs   int        // per phase and round
+	Rounds int        //
+	C      [2]float64 // the host work of an overlapped run, ns, by side
+	Ranks  []procFigures
+}
+
+// procFigures are one rank's medians, in ns, by side, then by entry of
+// procChunks.
+type procFigures struct {
 	Median [2][3]float64 // the time of a run: from its start to its completion after the compute
 	P25    [2][3]float64 // the first quartile of the same
 	// Busy is the median of each overlapped run's total less its time in
 	// the compute chunks: what the posting thread spent in the
 	// collective's calls (the post, the Tests, the final wait).
 	Busy [2][3]float64
-	// RNRNaks counts the RNR NAKs rank 0's stepwise QPs received: sends
-	// that found the peer's receive not yet posted (each costs the
-	// min_rnr_timer, 0.64 ms).
+	// RNRNaks counts the RNR NAKs the rank's stepwise QPs received:
+	// sends that found the peer's receive not yet posted, each costing
+	// the responder's min_rnr_timer (12: 0.64 ms), as on an HCA.
 	RNRNaks uint64
 }
 
-// T is a side's time alone, and Free its host-free fraction with the
-// compute in procChunks[k] chunks: (T + C - T') / T with each run's own
-// C and T', that is 1 - Busy / T.
-func (r procResult) T(side int) float64 { return r.Median[side][0] }
+// T is a side's time per collective alone: the slowest rank's median
+// (a collective is done when it is done everywhere); P25 the same of the
+// first quartiles.
+func (r procResult) T(side int) float64 {
+	return r.over(func(f procFigures) float64 { return f.Median[side][0] }, maxOf)
+}
+func (r procResult) P25(side int) float64 {
+	return r.over(func(f procFigures) float64 { return f.P25[side][0] }, maxOf)
+}
+
+// Free is a side's host-free fraction with the compute in procChunks[k]
+// chunks, the mean over the ranks of (T + C - T') / T with each run's
+// own C and T' (1 - Busy / T); FreeMin the least rank's.
 func (r procResult) Free(side, k int) float64 {
-	return 1 - r.Busy[side][k]/r.T(side)
+	return r.over(func(f procFigures) float64 { return 1 - f.Busy[side][k]/f.Median[side][0] }, sumOf) / float64(len(r.Ranks))
+}
+func (r procResult) FreeMin(side, k int) float64 {
+	return r.over(func(f procFigures) float64 { return 1 - f.Busy[side][k]/f.Median[side][0] }, minOf)
+}
+
+// RNRNaks sums the ranks' stepwise RNR NAKs.
+func (r procResult) RNRNaks() uint64 {
+	return uint64(r.over(func(f procFigures) float64 { return float64(f.RNRNaks) }, sumOf))
+}
+
+func maxOf(a, b float64) float64 { return max(a, b) }
+func minOf(a, b float64) float64 { return min(a, b) }
+func sumOf(a, b float64) float64 { return a + b }
+
+func (r procResult) over(of func(procFigures) float64, combine func(a, b float64) float64) float64 {
+	acc := of(r.Ranks[0])
+	for _, f := range r.Ranks[1:] {
+		acc = combine(acc, of(f))
+	}
+	return acc
 }
 
 // procSide is one way of running a collective on this process's rank.
@@ -433,16 +468,35 @@ func (pr *procRank) measure(pc procColl, p procParams) (res procResult, err erro
 			}
 		}
 	}
+	var mine procFigures
 	for side := range sides {
 		for k := range procChunks {
-			res.Median[side][k] = median(times[side][k])
-			res.Busy[side][k] = median(busy[side][k])
-			res.P25[side][k] = quantile(times[side][k], 0.25)
+			mine.Median[side][k] = median(times[side][k])
+			mine.Busy[side][k] = median(busy[side][k])
+			mine.P25[side][k] = quantile(times[side][k], 0.25)
 		}
 	}
 	st, err := w.wireStats()
-	res.RNRNaks = st.RNRNaksReceived
-	return res, err
+	if err != nil {
+		return res, err
+	}
+	mine.RNRNaks = st.RNRNaksReceived
+	b, err := json.Marshal(mine)
+	if err != nil {
+		return res, err
+	}
+	all, err := pr.exchange(b)
+	if err != nil {
+		return res, fmt.Errorf("gathering the figures: %w", err)
+	}
+	for r, b := range all {
+		var f procFigures
+		if err := json.Unmarshal(b, &f); err != nil {
+			return res, fmt.Errorf("rank %d's figures: %w", r, err)
+		}
+		res.Ranks = append(res.Ranks, f)
+	}
+	return res, nil
 }
 
 // The environment the parent gives the ranks.
@@ -490,38 +544,48 @@ func parseProcResults(out []byte) ([]procResult, error) {
 // on its own it does nothing.
 func TestCollectiveProcessesRank(t *testing.T) {
 	self, isRank := multiproc.Rank()
-	p, ok := procParamsFromEnv()
-	if !isRank || !ok {
+	if _, ok := procParamsFromEnv(); !isRank || !ok {
 		t.Skip("SKIPPED: a rank of BenchmarkCollectiveProcesses, which starts it; nothing to do on its own")
 	}
 	ctx, cancel := self.Context()
 	defer cancel()
-	if err := runProcRank(ctx, self.Rank, self.Size, self.Exchange(), p, func(s string) { fmt.Println(s) }); err != nil {
+	if err := ProcBenchRank(ctx, self.Rank, self.Size, self.Exchange()); err != nil {
 		self.Abort(err.Error())
 		t.Fatalf("rank %d of %d: %v", self.Rank, self.Size, err)
 	}
 }
 
-// procJob runs the benchmark's ranks as n processes through multiproc
-// (endpoints through files) and returns rank 0's results.
-func procJob(tb testing.TB, n int, p procParams, timeout time.Duration) []procResult {
-	tb.Helper()
-	res := multiproc.Run(tb, n, multiproc.Config{Test: "TestCollectiveProcessesRank", Timeout: timeout,
-		Env: func(int) []string { return []string{procParamsEnv(p)} }})
-	if tb.Failed() {
-		tb.FailNow()
+// procJob is a launcher: it runs the benchmark's ranks as n processes
+// with env (procParamsEnv) and returns rank 0's output.
+type procJob func(tb testing.TB, n int, env string) []byte
+
+// multiprocJob starts the ranks through multiproc (endpoints through
+// files).
+func multiprocJob(timeout time.Duration) procJob {
+	return func(tb testing.TB, n int, env string) []byte {
+		tb.Helper()
+		res := multiproc.Run(tb, n, multiproc.Config{Test: "TestCollectiveProcessesRank", Timeout: timeout,
+			Env: func(int) []string { return []string{env} }})
+		if tb.Failed() {
+			tb.FailNow()
+		}
+		return res[0].Output
 	}
-	out, err := parseProcResults(res[0].Output)
+}
+
+// procResults runs job and parses rank 0's results.
+func procResults(tb testing.TB, job procJob, n int, p procParams) []procResult {
+	tb.Helper()
+	out := job(tb, n, procParamsEnv(p))
+	res, err := parseProcResults(out)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return out
+	return res
 }
 
-// TestCollectiveProcessesBench runs the benchmark's ranks briefly (one
-// round of a few runs) across 3 processes: every collective both ways,
-// every run's output checked on every rank, and a result for each
-// collective with every median measured.
+// TestCollectiveProcessesBench runs the benchmark's ranks briefly across
+// 3 processes (procSmoke).
 func TestCollectiveProcessesBench(t *testing.T) {
 	if _, isRank := multiproc.Rank(); isRank {
 		t.Skip("SKIPPED: the parent of TestCollectiveProcessesRank")
@@ -529,24 +593,36 @@ func TestCollectiveProcessesBench(t *testing.T) {
 	if testing.Short() {
 		t.Skip("SKIPPED in -short: starts 3 processes")
 	}
-	res := procJob(t, 3, procParams{Rounds: 1, MinRuns: 2, MaxRuns: 2, Budget: time.Nanosecond}, 120*time.Second)
-	var labels []string
+	procSmoke(t, "multiproc", multiprocJob(120*time.Second), 3)
+}
+
+// procSmoke runs job's ranks briefly (one round of two runs per phase)
+// at n processes: every collective both ways, every run's output
+// checked on every rank (a rank fails the job otherwise), and a result
+// for each collective, in order, with every time measured.
+func procSmoke(t *testing.T, how string, job procJob, n int) {
+	res := procResults(t, job, n, procParams{Rounds: 1, MinRuns: 2, MaxRuns: 2, Budget: time.Nanosecond})
+	var labels, got []string
 	for _, pc := range procCollectives() {
 		labels = append(labels, pc.label)
 	}
-	var got []string
 	for _, r := range res {
 		got = append(got, r.Coll)
-		if r.N != 3 || r.Runs != 2 || r.Rounds != 1 {
-			t.Errorf("%s: N %d, %d runs, %d rounds; want 3, 2, 1", r.Coll, r.N, r.Runs, r.Rounds)
+		if r.N != n || r.Runs != 2 || r.Rounds != 1 || len(r.Ranks) != n {
+			t.Errorf("%s: N %d, %d runs, %d rounds, figures of %d ranks; want %d, 2, 1, %d", r.Coll, r.N, r.Runs, r.Rounds, len(r.Ranks), n, n)
+			continue
 		}
 		for side := range 2 {
 			if r.C[side] <= 0 {
 				t.Errorf("%s %s: C %v", r.Coll, procSideNames[side], r.C[side])
 			}
-			for k := range procChunks {
-				if m := r.Median[side][k]; m <= 0 || k > 0 && m < r.C[side] {
-					t.Errorf("%s %s, %d chunks: median %v ns (C %v)", r.Coll, procSideNames[side], procChunks[k], m, r.C[side])
+			for rank, f := range r.Ranks {
+				for k := range procChunks {
+					// An overlapped run lasts at least its compute, which
+					// is at least C.
+					if m := f.Median[side][k]; m <= 0 || k > 0 && m < r.C[side] || f.Busy[side][k] < 0 {
+						t.Errorf("%s %s, rank %d, %d chunks: median %v ns (C %v), busy %v ns", r.Coll, procSideNames[side], rank, procChunks[k], m, r.C[side], f.Busy[side][k])
+					}
 				}
 			}
 		}
@@ -554,7 +630,7 @@ func TestCollectiveProcessesBench(t *testing.T) {
 	if !slices.Equal(got, labels) {
 		t.Errorf("results for %q, want %q", got, labels)
 	}
-	t.Log(procTable("a smoke run (times not meaningful)", res))
+	t.Log(procTable(how+", a smoke run (times not meaningful)", res))
 }
 
 // BenchmarkCollectiveProcesses: every collective of procCollectives at
@@ -565,28 +641,21 @@ func TestCollectiveProcessesBench(t *testing.T) {
 // ratio stepwise/offloaded, and the host-free fractions (free1: post,
 // compute, wait; free10: a Test after each tenth of the compute); the
 // whole table is printed at the end. It ignores -benchtime: the ranks
-// run procDefaults.
+// run procDefaults (VERBSEXP_PROCBENCH_ONLY=LABEL: that collective
+// alone).
 func BenchmarkCollectiveProcesses(b *testing.B) {
-	benchProcesses(b, "multiproc (endpoints through files)", func(b *testing.B, n int) []procResult {
-		return procJob(b, n, procParamsFor(b), 10*time.Minute)
-	})
-}
-
-// procParamsFor is procDefaults, or VERBSEXP_PROCBENCH_ONLY's collective
-// alone.
-func procParamsFor(testing.TB) procParams {
-	p := procDefaults
-	p.Only = os.Getenv("VERBSEXP_PROCBENCH_ONLY")
-	return p
+	benchProcesses(b, "multiproc (endpoints through files)", multiprocJob(10*time.Minute))
 }
 
 // benchProcesses runs job at N = 2, 4, 8, reports each collective's
 // figures as a sub-benchmark and prints the table.
-func benchProcesses(b *testing.B, how string, job func(b *testing.B, n int) []procResult) {
+func benchProcesses(b *testing.B, how string, job procJob) {
+	p := procDefaults
+	p.Only = os.Getenv("VERBSEXP_PROCBENCH_ONLY")
 	var all []procResult
 	for _, n := range []int{2, 4, 8} {
 		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
-			res := job(b, n)
+			res := procResults(b, job, n, p)
 			for _, r := range res {
 				b.Run(r.Coll, func(b *testing.B) {
 					b.ReportMetric(r.T(sideOffloaded), "ns/op")
@@ -607,16 +676,40 @@ func benchProcesses(b *testing.B, how string, job func(b *testing.B, n int) []pr
 	}
 }
 
+// The benchmark for launchers whose exchange this package's own tests
+// cannot link (bench_mpirun_test.go, package coll_test: PMIx).
+
+// BenchProcesses is benchProcesses.
+func BenchProcesses(b *testing.B, how string, job func(tb testing.TB, n int, env string) []byte) {
+	benchProcesses(b, how, job)
+}
+
+// ProcSmoke is procSmoke.
+func ProcSmoke(t *testing.T, how string, job func(tb testing.TB, n int, env string) []byte, n int) {
+	procSmoke(t, how, job, n)
+}
+
+// ProcBenchRank is a rank of a job the launcher started with the
+// environment its job function got; it prints rank 0's results.
+func ProcBenchRank(ctx context.Context, rank, size int, exchange Exchange) error {
+	p, ok := procParamsFromEnv()
+	if !ok {
+		return fmt.Errorf("%s is not set (or not JSON): not a benchmark rank", procEnvParams)
+	}
+	return runProcRank(ctx, rank, size, exchange, p, func(s string) { fmt.Println(s) })
+}
+
 // procTable formats results as a Markdown table.
 func procTable(how string, rs []procResult) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\nCollectives across processes, %s: medians per collective (µs), host-free fraction (k = compute chunks)\n\n", how)
-	sb.WriteString("| N | collective | runs | offloaded µs (p25) | stepwise µs (p25) | stepwise/offloaded | C µs off/step | free offloaded k=1 | k=10 | free stepwise k=1 | k=10 | stepwise RNR NAKs |\n")
+	sb.WriteString("| N | collective | runs | offloaded µs (p25) | stepwise µs (p25) | stepwise/offloaded | C µs off/step | free offloaded k=1 (min) | k=10 | free stepwise k=1 (min) | k=10 | stepwise RNR NAKs |\n")
 	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
-		fmt.Fprintf(&sb, "| %d | %s | %d×%d | %.1f (%.1f) | %.1f (%.1f) | %.2f | %.0f/%.0f | %.2f | %.2f | %.2f | %.2f | %d |\n",
-			r.N, r.Coll, r.Rounds, r.Runs, r.T(0)/1e3, r.P25[0][0]/1e3, r.T(1)/1e3, r.P25[1][0]/1e3, r.T(1)/r.T(0),
-			r.C[0]/1e3, r.C[1]/1e3, r.Free(0, 1), r.Free(0, 2), r.Free(1, 1), r.Free(1, 2), r.RNRNaks)
+		free := func(side, k int) string { return fmt.Sprintf("%.2f (%.2f)", r.Free(side, k), r.FreeMin(side, k)) }
+		fmt.Fprintf(&sb, "| %d | %s | %d×%d | %.1f (%.1f) | %.1f (%.1f) | %.2f | %.0f/%.0f | %s | %s | %s | %s | %d |\n",
+			r.N, r.Coll, r.Rounds, r.Runs, r.T(0)/1e3, r.P25(0)/1e3, r.T(1)/1e3, r.P25(1)/1e3, r.T(1)/r.T(0),
+			r.C[0]/1e3, r.C[1]/1e3, free(0, 1), free(0, 2), free(1, 1), free(1, 2), r.RNRNaks())
 	}
 	return sb.String()
 }
