@@ -38,24 +38,33 @@ import (
 // collective, the ranks run the same sequence of phases (n runs each),
 // in rounds that rotate the order of the phases (as internal/sidebyside
 // does, so that whatever else loads the machine hits every phase
-// alike); rank 0 times each run and reports medians over all runs.
+// alike); every rank times each of its runs, and rank 0 gathers every
+// rank's medians at the end.
 //
-// Time per collective: Post (or the stepwise start) to the run's
-// completion on rank 0, back to back; the fill before and the check
-// after are not timed.
+// Time per collective, T: from Post (the stepwise start) to the run's
+// completion on the rank, runs back to back (the fill before and the
+// check after are not timed); the slowest rank's median over all runs.
 //
-// Host-free fraction (issue 17 item 4, the overlap measure of the
-// CORE-Direct papers and of NBCBench): T is a side's time per collective
-// alone (as above); C is host work equal to that side's T (rank 0's
-// median over the warm-up runs, sent to every rank): every rank posts,
-// computes for C, split into k chunks with a Test after each, then
-// waits; T' is the time from the post to the run's completion after the
-// compute. The free fraction is (T + C - T') / T: 1 when the collective
-// completes entirely under the compute (T' = C = T), 0 when none of it
-// overlapped (T' = T + C). k = 1 is the papers' post, compute, wait; k =
-// 10 gives a CPU-driven collective ten chances to progress. The compute
-// is a busy loop on the clock, so it also competes with the device
-// threads of every process on this host for the cores (an HCA does not).
+// Host-free fraction (issue 17 item 4; the overlap measure of the
+// CORE-Direct papers and of NBCBench): every rank posts, computes for C
+// in k chunks with a Test after each (none once the run is complete),
+// then waits. T' is that run's time from the post to its completion
+// after the compute, C_run its time in the compute chunks; T' - C_run
+// is what the posting thread spent in the collective's calls (post,
+// Tests, the final wait). A rank's free fraction is
+//
+//	(T + C_run - T') / T = 1 - median(T' - C_run) / T
+//
+// with T the rank's median alone: 1 when the collective completes
+// entirely under the compute, 0 when none of it overlapped (T' = C + T);
+// the table gives the mean over the ranks and the least rank's. C is the
+// same for both sides: the slower side's median time over the warm-up
+// runs (rank 0's, sent to every rank), so that an offloaded collective
+// has the time to complete under it. k = 1 is the papers' post,
+// compute, wait; k = 10 gives a CPU-driven collective ten chances to
+// progress. The compute is a busy loop on the clock: on this host it
+// competes with the device threads of every process for the cores (an
+// HCA's engine does not).
 
 // procColl is one benchmarked collective and its size.
 type procColl struct {
@@ -102,9 +111,9 @@ var procDefaults = procParams{Rounds: 7, MinRuns: 10, MaxRuns: 100, Budget: 10 *
 type procResult struct {
 	N      int
 	Coll   string
-	Runs   int        // per phase and round
-	Rounds int        //
-	C      [2]float64 // the host work of an overlapped run, ns, by side
+	Runs   int     // per phase and round
+	Rounds int     //
+	C      float64 // the host work of an overlapped run, ns
 	Ranks  []procFigures
 }
 
@@ -112,7 +121,7 @@ type procResult struct {
 // procChunks.
 type procFigures struct {
 	Median [2][3]float64 // the time of a run: from its start to its completion after the compute
-	P25    [2][3]float64 // the first quartile of the same
+	Best   [2][3]float64 // the fastest run: no late peer, nobody descheduled
 	// Busy is the median of each overlapped run's total less its time in
 	// the compute chunks: what the posting thread spent in the
 	// collective's calls (the post, the Tests, the final wait).
@@ -124,13 +133,13 @@ type procFigures struct {
 }
 
 // T is a side's time per collective alone: the slowest rank's median
-// (a collective is done when it is done everywhere); P25 the same of the
-// first quartiles.
+// (a collective is done when it is done everywhere); Best the same of
+// the fastest runs.
 func (r procResult) T(side int) float64 {
 	return r.over(func(f procFigures) float64 { return f.Median[side][0] }, maxOf)
 }
-func (r procResult) P25(side int) float64 {
-	return r.over(func(f procFigures) float64 { return f.P25[side][0] }, maxOf)
+func (r procResult) Best(side int) float64 {
+	return r.over(func(f procFigures) float64 { return f.Best[side][0] }, maxOf)
 }
 
 // Free is a side's host-free fraction with the compute in procChunks[k]
@@ -437,12 +446,13 @@ func (pr *procRank) measure(pc procColl, p procParams) (res procResult, err erro
 		}
 		warm[i] = median(ts)
 	}
-	runs := min(max(int(float64(p.Budget)/max(warm[0], warm[1])), p.MinRuns), p.MaxRuns)
-	got, err := pr.share(uint64(runs), uint64(warm[0]), uint64(warm[1]))
+	slower := max(warm[0], warm[1])
+	runs := min(max(int(float64(p.Budget)/slower), p.MinRuns), p.MaxRuns)
+	got, err := pr.share(uint64(runs), uint64(slower))
 	if err != nil {
 		return res, err
 	}
-	res.Runs, res.C = int(got[0]), [2]float64{float64(got[1]), float64(got[2])}
+	res.Runs, res.C = int(got[0]), float64(got[1])
 
 	type phase struct{ side, k int }
 	var phases []phase
@@ -457,7 +467,7 @@ func (pr *procRank) measure(pc procColl, p procParams) (res procResult, err erro
 	for round := range p.Rounds {
 		for i := range phases {
 			ph := phases[(round+i)%len(phases)]
-			c := time.Duration(res.C[ph.side])
+			c := time.Duration(res.C)
 			for range res.Runs {
 				d, computed, err := runOnce(sides[ph.side], procChunks[ph.k], c)
 				if err != nil {
@@ -473,7 +483,7 @@ func (pr *procRank) measure(pc procColl, p procParams) (res procResult, err erro
 		for k := range procChunks {
 			mine.Median[side][k] = median(times[side][k])
 			mine.Busy[side][k] = median(busy[side][k])
-			mine.P25[side][k] = quantile(times[side][k], 0.25)
+			mine.Best[side][k] = slices.Min(times[side][k])
 		}
 	}
 	st, err := w.wireStats()
@@ -612,16 +622,16 @@ func procSmoke(t *testing.T, how string, job procJob, n int) {
 			t.Errorf("%s: N %d, %d runs, %d rounds, figures of %d ranks; want %d, 2, 1, %d", r.Coll, r.N, r.Runs, r.Rounds, len(r.Ranks), n, n)
 			continue
 		}
+		if r.C <= 0 {
+			t.Errorf("%s: C %v", r.Coll, r.C)
+		}
 		for side := range 2 {
-			if r.C[side] <= 0 {
-				t.Errorf("%s %s: C %v", r.Coll, procSideNames[side], r.C[side])
-			}
 			for rank, f := range r.Ranks {
 				for k := range procChunks {
 					// An overlapped run lasts at least its compute, which
 					// is at least C.
-					if m := f.Median[side][k]; m <= 0 || k > 0 && m < r.C[side] || f.Busy[side][k] < 0 {
-						t.Errorf("%s %s, rank %d, %d chunks: median %v ns (C %v), busy %v ns", r.Coll, procSideNames[side], rank, procChunks[k], m, r.C[side], f.Busy[side][k])
+					if m := f.Median[side][k]; m <= 0 || k > 0 && m < r.C || f.Busy[side][k] < 0 {
+						t.Errorf("%s %s, rank %d, %d chunks: median %v ns (C %v), busy %v ns", r.Coll, procSideNames[side], rank, procChunks[k], m, r.C, f.Busy[side][k])
 					}
 				}
 			}
@@ -703,13 +713,13 @@ func ProcBenchRank(ctx context.Context, rank, size int, exchange Exchange) error
 func procTable(how string, rs []procResult) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\nCollectives across processes, %s: medians per collective (µs), host-free fraction (k = compute chunks)\n\n", how)
-	sb.WriteString("| N | collective | runs | offloaded µs (p25) | stepwise µs (p25) | stepwise/offloaded | C µs off/step | free offloaded k=1 (min) | k=10 | free stepwise k=1 (min) | k=10 | stepwise RNR NAKs |\n")
+	sb.WriteString("| N | collective | runs | offloaded µs (best) | stepwise µs (best) | stepwise/offloaded | C µs | free offloaded k=1 (min) | k=10 | free stepwise k=1 (min) | k=10 | stepwise RNR NAKs |\n")
 	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		free := func(side, k int) string { return fmt.Sprintf("%.2f (%.2f)", r.Free(side, k), r.FreeMin(side, k)) }
-		fmt.Fprintf(&sb, "| %d | %s | %d×%d | %.1f (%.1f) | %.1f (%.1f) | %.2f | %.0f/%.0f | %s | %s | %s | %s | %d |\n",
-			r.N, r.Coll, r.Rounds, r.Runs, r.T(0)/1e3, r.P25(0)/1e3, r.T(1)/1e3, r.P25(1)/1e3, r.T(1)/r.T(0),
-			r.C[0]/1e3, r.C[1]/1e3, free(0, 1), free(0, 2), free(1, 1), free(1, 2), r.RNRNaks())
+		fmt.Fprintf(&sb, "| %d | %s | %d×%d | %.1f (%.1f) | %.1f (%.1f) | %.2f | %.0f | %s | %s | %s | %s | %d |\n",
+			r.N, r.Coll, r.Rounds, r.Runs, r.T(0)/1e3, r.Best(0)/1e3, r.T(1)/1e3, r.Best(1)/1e3, r.T(1)/r.T(0),
+			r.C/1e3, free(0, 1), free(0, 2), free(1, 1), free(1, 2), r.RNRNaks())
 	}
 	return sb.String()
 }
