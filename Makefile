@@ -8,6 +8,7 @@
 #                                     against the headers generated/ comes from
 #   make abi-check [OFED_INCLUDE=DIR] gen check: current, C layouts, baseline diff
 #   make abi-baseline                 accept generated/abi.json as the new baseline
+#   make staticcheck                  staticcheck (honnef.co/go/tools, pinned in internal/tools/go.mod)
 #   make bench-gen [OFED_INCLUDE=DIR] generation (cached, headers changed, fresh) vs go tool cgo -godefs
 #   make fuzz [FUZZTIME=30s]          each fuzz target for FUZZTIME
 #   make bench-scale                  generation time and peak RSS vs header size
@@ -25,9 +26,16 @@ GO           ?= go
 OFED_INCLUDE ?=
 ENTRY        ?=
 HEADERS      := $(if $(OFED_INCLUDE),$(OFED_INCLUDE),headers)
+# OFED_INCLUDE may hold spaces: recipes quote it, and its absolute path
+# comes from the shell (make's abspath splits it). Quotes and $ cannot be
+# passed through make and the scripts.
+ifneq ($(findstring ',$(OFED_INCLUDE))$(findstring ",$(OFED_INCLUDE))$(findstring $$,$(OFED_INCLUDE)),)
+$(error OFED_INCLUDE=$(OFED_INCLUDE) holds a quote or a $$, which make cannot pass on; use a symbolic link to the directory, e.g. ln -s '...' /tmp/ofed-include)
+endif
+ABS_HEADERS   = $$(cd "$(HEADERS)" && pwd)
 ARCHES       := amd64 arm64 ppc64le
 # Packages under testdata are not matched by ./...; these carry cgo checks.
-GOLDEN_CGO   := ./gen/testdata/golden/bitfields ./gen/testdata/golden/packed ./gen/testdata/golden/funcs
+GOLDEN_CGO   := ./gen/testdata/golden/bitfields ./gen/testdata/golden/packed ./gen/testdata/golden/funcs ./gen/testdata/golden/names
 
 # The ABI users built against, and reviewed breaking changes since (see
 # docs/regenerate.md).
@@ -36,12 +44,12 @@ ABI_ACK      ?= tests/testdata/baseline/ack.txt
 
 # The runtime, its software device, the shims' tests and the examples run
 # under the race detector and with cgocheck2 (Go pointers in C memory).
-RUNTIME_PKGS := ./runtime/... ./tests/shimtest ./examples/...
+RUNTIME_PKGS := ./runtime/... ./internal/shimtest ./examples/...
 COUNT        ?= 5
 # Interleaved runs of each make bench-gen scenario (medians are printed).
 BENCH_GEN_RUNS ?= 7
 
-.PHONY: generate test vet fmt-check bench-gen toolchains launchers abi-check abi-baseline test-runtime bench bench-mpirun examples origin-test origin-abi-check
+.PHONY: generate test vet staticcheck fmt-check bench-gen toolchains launchers abi-check abi-baseline test-runtime bench bench-mpirun examples origin-test origin-abi-check
 
 toolchains:
 	@scripts/ensure-toolchains
@@ -55,20 +63,20 @@ launchers:
 # current generated/abi.json and replaces generated/ only if nothing breaks
 # (ALLOW_BREAKING=1 to accept breaking changes).
 generate: toolchains
-	@GO=$(GO) ALLOW_BREAKING=$(ALLOW_BREAKING) OFED_INCLUDE=$(OFED_INCLUDE) ENTRY=$(ENTRY) scripts/regenerate $(HEADERS)
+	@GO=$(GO) ALLOW_BREAKING=$(ALLOW_BREAKING) OFED_INCLUDE="$(OFED_INCLUDE)" ENTRY=$(ENTRY) scripts/regenerate "$(HEADERS)"
 
 # make test and make abi-check check generated/ against HEADERS: when it
 # was generated from other headers, say so in one line and stop.
 ORIGIN = @mkdir -p .tmp && $(GO) build -o .tmp/origin ./scripts/origin && .tmp/origin
 origin-test:
-	$(ORIGIN) test $(HEADERS) $(ENTRY)
+	$(ORIGIN) test "$(HEADERS)" $(ENTRY)
 origin-abi-check:
-	$(ORIGIN) abi-check $(HEADERS) $(ENTRY)
+	$(ORIGIN) abi-check "$(HEADERS)" $(ENTRY)
 
 # gen check: stale check, manifest = C compiler on every arch, and the
 # diff against BASELINE (ACK_BREAKING=1 or ABI_ACK entries accept breaks).
 abi-check: toolchains origin-abi-check
-	@GO=$(GO) HEADERS=$(HEADERS) ENTRY=$(ENTRY) BASELINE=$(BASELINE) ABI_ACK=$(ABI_ACK) ACK_BREAKING=$(ACK_BREAKING) scripts/abi-check
+	@GO=$(GO) HEADERS="$(HEADERS)" ENTRY=$(ENTRY) BASELINE=$(BASELINE) ABI_ACK=$(ABI_ACK) ACK_BREAKING=$(ACK_BREAKING) scripts/abi-check
 
 abi-baseline:
 	cp generated/abi.json $(BASELINE)
@@ -83,25 +91,35 @@ vet: launchers
 		CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) vet ./generated ./abiutil || exit 1; \
 	done
 
+# staticcheck is built from internal/tools, a module of its own: a tool
+# directive in go.mod would make it a requirement of every module that
+# requires this one. The first build fetches it through the module proxy.
+STATICCHECK := .tmp/staticcheck
+staticcheck:
+	@mkdir -p .tmp && $(GO) build -C internal/tools -o $(CURDIR)/$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
+	$(STATICCHECK) ./...
+
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '/testdata/c/')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # With OFED_INCLUDE, the C the tests compile (softdev, the shims' test
 # provider) reads those headers too: CGO_CFLAGS precede a package's own -I.
-CGO_ENV      := $(if $(OFED_INCLUDE),CGO_CFLAGS="-O2 -g -I$(abspath $(OFED_INCLUDE))")
+CGO_ENV      := $(if $(OFED_INCLUDE),CGO_CFLAGS="-O2 -g \"-I$(ABS_HEADERS)\"")
 
-# VERBSEXP_HEADERS tells tests/ which headers generated/ comes from.
-test: toolchains launchers origin-test fmt-check vet
+# VERBSEXP_HEADERS tells tests/ which headers generated/ comes from. tests/
+# walks whole user loops in scratch modules (TestUserModule,
+# TestPrintedNextSteps): more than go test's default 10 minutes on 2 cores.
+test: toolchains launchers origin-test fmt-check vet staticcheck
 	@echo "== make test: go test ./... (against $(HEADERS))"
-	VERBSEXP_HEADERS=$(abspath $(HEADERS)) $(CGO_ENV) $(GO) test ./... $(GOLDEN_CGO)
+	VERBSEXP_HEADERS="$(ABS_HEADERS)" VERBSEXP_ACK_BREAKING=$(ACK_BREAKING) $(CGO_ENV) $(GO) test -timeout 40m ./... $(GOLDEN_CGO)
 	@echo "== make test: runtime under -race and cgocheck2"
 	@$(MAKE) --no-print-directory test-runtime
 	@echo "== make test: abi-check"
 	@$(MAKE) --no-print-directory abi-check
 
 bench-gen: toolchains
-	$(GO) test ./gen -run '^$$' -bench BenchmarkGenerateVsGodefs -benchtime $(BENCH_GEN_RUNS)x $(if $(OFED_INCLUDE),-ofed $(OFED_INCLUDE))
+	$(GO) test ./gen -run '^$$' -bench BenchmarkGenerateVsGodefs -benchtime $(BENCH_GEN_RUNS)x $(if $(OFED_INCLUDE),-ofed "$(OFED_INCLUDE)")
 
 test-runtime:
 	$(CGO_ENV) $(GO) test -race $(RUNTIME_PKGS)
@@ -112,7 +130,7 @@ test-runtime:
 # interleaved inside: a few minutes on 2 cores), and print their table.
 PROC_BENCH   := BenchmarkCollectiveProcesses
 bench:
-	$(GO) test -run '^$$' -bench . -skip '^$(PROC_BENCH)$$' -benchmem -count $(COUNT) ./tests/shimtest ./runtime/task ./runtime/lease ./runtime/coll
+	$(GO) test -run '^$$' -bench . -skip '^$(PROC_BENCH)$$' -benchmem -count $(COUNT) ./internal/shimtest ./runtime/task ./runtime/lease ./runtime/coll
 	$(GO) test -run '^$$' -bench '^$(PROC_BENCH)$$' -benchtime 1x -timeout 30m ./runtime/coll
 
 # The same under mpirun, New's exchange through PMIx (-tags pmix links
@@ -120,13 +138,25 @@ bench:
 bench-mpirun: launchers
 	$(GO) test -tags pmix -run '^TestCollectiveMpirunBench$$' -bench '^BenchmarkCollectiveMpirun$$' -benchtime 1x -timeout 30m -v ./runtime/coll
 
-examples:
+# mpirun refuses root without --allow-run-as-root; --oversubscribe lets
+# 8 ranks share fewer cores.
+MPIRUN_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-run-as-root) --oversubscribe
+
+examples: launchers
 	$(GO) run ./examples/pingpong -rounds 1000 -size 64
 	$(GO) run ./examples/pingpong -rounds 20000 -max-wr 40000
 	@for op in sum max and or xor; do $(GO) run ./examples/allreduce -ranks 16 -op $$op -type uint || exit 1; done
 	$(GO) run ./examples/allreduce -ranks 16 -op sum -type float
 	$(GO) run ./examples/allreduce -ranks 12 -op max -type int
 	$(GO) run ./examples/collectives -ranks 12 -root 5
+	@# collectives, one rank per process on its own softdev device: under
+	@# mpirun (PMIx) and through the TCP rendezvous from a shell loop.
+	$(GO) build -o .tmp/collectives ./examples/collectives
+	@for n in 2 4 8; do \
+		echo "mpirun -np $$n .tmp/collectives -launch env"; \
+		mpirun $(MPIRUN_FLAGS) -np $$n .tmp/collectives -launch env -iters 50 || exit 1; \
+	done
+	scripts/rendezvous-job 4 .tmp/collectives -launch env -iters 50
 	@# ccpingpong: the built program as a server and a client process, on
 	@# loopback and (as root) in two network namespaces joined by a veth.
 	$(GO) build -o .tmp/ccpingpong ./examples/ccpingpong
@@ -136,7 +166,7 @@ examples:
 # FUZZTIME. Crashers land in the package's testdata/fuzz/<Fuzz…>/ and
 # then run as regression tests with every go test.
 FUZZTIME     ?= 30s
-FUZZ_TARGETS := ./gen:FuzzGenerate ./internal/manifest:FuzzUnmarshal ./gen/internal/diff:FuzzCompare ./runtime/task:FuzzTaskList ./runtime/coll:FuzzEndpoint ./runtime/coll/rendezvous:FuzzFrame
+FUZZ_TARGETS := ./gen:FuzzGenerate ./internal/manifest:FuzzUnmarshal ./internal/abicheck:FuzzCheckSource ./gen/internal/diff:FuzzCompare ./runtime/task:FuzzTaskList ./runtime/coll:FuzzEndpoint ./runtime/coll/rendezvous:FuzzFrame ./runtime/softdev:FuzzWireFrames
 
 .PHONY: fuzz bench-scale
 fuzz: toolchains

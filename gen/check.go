@@ -17,6 +17,7 @@ import (
 	"github.com/verbsexp/verbsexp/gen/internal/generate"
 	"github.com/verbsexp/verbsexp/internal/abicheck"
 	"github.com/verbsexp/verbsexp/internal/gencmd"
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 	"github.com/verbsexp/verbsexp/internal/manifest"
 	"github.com/verbsexp/verbsexp/internal/target"
 )
@@ -28,11 +29,14 @@ Checks a committed generated package, for CI:
   1. current:  PKGDIR is byte for byte what this generator makes of the
                headers (regenerated in memory; differing files are listed,
                with the ABI diff when abi.json differs);
-  2. C layout: every record size and alignment, member offset and size and
-               constant of PKGDIR/abi.json is what each target's C compiler
-               says on the headers (_Static_asserts, one compiler per arch);
+  2. C layout: every record size and alignment, member offset and size,
+               bit-field position and constant of PKGDIR/abi.json is what
+               each target's C compiler says on the headers
+               (_Static_asserts, and bit-fields read from an object file;
+               one compiler per arch);
   3. baseline: with -baseline, no breaking change from that manifest to
-               PKGDIR/abi.json that the -ack file does not list.
+               PKGDIR/abi.json that the -ack file does not list (an -ack
+               file that does not exist yet acknowledges nothing).
 
 Without -I the check reads the headers and flags PKGDIR/doc.go records;
 with -I they must be the ones the package was generated from. Exit
@@ -166,7 +170,7 @@ func (c *checker) setup(g genFlags, given map[string]bool) error {
 		}
 		for i, d := range rec.includes {
 			if !filepath.IsAbs(d) {
-				rec.includes[i] = relativeToCwd(filepath.Join(c.pkgDir, d))
+				rec.includes[i] = relativeToCwd(filepath.Join(realDir(c.pkgDir), d))
 			}
 		}
 	}
@@ -213,7 +217,7 @@ func (c *checker) setup(g genFlags, given map[string]bool) error {
 	if g.pkg == "" && rec.pkg == "" {
 		g.pkg = c.abi.Package // the name it was generated with
 	}
-	if c.opts, err = g.options(c.pkgDir); err != nil {
+	if c.opts, err = g.options(realDir(c.pkgDir)); err != nil {
 		return err
 	}
 	if recErr == nil {
@@ -313,12 +317,13 @@ func (c *checker) current() (bool, error) {
 	names := map[string]bool{}
 	for _, f := range res.Files {
 		names[f.Name] = true
-		have, err := os.ReadFile(filepath.Join(c.pkgDir, f.Name))
+		have, err := readUpTo(filepath.Join(c.pkgDir, f.Name), int64(len(f.Data))+1)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			differ = append(differ, f.Name)
 			lines = append(lines, f.Name+": missing from "+c.label)
 		case err != nil:
+			fmt.Fprintln(c.out, "cannot read "+f.Name)
 			return false, err
 		case !bytes.Equal(have, f.Data):
 			differ = append(differ, f.Name)
@@ -338,7 +343,9 @@ func (c *checker) current() (bool, error) {
 		if names[e.Name()] || e.IsDir() {
 			continue
 		}
-		if b, err := os.ReadFile(filepath.Join(c.pkgDir, e.Name())); err == nil && bytes.Contains(b, []byte(emit.Marker)) {
+		// The marker is on the second line: the start of the file is
+		// enough, and a FIFO or a device is not the generator's.
+		if b, err := readUpTo(filepath.Join(c.pkgDir, e.Name()), markerWindow); err == nil && bytes.Contains(b, []byte(emit.Marker)) {
 			differ = append(differ, e.Name())
 			lines = append(lines, e.Name()+": written by gen, but gen no longer writes it")
 		}
@@ -355,8 +362,44 @@ func (c *checker) current() (bool, error) {
 		rep.WriteText(&b, false)
 		c.list(strings.Split(strings.TrimRight(b.String(), "\n"), "\n"))
 	}
+	if cmd := moduleCommand(c.pkgDir); cmd != "" {
+		fmt.Fprintf(c.out, "        regenerate it: %s (the copy of the module it is part of), review the diff and commit it\n", cmd)
+		return false, nil
+	}
 	fmt.Fprintf(c.out, "        regenerate it: go generate %s (runs %s), review the diff and commit it\n", goPattern(c.pkgDir), c.opts.Command)
 	return false, nil
+}
+
+// markerWindow is how much of a file gen check reads to find the
+// generated-code marker: the recorded command (a line of flags) and the
+// marker line.
+const markerWindow = 64 << 10
+
+// readUpTo returns at most the first max bytes of the regular file path
+// (a FIFO or a device is refused before any read): a committed file
+// longer than its regenerated version differs whatever the rest holds.
+func readUpTo(path string, max int64) ([]byte, error) {
+	f, _, err := inputfile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, max))
+}
+
+// moduleCommand is the gen module command that wrote the module copy
+// pkgDir is the generated/ of, or "".
+func moduleCommand(pkgDir string) string {
+	b, err := readUpTo(filepath.Join(pkgDir, "..", moduleMarker), markerWindow)
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if cmd, ok := strings.CutPrefix(l, moduleWrittenBy); ok {
+			return cmd
+		}
+	}
+	return ""
 }
 
 // firstDifference describes where two versions of a file part, by line.
@@ -481,8 +524,11 @@ func (c *checker) baseline(file, ackFile string) (bool, error) {
 		return false, fmt.Errorf("baseline: %v", err)
 	}
 	var acks []string
+	noAcks := false // -ack FILE does not exist yet: nothing is acknowledged
 	if ackFile != "" {
-		if acks, err = diff.ReadAcks(ackFile); err != nil {
+		if acks, err = diff.ReadAcks(ackFile); errors.Is(err, os.ErrNotExist) {
+			acks, noAcks = nil, true
+		} else if err != nil {
 			fmt.Fprintln(c.out, "cannot read the ack file")
 			return false, fmt.Errorf("ack file: %v", err)
 		}
@@ -494,6 +540,9 @@ func (c *checker) baseline(file, ackFile string) (bool, error) {
 	nb, na, nc := rep.Distinct()
 	if rep.Breaking == 0 {
 		fmt.Fprintf(c.out, "ok: nothing breaks from %s (baseline) to %sabi.json (committed): %d acknowledged, %d compatible changes\n", file, c.label, na, nc)
+		if noAcks {
+			fmt.Fprintf(c.out, "        note: no %s yet: nothing acknowledged (list reviewed breaking changes there when there are some)\n", ackFile)
+		}
 		for _, a := range rep.UnusedAcks {
 			fmt.Fprintf(c.out, "        note: acknowledged %q matches no breaking change; remove it from %s\n", a, ackFile)
 		}
@@ -504,6 +553,9 @@ func (c *checker) baseline(file, ackFile string) (bool, error) {
 	ack := "an -ack file"
 	if ackFile != "" {
 		ack = ackFile
+	}
+	if noAcks {
+		ack += " (it does not exist yet: create it)"
 	}
 	fmt.Fprintf(c.out, "        review them; accept each by adding its \"KIND SUBJECT\" line to %s, or move the baseline when you publish\n", ack)
 	return false, nil

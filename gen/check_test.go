@@ -102,6 +102,16 @@ func TestCheckBaseline(t *testing.T) {
 	}
 	wantAll(t, "output", out, "1/3 current:  ok", "3/3 baseline: FAIL: ", base+" (baseline) to "+filepath.ToSlash(pkg)+"/abi.json (committed)", "field-resized struct ibv_ok.a", "adding its \"KIND SUBJECT\" line")
 	ack := filepath.Join(t.TempDir(), "ack.txt")
+	// An ack file that does not exist yet acknowledges nothing.
+	code, out, errs = cli(t, "check", "-baseline", base, "-ack", ack, pkg)
+	if code != 1 {
+		t.Fatalf("with an ack file that does not exist: exit %d, want 1\n%s%s", code, out, errs)
+	}
+	wantAll(t, "output", out, "field-resized struct ibv_ok.a", ack+" (it does not exist yet: create it)")
+	if code, out, errs = cli(t, "check", "-baseline", filepath.Join(pkg, "abi.json"), "-ack", ack, pkg); code != 0 {
+		t.Fatalf("nothing to acknowledge and no ack file: exit %d, want 0\n%s%s", code, out, errs)
+	}
+	wantAll(t, "output", out, "3/3 baseline: ok: nothing breaks", "no "+ack+" yet: nothing acknowledged")
 	acks := "# reviewed\nfield-retyped struct ibv_ok.a\nfield-resized struct ibv_ok.a\nfield-removed struct ibv_ok.nothing\n"
 	if err := os.WriteFile(ack, []byte(acks), 0o644); err != nil {
 		t.Fatal(err)
@@ -154,5 +164,128 @@ func TestCheckSpelling(t *testing.T) {
 	code, out, errs := cli(t, "check", "-I", inc, "-arch", "amd64", pkg)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestCheckCraftedManifest: a package whose abi.json names a record with
+// an #include in it is refused before any compiler runs (it used to put
+// the included file into the compiler's output, and /dev/zero into its
+// memory), exit 2, naming the place.
+func TestCheckCraftedManifest(t *testing.T) {
+	_, pkg := checkPkg(t, checkHeader)
+	secret := filepath.Join(t.TempDir(), "secret.h")
+	if err := os.WriteFile(secret, []byte("THE SECRET CONTENTS\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(pkg, "abi.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inject := `struct ibv_ok) == 16, \"\");\n#include \"` + secret + `\"\n_Static_assert(sizeof(struct ibv_ok`
+	crafted := strings.Replace(string(b), `"c": "struct ibv_ok"`, `"c": "`+inject+`"`, 1)
+	if crafted == string(b) {
+		t.Fatal("abi.json has no struct ibv_ok record to craft")
+	}
+	if err := os.WriteFile(p, []byte(crafted), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := cli(t, "check", pkg)
+	if code != 2 || !strings.Contains(errs, "arches.amd64.records[0].c") || !strings.Contains(errs, "is not a C record") {
+		t.Errorf("exit %d, want 2 and the refused name's place\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	if strings.Contains(out+errs, "THE SECRET") {
+		t.Errorf("the included file reached the output:\n%s%s", out, errs)
+	}
+}
+
+// TestHeaderPathFlags: -entry and -scope reach an #include and Go
+// comments (the package doc, the cgo preamble that records the command):
+// an entry whose path holds */ used to close doc.go's comment and put
+// the rest of the path into the package as Go code.
+func TestHeaderPathFlags(t *testing.T) {
+	inc := t.TempDir()
+	evil := `x*/func init(){panic(1)}/*/v.h`
+	if err := os.MkdirAll(filepath.Join(inc, filepath.Dir(evil)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(inc, evil), []byte("struct ibv_v { int a; };\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-entry", evil, "-scope", ""}, "-entry \"x*/func init(){panic(1)}/*/v.h\": want a header path"},
+		{[]string{"-entry", "/usr/include/stdio.h"}, "want a header path relative to an -I directory"},
+		{[]string{"-entry", "infiniband/verbs_exp.h>\n#include </dev/zero"}, "-entry"},
+		{[]string{"-scope", "infiniband*/"}, "-scope \"infiniband*/\": want a directory"},
+	} {
+		out := filepath.Join(t.TempDir(), "pkg")
+		args := append([]string{"-I", inc, "-o", out, "-arch", "amd64"}, c.args...)
+		code, _, errs := cli(t, args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("gen %q: exit %d, want 2 and %q:\n%s", args, code, c.want, errs)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("gen %q wrote %s", args, out)
+		}
+	}
+}
+
+// TestCheckBitFieldMoved: a manifest whose bit-field position is wrong
+// fails gen check's C layout step naming the member (it passed before:
+// bit-fields were not checked against the compiler).
+func TestCheckBitFieldMoved(t *testing.T) {
+	_, pkg := checkPkg(t, "struct ibv_b { unsigned int a:3, b:5; };\n")
+	p := filepath.Join(pkg, "abi.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := strings.Replace(string(b), `"bit_offset": 3,`, `"bit_offset": 4,`, 1)
+	if moved == string(b) {
+		t.Fatalf("abi.json has no bit-field at bit 3:\n%s", b)
+	}
+	if err := os.WriteFile(p, []byte(moved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := cli(t, "check", pkg)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, out, errs)
+	}
+	wantAll(t, "output", out, "2/3 C layout: FAIL", "struct ibv_b.b: bit-field is not 5 bits at bit 4 [amd64] (the compiler sets 5 bits at bit 3)")
+}
+
+// TestRedefinedMacros: a constant #undef'd and defined again, or defined
+// twice differently, has the value C code sees, its last definition's
+// (it disappeared from the package, exit 0); one #undef'd for good stays
+// out; gen check agrees with the compiler on every one of them.
+func TestRedefinedMacros(t *testing.T) {
+	const h = `#define IBV_Q 3
+#undef IBV_Q
+#define IBV_Q 4
+#define IBV_R 1
+#define IBV_S 5
+#define IBV_S 6
+#define IBV_T 7
+#undef IBV_T
+#define IBV_V IBV_Q
+#undef IBV_Q
+#define IBV_Q (IBV_R + 10)
+struct ibv_u { int a; };
+`
+	_, pkg := checkPkg(t, h)
+	b, err := os.ReadFile(filepath.Join(pkg, "consts.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	consts := strings.Join(strings.Fields(string(b)), " ") // gofmt aligns the comments
+	wantAll(t, "consts.go", consts, "Q = 11 // IBV_Q (infiniband/verbs_exp.h:11:9)", "S = 6 // IBV_S (infiniband/verbs_exp.h:6:9)", "V = 11 // IBV_V", "R = 1 // IBV_R")
+	if strings.Contains(consts, "IBV_T") {
+		t.Errorf("IBV_T, #undef'd for good, is in the package:\n%s", consts)
+	}
+	if code, out, errs := cli(t, "check", pkg); code != 0 {
+		t.Errorf("gen check: exit %d\n%s%s", code, out, errs)
 	}
 }

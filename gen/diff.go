@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/verbsexp/verbsexp/gen/internal/diff"
@@ -51,7 +52,9 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	}
 	var acks []string
 	if *ackFile != "" {
-		if acks, err = diff.ReadAcks(*ackFile); err != nil {
+		// An ack file that does not exist yet acknowledges nothing (as in
+		// gen check).
+		if acks, err = diff.ReadAcks(*ackFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			fmt.Fprintf(stderr, "gen diff: ack file: %v\n", err)
 			return 2
 		}

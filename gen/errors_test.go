@@ -91,13 +91,24 @@ var errorCases = map[string]errorCase{
 	"struct-too-large": headerCase("struct ibv_big { char x[1ULL << 55]; };\n"),
 	"eof-continuation": headerCase("\"x\\"),
 	"truncated-header": headerCase("struct ibv_a { int x; };\nint *"),
-	"unbalanced-macro": headerCase("#define X (void *\n"),
+	"unbalanced-macro": limitedCase(headerCase("#define X (void *\n")),
 	"empty-header":     headerCase(""),
 	"name-collision": headerCase(collisionHeader,
 		expectGo("type QPCap struct", "type QPCapStruct struct", "QPCapConst  = 2", "QPCapConst2 = 3", "QPCapConst3 = 1")),
 	"member-collision": headerCase("struct ibv_x { int qp_num; int QP_num; };\n", expectGo("QPNum  int32", "QPNum_ int32")),
 	"no-entry-header": func(t *testing.T, bin string) (int, string) {
 		return runGen(t, bin, nil, "-I", t.TempDir(), "-o", filepath.Join(t.TempDir(), "pkg"))
+	},
+	"include-missing-dir": func(t *testing.T, bin string) (int, string) {
+		return runGen(t, bin, nil, "-I", filepath.Join(t.TempDir(), "no-such-dir"), "-o", filepath.Join(t.TempDir(), "pkg"))
+	},
+	"include-too-deep": func(t *testing.T, bin string) (int, string) {
+		inc := writeHeader(t, goodHeader)
+		code, out := runGen(t, bin, nil, "-I", filepath.Join(inc, "infiniband"), "-o", filepath.Join(t.TempDir(), "pkg"))
+		if !strings.Contains(out, "pass -I "+inc) {
+			t.Errorf("the advice does not name %s:\n%s", inc, out)
+		}
+		return code, out
 	},
 	"output-under-file": func(t *testing.T, bin string) (int, string) {
 		file := filepath.Join(t.TempDir(), "plain")
@@ -114,8 +125,15 @@ var errorCases = map[string]errorCase{
 	"compiler-env-missing": func(t *testing.T, bin string) (int, string) {
 		return runGen(t, bin, []string{"VERBSEXP_CC_ARM64=/nonexistent"}, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "arm64")
 	},
+	"compiler-env-command-line": func(t *testing.T, bin string) (int, string) {
+		return runGen(t, bin, []string{"VERBSEXP_CC_ARM64=aarch64-linux-gnu-gcc -O2"}, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "arm64")
+	},
 	"compiler-not-on-path": func(t *testing.T, bin string) (int, string) {
 		return runGen(t, bin, []string{"PATH=" + t.TempDir(), "VERBSEXP_CC_PPC64LE="}, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "ppc64le")
+	},
+	"too-many-open-files": func(t *testing.T, bin string) (int, string) {
+		cmd := exec.Command("/bin/sh", "-c", `ulimit -n 12 && exec "$0" "$@"`, bin, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "amd64")
+		return runCmd(t, cmd, []string{"VERBSEXP_NO_CACHE=1"})
 	},
 	"unknown-arch": func(t *testing.T, bin string) (int, string) {
 		return runGen(t, bin, nil, "-I", writeHeader(t, goodHeader), "-o", filepath.Join(t.TempDir(), "pkg"), "-arch", "sparc64")
@@ -127,10 +145,10 @@ var errorCases = map[string]errorCase{
 		"b.h":         "#pragma once // comment\n#include <infiniband/verbs_exp.h>\nstruct ibv_b { int y; };\n",
 	}, expectGo("type B struct", "QPCap is struct ibv_qp_cap (infiniband/verbs_exp.h:3:1)", "B is struct ibv_b (infiniband/b.h:3:1)"), rssBelow(256<<20)),
 	"pragma-once-self":      headerCase("#pragma once\n#include <infiniband/verbs_exp.h>\nstruct ibv_a { int x; };\n", expectGo("type A struct"), rssBelow(256<<20)),
-	"macro-deep-parens":     headerCase("#define IBV_P " + strings.Repeat("(", 100000) + "1" + strings.Repeat(")", 100000) + "\n"),
-	"macro-long-expression": headerCase("#define IBV_S 1" + strings.Repeat("+1", 2000000) + "\n"),
-	"expression-amplified":  headerCase(amplifiedHeader),
-	"macro-exponential":     headerCase(exponentialHeader),
+	"macro-deep-parens":     limitedCase(headerCase("#define IBV_P " + strings.Repeat("(", 100000) + "1" + strings.Repeat(")", 100000) + "\n")),
+	"macro-long-expression": limitedCase(headerCase("#define IBV_S 1" + strings.Repeat("+1", 2000000) + "\n")),
+	"expression-amplified":  limitedCase(headerCase(amplifiedHeader)),
+	"macro-exponential":     limitedCase(headerCase(exponentialHeader)),
 	"header-too-large":      largeHeaderCase("\n", 100<<20),
 	"header-too-large-if0":  largeHeaderCase("#if 0\n"+strings.Repeat("int x;\n", 1000), 100<<20),
 	"input-too-large": filesCase(map[string]string{
@@ -151,13 +169,15 @@ var errorCases = map[string]errorCase{
 	},
 	"struct-nested-250":      headerCase(nestedHeader("struct", 250), expectGo("func (r *DeepM0M1M2M3M4M5M6M7M8) M9() *DeepM0M1M2M3M4M5M6M7M8M9"), rssBelow(512<<20)),
 	"union-nested-250":       headerCase(nestedHeader("union", 250), rssBelow(512<<20)),
-	"struct-nested-600":      headerCase(nestedHeader("struct", 600)),
+	"struct-nested-600":      headerCase(nestedHeader("struct", 600), rssBelow(1<<30)),
+	"struct-nested-1001":     headerCase(nestedHeader("struct", 1001)),
 	"records-by-value-30":    headerCase(byValueHeader(30), expectGo("func (r *R7) A() *R6"), rssBelow(256<<20)),
 	"struct-offset-overflow": headerCase("struct ibv_o { char a[1ULL << 62]; char b[1ULL << 62]; char c[1ULL << 62]; char d[1ULL << 62]; char e; };\n"),
 	"enum-beyond-int64": headerCase("enum ibv_u { IBV_U_TOP = 1ULL << 63, IBV_U_MAX = 0xffffffffffffffffULL };\nenum ibv_s { IBV_S_NEG = -1, IBV_S_WRAP = 0x8000000000000000ULL };\nstruct ibv_use { enum ibv_u u; enum ibv_s s; };\n",
 		expectGo("type U uint64", "UMax U = 18446744073709551615", "type S int64", "SWrap S = -9223372036854775808")),
-	"member-vector": headerCase("struct ibv_v { char c; int v __attribute__((vector_size(16))); };\n"),
-	"member-mode":   headerCase("#include <sys/types.h>\nstruct ibv_r { char c; register_t r; };\n"),
+	"member-vector":    headerCase("struct ibv_v { char c; int v __attribute__((vector_size(16))); };\n"),
+	"member-mode":      headerCase("#include <sys/types.h>\nstruct ibv_r { char c; register_t r; };\n"),
+	"generated-c-name": headerCase("struct ibv_m { int a; };\n#define verbsexp_p0 1\n"),
 	"scope-typo": func(t *testing.T, bin string) (int, string) {
 		out := filepath.Join(t.TempDir(), "pkg")
 		if c, o := runGen(t, bin, nil, "-q", "-I", writeHeader(t, goodHeader), "-o", out, "-arch", "amd64"); c != 0 {
@@ -199,6 +219,17 @@ var errorCases = map[string]errorCase{
 	"include-unnamable": func(t *testing.T, bin string) (int, string) {
 		return runGen(t, bin, nil, "-I", `/opt/ofed"4.9/include`, "-o", filepath.Join(t.TempDir(), "pkg"))
 	},
+}
+
+// limitedCase runs c with the C front end's child limited to 4 s of CPU
+// time and 384 MiB (VERBSEXP_FRONT_END_*): enough for any real header,
+// and a refusal within refusalRSS in seconds.
+func limitedCase(c errorCase) errorCase {
+	return func(t *testing.T, bin string) (int, string) {
+		t.Setenv("VERBSEXP_FRONT_END_CPU", "4")
+		t.Setenv("VERBSEXP_FRONT_END_MEMORY", "384")
+		return c(t, bin)
+	}
 }
 
 // nestedHeader is struct ibv_deep with n levels of unnamed kw (struct or

@@ -9,6 +9,7 @@
 //	gen -I DIR [-I DIR…] -o OUTDIR [-arch LIST] [-pkg NAME] [-entry HEADER]
 //	gen check [-I DIR…] [-baseline FILE [-ack FILE]] PKGDIR
 //	gen diff [-ack FILE] OLD.json NEW.json
+//	gen module -I DIR -o OUTDIR
 //	gen -version
 //
 // Each target is read with its own C compiler (cc on the host,
@@ -16,7 +17,10 @@
 // that its libc headers decide the layout. OUTDIR is replaced atomically.
 // gen check is the check for CI: the package is current, its abi.json
 // holds for every target's C compiler, and nothing breaks against a
-// baseline. gen diff classifies the changes between two manifests.
+// baseline. gen diff classifies the changes between two manifests. gen
+// module writes a copy of this module generated from your headers, for a
+// replace directive, when the runtime must serve a release whose ABI
+// differs from the committed package's.
 //
 // From another module, add the tool once (go get -tool
 // github.com/verbsexp/verbsexp/gen), then run go tool gen; a package
@@ -42,6 +46,7 @@ import (
 	"github.com/verbsexp/verbsexp/gen/internal/model"
 	"github.com/verbsexp/verbsexp/gen/internal/parse"
 	"github.com/verbsexp/verbsexp/internal/gencmd"
+	"github.com/verbsexp/verbsexp/internal/manifest"
 	"github.com/verbsexp/verbsexp/internal/target"
 )
 
@@ -80,6 +85,14 @@ func (g *genFlags) options(out string) (generate.Options, error) {
 	if err != nil {
 		return generate.Options{}, err
 	}
+	// Both reach generated C and Go (an #include, comments, the recorded
+	// command in shims.go's cgo preamble).
+	if !manifest.HeaderPath(g.entry) {
+		return generate.Options{}, fmt.Errorf("-entry %q: want a header path relative to an -I directory, of letters, digits and _ - . + / only (the generator spells it in #include <…> and in Go comments), e.g. -entry infiniband/verbs_exp.h", g.entry)
+	}
+	if g.scope != "" && !manifest.HeaderPath(g.scope) {
+		return generate.Options{}, fmt.Errorf("-scope %q: want a directory relative to the -I directories, of letters, digits and _ - . + / only (the generator records it in Go comments), e.g. -scope infiniband, or -scope \"\" for all", g.scope)
+	}
 	name := g.pkg
 	if name == "" {
 		name = packageName(out)
@@ -101,6 +114,7 @@ func (g *genFlags) options(out string) (generate.Options, error) {
 const usageText = `usage: gen -I DIR [-I DIR…] -o OUTDIR [-arch LIST] [-pkg NAME] [-entry HEADER]
        gen check [-I DIR…] [-baseline FILE [-ack FILE]] PKGDIR
        gen diff [-ack FILE] [-json] OLD.json NEW.json
+       gen module -I DIR -o OUTDIR
        gen -version
 
 Generates Go types, constants, call wrappers and abi.json for the
@@ -112,8 +126,11 @@ with -entry, for upstream rdma-core headers.
               (for CI; gen check -h)
   gen diff    classify what changed between two abi.json manifests
               (gen diff -h)
+  gen module  a copy of this module whose generated/ and runtime build on
+              your headers, for a replace directive (gen module -h)
 
-Targets need their C compilers: %s.
+Targets need their C compilers (each is checked to be its target's):
+%s.
 
 Flags:
 `
@@ -126,6 +143,8 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 			return runDiff(args[1:], stdout, stderr)
 		case "check":
 			return runCheck(args[1:], stdout, stderr)
+		case "module":
+			return runModule(args[1:], stdout, stderr)
 		}
 	}
 	defer func() {
@@ -174,7 +193,10 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		fmt.Fprintf(stderr, "gen: missing %s; gen -h lists every flag\n", strings.Join(missing, " and "))
 		return 2
 	}
-	opts, err := g.options(*out)
+	// Paths are recorded as seen from the package directory itself, where
+	// go generate runs: through a symbolic link -o, its target.
+	pkgDir := realDir(*out)
+	opts, err := g.options(pkgDir)
 	if err != nil {
 		fmt.Fprintln(stderr, "gen:", err)
 		return 2
@@ -182,7 +204,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	// The same command line, as run from the output package: that is what
 	// go generate runs, and recording it (not the caller's cwd-relative
 	// one) makes make generate and go generate write identical bytes.
-	recorded, err := packageRelative(args, *out)
+	recorded, err := packageRelative(args, pkgDir)
 	if err != nil {
 		fmt.Fprintln(stderr, "gen:", err)
 		return 2
@@ -194,13 +216,24 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		fmt.Fprintln(stderr, "gen:", err)
 		return 1
 	}
+	changed := !generate.Current(*out, res.Files)
 	if err := generate.Write(*out, res.Files); err != nil {
 		fmt.Fprintln(stderr, "gen:", err)
 		return 1
 	}
+	// go generate runs the recorded directive: quiet on success, as go
+	// tools are (it sets GOFILE and GOPACKAGE for the directive's run).
+	if os.Getenv("GOFILE") != "" && os.Getenv("GOPACKAGE") != "" {
+		*quiet = true
+	}
 	if !*quiet {
-		for _, n := range res.Notes {
-			fmt.Fprintln(stderr, "gen: note:", n)
+		// The notes (renamed Go names, skipped functions) matter when the
+		// package changes; a run that rewrites the same bytes does not
+		// repeat them.
+		if changed {
+			for _, n := range res.Notes {
+				fmt.Fprintln(stderr, "gen: note:", n)
+			}
 		}
 		p := res.Pkg
 		var names []string
@@ -215,8 +248,16 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		}
 		fmt.Fprintf(stdout, "gen: package %s in %s for linux/{%s}: %d records (+%d nested types, %d opaque), %d enums, %d constants, %d functions from %d headers\n",
 			p.Name, *out, strings.Join(p.Arches, ","), len(p.Records)-nested, nested, len(p.Opaque), len(p.Enums), countConsts(p), len(p.Funcs), len(p.Inputs))
-		fmt.Fprintf(stdout, "gen: %d call wrappers (%d skipped, see notes)\n", len(res.Shims.Wrappers), len(res.Shims.Skipped))
-		fmt.Fprintf(stdout, "gen: wrote %s\n", strings.Join(names, " "))
+		if n := len(res.Shims.Skipped); n > 0 {
+			fmt.Fprintf(stdout, "gen: %d call wrappers (%d functions skipped: the notes name each and why)\n", len(res.Shims.Wrappers), n)
+		} else {
+			fmt.Fprintf(stdout, "gen: %d call wrappers\n", len(res.Shims.Wrappers))
+		}
+		if !changed {
+			fmt.Fprintf(stdout, "gen: %s was current: the same %d files (%d notes, printed when it changed)\n", *out, len(names), len(res.Notes))
+		} else {
+			fmt.Fprintf(stdout, "gen: wrote %s\n", strings.Join(names, " "))
+		}
 	}
 	return 0
 }
@@ -257,9 +298,9 @@ func versionLine() string {
 func compilersHelp() string {
 	var s []string
 	for _, t := range target.All {
-		s = append(s, fmt.Sprintf("%s: %s-gcc (apt-get install %s)", t.GoArch, t.GNUTriplet, t.DebianPkg))
+		s = append(s, fmt.Sprintf("%s: %s (a path or name; apt-get install %s)", t.GoArch, t.CompilerHelp(), t.DebianPkg))
 	}
-	return strings.Join(s, "; ")
+	return "  " + strings.Join(s, ";\n  ")
 }
 
 // packageName is the default package name: the base name of the output
@@ -288,6 +329,18 @@ func checkPackageName(name string) error {
 		return fmt.Errorf("-pkg %s: a generated package cannot be named %s (blank, cgo's C, a command's main, or init); choose another name, e.g. -pkg verbs", name, name)
 	}
 	return nil
+}
+
+// realDir is dir with symbolic links resolved: of dir itself when it
+// exists, else of its parent (a package about to be created).
+func realDir(dir string) string {
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		return r
+	}
+	if p, err := filepath.EvalSymlinks(filepath.Dir(filepath.Clean(dir))); err == nil {
+		return filepath.Join(p, filepath.Base(filepath.Clean(dir)))
+	}
+	return dir
 }
 
 // fromPackage spells path p as seen from the output package directory out:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/verbsexp/verbsexp/internal/target"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,15 +98,28 @@ func TestMissingFlagIsNamed(t *testing.T) {
 	}
 }
 
-// TestHelpListsSubcommands: gen -h names check and diff.
+// TestHelpListsSubcommands: gen -h names check, diff and module, and for
+// every target the compiler the generator then uses (the host's cc on
+// its own architecture: the help once named x86_64-linux-gnu-gcc there).
 func TestHelpListsSubcommands(t *testing.T) {
 	code, _, stderr := cli(t, "-h")
 	if code != 0 {
 		t.Errorf("gen -h: exit %d", code)
 	}
-	for _, w := range []string{"usage: gen -I DIR", "gen check [-I DIR…]", "gen diff [-ack FILE]", "gen -version", "-entry HEADER"} {
+	for _, w := range []string{"usage: gen -I DIR", "gen check [-I DIR…]", "gen diff [-ack FILE]", "gen module -I DIR -o OUTDIR", "gen -version", "-entry HEADER"} {
 		if !strings.Contains(stderr, w) {
 			t.Errorf("gen -h lacks %q:\n%s", w, stderr)
+		}
+	}
+	for _, tg := range target.All {
+		t.Setenv(tg.EnvVar(), "")
+		cc, err := tg.Compiler()
+		if err != nil {
+			t.Logf("%s: %v", tg.GoArch, err)
+			continue
+		}
+		if line := "  " + tg.GoArch + ": " + filepath.Base(cc); !strings.Contains(stderr, line+" ") && !strings.Contains(stderr, line+",") {
+			t.Errorf("gen -h does not name %s, the compiler used for %s, first (want %q):\n%s", filepath.Base(cc), tg.GoArch, line, stderr)
 		}
 	}
 }
@@ -228,5 +242,90 @@ func TestIncludePathWithSpace(t *testing.T) {
 	}
 	if after := snapshot(t, pkg); !equalSnapshots(before, after) {
 		t.Error("go generate with the recorded directive wrote different bytes")
+	}
+}
+
+// TestNotesOnceSortedQuietUnderGoGenerate: the generator's notes come
+// sorted by position (line 9 before line 10: they were sorted as text),
+// once when the package changes, not again when a run rewrites the same
+// bytes; go generate (GOFILE and GOPACKAGE set) prints nothing on
+// success; "see notes" appears only when a function was skipped.
+func TestNotesOnceSortedQuietUnderGoGenerate(t *testing.T) {
+	header := strings.Repeat("\n", 8) + "#define IBV_QP_CAP 1\n#define IBV_SGE 2\nstruct ibv_qp_cap { int a; };\nstruct ibv_sge { int b; };\n"
+	inc := writeHeader(t, header)
+	out := filepath.Join(t.TempDir(), "pkg")
+	args := []string{"-I", inc, "-o", out, "-arch", "amd64"}
+	code, stdout, stderr := cli(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	nine, ten := strings.Index(stderr, "verbs_exp.h:9:"), strings.Index(stderr, "verbs_exp.h:10:")
+	if nine < 0 || ten < 0 || nine > ten {
+		t.Errorf("the notes of lines 9 and 10 are missing or out of order:\n%s", stderr)
+	}
+	if strings.Contains(stdout, "see notes") || !strings.Contains(stdout, "call wrappers\n") {
+		t.Errorf("the summary points at notes about skipped functions when none was skipped:\n%s", stdout)
+	}
+	code, stdout, stderr = cli(t, args...)
+	if code != 0 || strings.Contains(stderr, "note:") || !strings.Contains(stdout, "was current: the same") {
+		t.Errorf("a second run over the same package: exit %d, want no notes and \"was current\":\n%s%s", code, stdout, stderr)
+	}
+	if err := os.WriteFile(filepath.Join(inc, "infiniband", "verbs_exp.h"), []byte(header+"struct ibv_more { int c; };\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr = cli(t, args...); code != 0 || !strings.Contains(stderr, "verbs_exp.h:9:") {
+		t.Errorf("a run that changes the package: exit %d, want the notes again:\n%s%s", code, stdout, stderr)
+	}
+	t.Setenv("GOFILE", "doc.go")
+	t.Setenv("GOPACKAGE", "pkg")
+	if code, stdout, stderr = cli(t, args...); code != 0 || stdout != "" || stderr != "" {
+		t.Errorf("under go generate: exit %d, printed %q %q; want silence", code, stdout, stderr)
+	}
+}
+
+// TestRecordedThroughLink: with -o a symbolic link into another directory,
+// the recorded command is spelled from the package directory itself,
+// where go generate runs it (it was spelled from the link's directory, so
+// its -I pointed the wrong way), and running it there writes the same
+// bytes.
+func TestRecordedThroughLink(t *testing.T) {
+	root := t.TempDir()
+	inc := filepath.Join(root, "include")
+	if err := os.CopyFS(inc, os.DirFS(writeHeader(t, goodHeader))); err != nil {
+		t.Fatal(err)
+	}
+	pkg := filepath.Join(root, "internal", "verbs")
+	if err := os.MkdirAll(pkg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("internal", "verbs"), filepath.Join(root, "vlink")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(root)
+	if code, out, errs := cli(t, "-q", "-I", "include", "-o", "vlink", "-arch", "amd64"); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	doc, err := os.ReadFile(filepath.Join(pkg, "doc.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "//go:generate go run github.com/verbsexp/verbsexp/gen -I ../../include -o . -arch amd64"
+	if !strings.Contains(string(doc), want) {
+		t.Fatalf("doc.go does not record %q:\n%s", want, doc)
+	}
+	before := map[string]string{}
+	entries, _ := os.ReadDir(pkg)
+	for _, e := range entries {
+		b, _ := os.ReadFile(filepath.Join(pkg, e.Name()))
+		before[e.Name()] = string(b)
+	}
+	t.Chdir(pkg)
+	if code, out, errs := cli(t, "-q", "-I", "../../include", "-o", ".", "-arch", "amd64"); code != 0 {
+		t.Fatalf("the recorded command, run in the package: exit %d\n%s%s", code, out, errs)
+	}
+	for name, b := range before {
+		if now, _ := os.ReadFile(filepath.Join(pkg, name)); string(now) != b {
+			t.Errorf("%s: the recorded command run in the package writes other bytes", name)
+		}
 	}
 }

@@ -300,3 +300,17 @@ func isGo(src string) bool {
 	_, err := parser.ParseFile(fset, "", "package p\n"+src+"\n", 0)
 	return err == nil
 }
+
+// TestGoDocShowsRegenerateCommand: go doc ./generated, which says go
+// generate regenerates the package, shows the command it runs (the
+// //go:generate line itself is not part of the documentation).
+func TestGoDocShowsRegenerateCommand(t *testing.T) {
+	args, err := gencmd.Read(filepath.Join(repoRoot(t), "generated"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := runIn(t, repoRoot(t), nil, "go", "doc", "./generated")
+	if cmd := gencmd.Join(args); !strings.Contains(out, "regenerates the package; it runs") || !strings.Contains(out, "    "+cmd+"\n") {
+		t.Errorf("go doc ./generated does not show %q:\n%s", cmd, firstLines(out, 25))
+	}
+}

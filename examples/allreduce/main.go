@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/internal/examplecli"
 	"github.com/verbsexp/verbsexp/runtime/coll"
 	"github.com/verbsexp/verbsexp/runtime/coll/collsoft"
 	"github.com/verbsexp/verbsexp/runtime/lease"
@@ -34,6 +36,7 @@ import (
 )
 
 func main() {
+	examplecli.Usage("allreduce", "Reduces -count 64-bit values per rank across -ranks ranks with a standing\nallreduce of runtime/coll on the software device, -iters times, checking\nevery rank's result against Go's each time.")
 	ranks := flag.Int("ranks", 8, "number of ranks, 1 or more")
 	op := flag.String("op", "sum", "sum, max (MAXLOC), and, or, xor")
 	typ := flag.String("type", "int", "int, uint or float")
@@ -41,9 +44,13 @@ func main() {
 	iters := flag.Int("iters", 100, "allreduces to run (the schedule is posted again for each)")
 	flag.Parse()
 	o, ok := ops[*op]
-	t, ok2 := types[*typ]
-	if !ok || !ok2 {
-		fmt.Fprintln(os.Stderr, "allreduce: unknown -op or -type (see -h)")
+	if !ok {
+		fmt.Fprintf(os.Stderr, "allreduce: -op %s: not an operation the device reduces with; choose %s\n", *op, strings.Join(slices.Sorted(maps.Keys(ops)), ", "))
+		os.Exit(2)
+	}
+	t, ok := types[*typ]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "allreduce: -type %s: not a data type the device reduces; choose %s\n", *typ, strings.Join(slices.Sorted(maps.Keys(types)), ", "))
 		os.Exit(2)
 	}
 	if err := run(*ranks, *count, o, t, *iters, os.Stdout); err != nil {

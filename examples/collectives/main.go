@@ -1,22 +1,36 @@
 //go:build linux && cgo
 
 // Command collectives runs the four standing collectives of
-// runtime/coll (barrier, allreduce, broadcast from -root, allgather)
-// over -ranks ranks on the software device, -iters runs each. Every
-// schedule is built once and posted once per run per rank; each run gets
-// fresh data and its result is checked on every rank: the barrier
-// completes on no rank before the last rank has posted, the allreduce
-// holds Go's sum, the broadcast the root's bytes, the allgather every
-// rank's block, and no collective writes past the bytes it was given.
-// It prints the median time per collective (from the first rank's post
-// to the last rank's completion; for the barrier that includes the check
-// that polls every other rank once before the last posts).
+// runtime/coll (barrier, allreduce, broadcast from -root, allgather),
+// -iters runs each, and checks every result. Every schedule is built
+// once and posted once per run per rank; each run gets fresh data and
+// its result is checked on every rank: the barrier completes on no rank
+// before the last rank has posted, the allreduce holds Go's sum, the
+// broadcast the root's bytes, the allgather every rank's block, and no
+// collective writes past the bytes it was given. It prints the median
+// time per collective.
+//
+// By default its -ranks ranks are goroutines of this process, all on one
+// software device (from the first rank's post to the last rank's
+// completion; the barrier's time includes the check that polls every
+// other rank once before the last posts):
 //
 //	go run ./examples/collectives -ranks 12 -iters 100 -root 5
+//
+// With -launch env each process is one rank of a job a launcher started
+// (coll.FromEnv: mpirun or srun with PMIx, or MASTER_ADDR/MASTER_PORT,
+// RANK and WORLD_SIZE for the TCP rendezvous), on its own software
+// device (at $VERBSEXP_SOFTDEV_ADDR, or a loopback address of its own);
+// the barrier's last rank of each run posts 2 ms after the others, who
+// must not complete before. Rank 0 prints the table (its own times):
+//
+//	mpirun -np 4 collectives -launch env
+//	MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 WORLD_SIZE=4 RANK=r collectives -launch env  (r = 0…3)
 package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,8 +41,10 @@ import (
 	"time"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/internal/examplecli"
 	"github.com/verbsexp/verbsexp/runtime/coll"
 	"github.com/verbsexp/verbsexp/runtime/coll/collsoft"
+	_ "github.com/verbsexp/verbsexp/runtime/coll/pmix" // FromEnv under mpirun and srun
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 )
@@ -36,14 +52,21 @@ import (
 // config is what the flags set.
 type config struct {
 	ranks, iters, root int
-	count              int // allreduce elements
-	bytes              int // broadcast length
-	block              int // allgather bytes per rank
+	count              int    // allreduce elements
+	bytes              int    // broadcast length
+	block              int    // allgather bytes per rank
+	launch             string // "": in process; "env": one rank per process (coll.FromEnv)
 }
 
 func main() {
+	examplecli.Usage("collectives", "Runs the four standing collectives of runtime/coll (barrier, allreduce,\nbroadcast, allgather) over -ranks ranks on the software device, -iters\nruns each, checks every result and prints the median time per collective.")
 	var c config
-	flag.IntVar(&c.ranks, "ranks", 8, "number of ranks, 1 or more")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "collectives: runs barrier, allreduce, broadcast and allgather on the software device, every result checked\n\nUsage: collectives [flags]\n")
+		flag.PrintDefaults()
+	}
+	flag.StringVar(&c.launch, "launch", "", `"env": this process is one rank of a job its launcher started (mpirun, srun, or MASTER_ADDR/MASTER_PORT with RANK and WORLD_SIZE); -ranks is then the job's size`)
+	flag.IntVar(&c.ranks, "ranks", 8, "number of ranks, 1 or more (in one process)")
 	flag.IntVar(&c.iters, "iters", 100, "runs of each collective")
 	flag.IntVar(&c.root, "root", 0, "the broadcast's root rank")
 	flag.IntVar(&c.count, "count", 4, "allreduce elements per rank (uint64 sums), 1 to 64")
@@ -75,24 +98,26 @@ type collective struct {
 	times   []time.Duration
 }
 
-// world is the device, the ranks' communicators and what they
-// registered.
+// world is the device, this process's ranks' communicators and what
+// they registered.
 type world struct {
-	dev  *softdev.Device
-	w    *collsoft.World
-	bufs []*lease.Buffer
-	mems []*coll.Memory
-	all  []*collective
+	dev   *softdev.Device
+	w     *collsoft.World // in one process
+	job   *coll.Job       // -launch env
+	local []*coll.Comm    // the ranks this process runs (all of them, or its own)
+	bufs  []*lease.Buffer
+	mems  []*coll.Memory
+	all   []*collective
 }
 
-// register gives rank r n bytes followed by the guard.
-func (w *world) register(r, n int) (*coll.Memory, error) {
+// register gives local rank i n bytes followed by the guard.
+func (w *world) register(i, n int) (*coll.Memory, error) {
 	b, err := lease.Alloc(n + guard)
 	if err != nil {
 		return nil, err
 	}
 	w.bufs = append(w.bufs, b)
-	m, err := w.w.Comms[r].Register(b)
+	m, err := w.local[i].Register(b)
 	if err != nil {
 		return nil, err
 	}
@@ -115,12 +140,24 @@ func (w *world) close() error {
 	}
 	if w.w != nil {
 		errs = append(errs, w.w.Close())
+	} else {
+		for _, c := range w.local {
+			errs = append(errs, c.Close())
+		}
+	}
+	if w.job != nil {
+		errs = append(errs, w.job.Close())
 	}
 	return errors.Join(append(errs, w.dev.Close())...)
 }
 
 func run(cfg config, out io.Writer) (err error) {
+	if cfg.launch == "env" {
+		return runRank(cfg, out)
+	}
 	switch {
+	case cfg.launch != "":
+		return fmt.Errorf("-launch %q: the only launch is env (one rank per process, from the launcher's environment)", cfg.launch)
 	case cfg.ranks < 1 || cfg.iters < 1:
 		return fmt.Errorf("need -ranks ≥ 1 and -iters ≥ 1, not %d and %d", cfg.ranks, cfg.iters)
 	case cfg.root < 0 || cfg.root >= cfg.ranks:
@@ -137,12 +174,9 @@ func run(cfg config, out io.Writer) (err error) {
 	if w.w, err = collsoft.New(dev, cfg.ranks, coll.Options{}); err != nil {
 		return err
 	}
-	for _, build := range []func(*world, config) (*collective, error){barrier, allreduce, broadcast, allgather} {
-		c, err := build(w, cfg)
-		if err != nil {
-			return err
-		}
-		w.all = append(w.all, c)
+	w.local = w.w.Comms
+	if err := w.build(cfg); err != nil {
+		return err
 	}
 	for _, c := range w.all {
 		for it := range cfg.iters {
@@ -163,8 +197,97 @@ func run(cfg config, out io.Writer) (err error) {
 		}
 	}
 	fmt.Fprintf(out, "%d ranks on softdev, %d runs of each collective, every result checked on every rank:\n", cfg.ranks, cfg.iters)
+	w.table(out)
+	return nil
+}
+
+func (w *world) build(cfg config) error {
+	for _, build := range []func(*world, config) (*collective, error){barrier, allreduce, broadcast, allgather} {
+		c, err := build(w, cfg)
+		if err != nil {
+			return err
+		}
+		w.all = append(w.all, c)
+	}
+	return nil
+}
+
+func (w *world) table(out io.Writer) {
 	for _, c := range w.all {
 		fmt.Fprintf(out, "  %-36s %10.2f µs per collective (median)\n", c.name, median(c.times))
+	}
+}
+
+// barrierLag is how much later than the others the barrier's last rank
+// of a run posts, across processes.
+const barrierLag = 2 * time.Millisecond
+
+// runRank runs this process's rank of a launched job.
+func runRank(cfg config, out io.Writer) (err error) {
+	job, err := coll.FromEnv(coll.JobOptions{})
+	if err != nil {
+		return err
+	}
+	dev, err := softdev.Open()
+	if err != nil {
+		return errors.Join(err, job.Close())
+	}
+	w := &world{dev: dev, job: job}
+	defer func() { err = errors.Join(err, w.close()) }()
+	cfg.ranks = job.Size()
+	switch {
+	case cfg.iters < 1:
+		return fmt.Errorf("need -iters ≥ 1, not %d", cfg.iters)
+	case cfg.root < 0 || cfg.root >= cfg.ranks:
+		return fmt.Errorf("-root %d is not a rank of the job's %d", cfg.root, cfg.ranks)
+	case cfg.count < 1 || cfg.count > coll.DefaultDepth || cfg.bytes < 1 || cfg.block < 1:
+		return fmt.Errorf("need 1 ≤ -count ≤ %d, -bytes ≥ 1 and -block ≥ 1", coll.DefaultDepth)
+	}
+	start := time.Now()
+	c, err := coll.New(dev.Context(), job.Rank(), job.Size(), job.Exchange, coll.Options{})
+	if err != nil {
+		return fmt.Errorf("rank %d (%s): %w", job.Rank(), job.Launcher, err)
+	}
+	boot := time.Since(start)
+	w.local = []*coll.Comm{c}
+	if err := w.build(cfg); err != nil {
+		return err
+	}
+	for _, col := range w.all {
+		for it := range cfg.iters {
+			col.prepare(it)
+			t0 := time.Now()
+			if err := col.post(); err != nil {
+				return fmt.Errorf("rank %d: %s, run %d: %w", c.Rank(), col.name, it, err)
+			}
+			if err := col.ss[0].Wait(); err != nil {
+				return fmt.Errorf("rank %d: %s, run %d: %w", c.Rank(), col.name, it, err)
+			}
+			col.times = append(col.times, time.Since(t0))
+			if err := col.check(it); err != nil {
+				return fmt.Errorf("rank %d: %s, run %d: %w", c.Rank(), col.name, it, err)
+			}
+		}
+	}
+	// What the wire did, summed over the ranks: a run whose sends
+	// outran a peer's receives shows as RNR NAKs.
+	ws := dev.Wire().QPs
+	all, err := job.Exchange(binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, ws.RNRNaksReceived), ws.Retransmitted))
+	if err != nil {
+		return fmt.Errorf("rank %d: exchange the wire counters: %w", c.Rank(), err)
+	}
+	var rnr, retrans uint64
+	for r, b := range all {
+		if len(b) != 16 {
+			return fmt.Errorf("rank %d sent %d bytes of wire counters, not 16", r, len(b))
+		}
+		rnr, retrans = rnr+binary.BigEndian.Uint64(b), retrans+binary.BigEndian.Uint64(b[8:])
+	}
+	if c.Rank() == 0 {
+		fmt.Fprintf(out, "%d ranks, one per process (%s), each on its own softdev device; New took %v; %d runs of each collective, every result checked on every rank; rank 0's times:\n",
+			cfg.ranks, job.Launcher, boot.Round(time.Microsecond), cfg.iters)
+		w.table(out)
+		fmt.Fprintf(out, "  RNR NAKs received by all ranks: %d; packets sent again: %d\n", rnr, retrans)
 	}
 	return nil
 }
@@ -190,7 +313,7 @@ func postAll(ss []*coll.Schedule) error {
 // until it has, no other rank's run completes.
 func barrier(w *world, cfg config) (*collective, error) {
 	c := &collective{name: "barrier"}
-	for _, comm := range w.w.Comms {
+	for _, comm := range w.local {
 		s, err := comm.Barrier()
 		if err != nil {
 			return nil, err
@@ -199,6 +322,34 @@ func barrier(w *world, cfg config) (*collective, error) {
 	}
 	late := 0
 	c.prepare = func(it int) { late = it * 7 % cfg.ranks }
+	if w.w == nil { // one rank of a job: the late one posts barrierLag after the others
+		me := w.local[0].Rank()
+		var posted time.Time
+		c.post = func() error {
+			if me == late {
+				time.Sleep(barrierLag)
+			}
+			posted = time.Now()
+			return c.ss[0].Post()
+		}
+		// A rank's single run may finish early when the host descheduled
+		// it after the last barrier (two cores, eight ranks): the median
+		// of its runs where another rank was late says whether it waited.
+		var waited []time.Duration
+		c.check = func(it int) error {
+			if me != late {
+				waited = append(waited, time.Since(posted))
+			}
+			if it < cfg.iters-1 || len(waited) == 0 {
+				return nil
+			}
+			if m := median(waited); m < float64(barrierLag.Microseconds())/2 {
+				return fmt.Errorf("the barrier completed a median %.0f µs after this rank posted, while another rank posted %v later", m, barrierLag)
+			}
+			return nil
+		}
+		return c, nil
+	}
 	c.post = func() error {
 		for r, s := range c.ss {
 			if r != late {
@@ -239,12 +390,12 @@ func allreduce(w *world, cfg config) (*collective, error) {
 	c := &collective{name: fmt.Sprintf("allreduce (sum of %d uint64)", cfg.count)}
 	n := cfg.count * coll.ElementSize
 	var ins, outs []*coll.Memory
-	for r, comm := range w.w.Comms {
-		in, err := w.register(r, n)
+	for i, comm := range w.local {
+		in, err := w.register(i, n)
 		if err != nil {
 			return nil, err
 		}
-		o, err := w.register(r, n)
+		o, err := w.register(i, n)
 		if err != nil {
 			return nil, err
 		}
@@ -256,16 +407,17 @@ func allreduce(w *world, cfg config) (*collective, error) {
 	}
 	input := func(r, e, it int) uint64 { return 0x9e3779b97f4a7c15 * uint64(1+r+cfg.ranks*(e+cfg.count*it)) }
 	c.prepare = func(it int) {
-		for r := range ins {
+		for i := range ins {
 			for e := range cfg.count {
-				coll.PutElement(ins[r].Bytes(), e, input(r, e, it), 0)
+				coll.PutElement(ins[i].Bytes(), e, input(w.local[i].Rank(), e, it), 0)
 			}
-			fill(outs[r].Bytes(), n, 0)
+			fill(outs[i].Bytes(), n, 0)
 		}
 	}
 	c.post = func() error { return postAll(c.ss) }
 	c.check = func(it int) error {
-		for r, o := range outs {
+		for i, o := range outs {
+			r := w.local[i].Rank()
 			for e := range cfg.count {
 				var want uint64
 				for q := range cfg.ranks {
@@ -289,8 +441,8 @@ func allreduce(w *world, cfg config) (*collective, error) {
 func broadcast(w *world, cfg config) (*collective, error) {
 	c := &collective{name: fmt.Sprintf("broadcast (%d bytes from rank %d)", cfg.bytes, cfg.root)}
 	var bufs []*coll.Memory
-	for r, comm := range w.w.Comms {
-		m, err := w.register(r, cfg.bytes)
+	for i, comm := range w.local {
+		m, err := w.register(i, cfg.bytes)
 		if err != nil {
 			return nil, err
 		}
@@ -306,8 +458,8 @@ func broadcast(w *world, cfg config) (*collective, error) {
 		for i := range want {
 			want[i] = byte(rnd.Uint32())
 		}
-		for r, m := range bufs {
-			if r == cfg.root {
+		for i, m := range bufs {
+			if w.local[i].Rank() == cfg.root {
 				fill(m.Bytes(), cfg.bytes, 0)
 				copy(m.Bytes(), want)
 			} else {
@@ -317,7 +469,8 @@ func broadcast(w *world, cfg config) (*collective, error) {
 	}
 	c.post = func() error { return postAll(c.ss) }
 	c.check = func(int) error {
-		for r, m := range bufs {
+		for i, m := range bufs {
+			r := w.local[i].Rank()
 			if got := m.Bytes()[:cfg.bytes]; !bytes.Equal(got, want) {
 				return fmt.Errorf("rank %d holds %x…, the root sent %x…", r, got[:min(8, len(got))], want[:min(8, len(want))])
 			}
@@ -336,8 +489,8 @@ func allgather(w *world, cfg config) (*collective, error) {
 	c := &collective{name: fmt.Sprintf("allgather (%d bytes per rank)", cfg.block)}
 	n := cfg.ranks * cfg.block
 	var bufs []*coll.Memory
-	for r, comm := range w.w.Comms {
-		m, err := w.register(r, n)
+	for i, comm := range w.local {
+		m, err := w.register(i, n)
 		if err != nil {
 			return nil, err
 		}
@@ -353,14 +506,16 @@ func allgather(w *world, cfg config) (*collective, error) {
 		for i := range want {
 			want[i] = byte(rnd.Uint32())
 		}
-		for r, m := range bufs {
+		for i, m := range bufs {
+			r := w.local[i].Rank()
 			fill(m.Bytes(), n, 0xff)
 			copy(m.Bytes()[r*cfg.block:(r+1)*cfg.block], want[r*cfg.block:])
 		}
 	}
 	c.post = func() error { return postAll(c.ss) }
 	c.check = func(int) error {
-		for r, m := range bufs {
+		for i, m := range bufs {
+			r := w.local[i].Rank()
 			got := m.Bytes()[:n]
 			for q := range cfg.ranks {
 				blk := got[q*cfg.block : (q+1)*cfg.block]

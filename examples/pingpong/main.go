@@ -33,12 +33,14 @@ import (
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/internal/examplecli"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 	"github.com/verbsexp/verbsexp/runtime/task"
 )
 
 func main() {
+	examplecli.Usage("pingpong", "Bounces -rounds messages of -size bytes between two queue pairs of the\nsoftware device with a cross-channel schedule that is posted once: the\ndevice runs every round trip without the CPU.")
 	rounds := flag.Int("rounds", 1000, "round trips")
 	size := flag.Int("size", 64, "message size in bytes")
 	maxWR := flag.Int("max-wr", softdev.DefaultLimits.MaxQPWR, "the software device's max_qp_wr (WQEs per queue)")

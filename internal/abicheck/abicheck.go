@@ -8,6 +8,7 @@ package abicheck
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 	"github.com/verbsexp/verbsexp/internal/manifest"
 	"github.com/verbsexp/verbsexp/internal/target"
 )
@@ -28,11 +30,29 @@ type Assertion struct {
 	Cond, Msg string
 }
 
+// Relation is what an assertion holds a constant to.
+type Relation uint8
+
+const (
+	// Equal: the headers' value is the recorded one.
+	Equal Relation = iota
+	// AtLeast: a reserved bound (one past the last flag), which releases
+	// move up as they add flags; the headers' may be larger.
+	AtLeast
+	// HasBits: a flag mask, which releases widen; the headers' has at
+	// least the recorded bits.
+	HasBits
+)
+
 // Assertions lists the checks for one arch of a manifest: every record's
 // size and alignment, every member's offset and size, every constant's
-// value. Bit-fields cannot be named by offsetof and are left to run-time
-// checks. hint is appended to every message (what to do when it fails).
-func Assertions(a *manifest.Arch, arch, hint string) []Assertion {
+// value. Bit-fields cannot be named by offsetof: Check reads their
+// positions from an object file instead (bits.go). hint is appended to
+// every message (what to do when it fails). rel says what each constant
+// is held to (nil: Equal for all): gen check pins every value of the
+// headers a package was generated from, the build guard in a package's
+// cgo preamble lets bounds grow.
+func Assertions(a *manifest.Arch, arch, hint string, rel func(c string) Relation) []Assertion {
 	var r []Assertion
 	add := func(cond, msg string) { r = append(r, Assertion{cond, msg + hint}) }
 	for _, rec := range a.Records {
@@ -53,7 +73,18 @@ func Assertions(a *manifest.Arch, arch, hint string) []Assertion {
 		if c.Value.Negative() {
 			lit = "(" + c.Value.String() + "LL)"
 		}
-		add(fmt.Sprintf("(%s) == %s", c.C, lit), fmt.Sprintf("%s is not %s on %s", c.C, c.Value, arch))
+		how := Equal
+		if rel != nil && !c.Value.Negative() {
+			how = rel(c.C)
+		}
+		switch how {
+		case AtLeast:
+			add(fmt.Sprintf("(unsigned long long)(%s) >= %s", c.C, lit), fmt.Sprintf("%s is below %s on %s (a bound: these headers know fewer flags than the package)", c.C, c.Value, arch))
+		case HasBits:
+			add(fmt.Sprintf("((unsigned long long)(%s) & %s) == %s", c.C, lit, lit), fmt.Sprintf("%s lacks bits of %s on %s (a flag mask: these headers accept fewer flags than the package)", c.C, c.Value, arch))
+		default:
+			add(fmt.Sprintf("(%s) == %s", c.C, lit), fmt.Sprintf("%s is not %s on %s", c.C, c.Value, arch))
+		}
 	}
 	return r
 }
@@ -61,12 +92,24 @@ func Assertions(a *manifest.Arch, arch, hint string) []Assertion {
 // Source returns a C translation unit of _Static_asserts for one arch of
 // m, including entry first, and the number of assertions.
 func Source(m *manifest.Manifest, arch, entry string) (string, int, error) {
+	if err := checkEntry(entry); err != nil {
+		return "", 0, err
+	}
 	a := m.Arches[arch]
 	if a == nil {
 		return "", 0, fmt.Errorf("manifest has no arch %s", arch)
 	}
-	as := Assertions(a, arch, "")
+	as := Assertions(a, arch, "", nil)
 	return source(arch, entry, as), len(as), nil
+}
+
+// checkEntry refuses an entry header that cannot stand in #include <…>
+// as it is (the manifest's names are checked when it is read).
+func checkEntry(entry string) error {
+	if !manifest.HeaderPath(entry) {
+		return fmt.Errorf("entry header %q: want a relative header path of letters, digits and _ - . + / only", entry)
+	}
+	return nil
 }
 
 // headerLines is how many lines of source come before the first
@@ -92,7 +135,7 @@ func Compile(src string, t target.Target, includes []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := compile(cc, t, src, includes, "-fmax-errors=50")
+	c, err := compile(cc, t, src, includes, "-fsyntax-only", "-fmax-errors=50")
 	if err != nil {
 		return err
 	}
@@ -113,9 +156,10 @@ type compilation struct {
 	err  error  // its exit: nil when it accepted the file
 }
 
-// compile writes src to a scratch file and runs cc -fsyntax-only
-// -std=gnu11 on it, with flags and includes searched first. The error is
-// for a run that could not happen or did not finish within checkTimeout.
+// compile writes src to a scratch file and runs cc -std=gnu11 on it,
+// with flags (-fsyntax-only, or -c -o FILE) and includes searched first.
+// The error is for a run that could not happen or did not finish within
+// checkTimeout.
 func compile(cc string, t target.Target, src string, includes []string, flags ...string) (*compilation, error) {
 	dir, err := os.MkdirTemp("", "abicheck-")
 	if err != nil {
@@ -126,7 +170,7 @@ func compile(cc string, t target.Target, src string, includes []string, flags ..
 	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 		return nil, err
 	}
-	args := append([]string{"-fsyntax-only", "-std=gnu11"}, flags...)
+	args := append([]string{"-std=gnu11"}, flags...)
 	for _, d := range includes {
 		args = append(args, "-I", d)
 	}
@@ -139,6 +183,14 @@ func compile(cc string, t target.Target, src string, includes []string, flags ..
 	runErr := cmd.Run()
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("linux/%s: %s did not finish the check in %v", t.GoArch, filepath.Base(cc), checkTimeout)
+	}
+	var exit *exec.ExitError
+	if runErr != nil && !errors.As(runErr, &exit) {
+		// It did not run: not a verdict on the manifest or the headers.
+		if hint, ok := inputfile.OutOfDescriptors(runErr); ok {
+			return nil, fmt.Errorf("linux/%s: cannot run %s: %v: %s", t.GoArch, filepath.Base(cc), runErr, hint)
+		}
+		return nil, fmt.Errorf("linux/%s: cannot run %s: %v", t.GoArch, filepath.Base(cc), runErr)
 	}
 	return &compilation{out.String(), file, runErr}, nil
 }
@@ -157,6 +209,9 @@ func compiler(t target.Target) (string, error) {
 	cmd := exec.CommandContext(ctx, cc, "-dM", "-E", "-x", "c", os.DevNull)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	out, err := cmd.Output()
+	if hint, ok := inputfile.OutOfDescriptors(err); ok {
+		return "", fmt.Errorf("linux/%s: cannot run %s: %v: %s", t.GoArch, cc, err, hint)
+	}
 	if err != nil {
 		return "", fmt.Errorf("linux/%s: %s cannot tell its predefined macros (%v): %s", t.GoArch, cc, err, t.Remedy())
 	}
@@ -199,6 +254,9 @@ var errorLine = regexp.MustCompile(`^(.*?):(\d+):(?:\d+:)? (?:fatal )?error: (.*
 // could not run (no compiler, no such arch); a failing check is a Result
 // that is not OK.
 func Check(m *manifest.Manifest, t target.Target, entry string, includes []string) (*Result, error) {
+	if err := checkEntry(entry); err != nil {
+		return nil, err
+	}
 	a := m.Arches[t.GoArch]
 	if a == nil {
 		return nil, fmt.Errorf("the manifest has no linux/%s", t.GoArch)
@@ -207,13 +265,19 @@ func Check(m *manifest.Manifest, t target.Target, entry string, includes []strin
 	if err != nil {
 		return nil, err
 	}
-	as := Assertions(a, t.GoArch, "")
-	c, err := compile(cc, t, source(t.GoArch, entry, as), includes, "-fmax-errors=0", "-fno-diagnostics-show-caret", "-w")
+	as := Assertions(a, t.GoArch, "", nil)
+	c, err := compile(cc, t, source(t.GoArch, entry, as), includes, "-fsyntax-only", "-fmax-errors=0", "-fno-diagnostics-show-caret", "-w")
 	if err != nil {
 		return nil, err
 	}
 	r := &Result{Target: t, Compiler: cc, Assertions: len(as)}
+	bits := bitFields(a)
+	r.Assertions += len(bits)
 	if c.err == nil {
+		// The headers compile: the bit-fields' positions can be read.
+		if err := checkBits(r, cc, t, entry, includes, bits); err != nil {
+			return nil, err
+		}
 		return r, nil
 	}
 	failed := map[int]string{}

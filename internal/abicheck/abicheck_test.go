@@ -1,6 +1,8 @@
 package abicheck
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -135,5 +137,55 @@ func TestCheckRefusesAnotherTargetsCompiler(t *testing.T) {
 	}
 	if err := Compile("", other, nil); err == nil || !strings.Contains(err.Error(), "not "+other.GoArch) {
 		t.Fatalf("Compile with %s for linux/%s: err = %v", host, other.GoArch, err)
+	}
+}
+
+// TestCheckBitFields: bit-field positions are checked against the
+// compiler too (gen check passed a wrong bit offset before): the right
+// ones hold on every target, a wrong offset or width fails naming the
+// member, the manifest's claim and where the compiler put it.
+func TestCheckBitFields(t *testing.T) {
+	inc := t.TempDir()
+	const h = `#include <stdint.h>
+struct t_bits { uint32_t a; unsigned int x:3, y:5; signed char c:2; _Bool b:1; uint64_t w:40; union { int p:7; char q; }; };
+`
+	if err := os.WriteFile(filepath.Join(inc, "b.h"), []byte(h), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bf := func(c string, off int64, size int) manifest.Field {
+		return manifest.Field{C: c, Go: "X()", BitOffset: &off, BitSize: size}
+	}
+	fields := func() []manifest.Field {
+		return []manifest.Field{bf("x", 32, 3), bf("y", 35, 5), bf("c", 40, 2), bf("b", 42, 1), bf("w", 64, 40), bf("p", 128, 7)}
+	}
+	for _, tg := range compilers(t) {
+		m := &manifest.Manifest{Version: manifest.Version, Inputs: []manifest.Input{}, Arches: map[string]*manifest.Arch{
+			tg.GoArch: {Records: []manifest.Record{{C: "struct t_bits", Go: "Bits", Size: 24, Align: 8, Fields: fields()}}},
+		}}
+		r, err := Check(m, tg, "b.h", []string{inc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.OK() || r.Assertions != 2+6 {
+			t.Errorf("linux/%s: %d assertions, failures %v, other %q", tg.GoArch, r.Assertions, r.Failures, r.Other)
+		}
+		fs := m.Arches[tg.GoArch].Records[0].Fields
+		*fs[1].BitOffset = 36
+		fs[4].BitSize = 39
+		r, err = Check(m, tg, "b.h", []string{inc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range r.Failures {
+			got = append(got, f.Msg+" ("+f.Compiler+")")
+		}
+		want := []string{
+			"struct t_bits.y: bit-field is not 5 bits at bit 36 on " + tg.GoArch + " (the compiler sets 5 bits at bit 35)",
+			"struct t_bits.w: bit-field is not 39 bits at bit 64 on " + tg.GoArch + " (the compiler sets 40 bits at bit 64)",
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") || r.Other != "" {
+			t.Errorf("linux/%s: failures\n%s\nwant\n%s\n(other %q)", tg.GoArch, strings.Join(got, "\n"), strings.Join(want, "\n"), r.Other)
+		}
 	}
 }

@@ -11,11 +11,12 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 )
 
 // Prefix is how every recorded command starts: the generator run with go
@@ -81,7 +82,7 @@ const DocFile = "doc.go"
 // (relative paths in them are relative to pkgDir).
 func Read(pkgDir string) ([]string, error) {
 	file := filepath.Join(pkgDir, DocFile)
-	f, err := os.Open(file)
+	f, _, err := inputfile.Open(file) // a FIFO or a device is refused, not read
 	if err != nil {
 		return nil, err
 	}

@@ -89,6 +89,28 @@ func lookup(goarch string) (Target, bool) {
 	return Target{}, false
 }
 
+// candidates are the compilers Compiler tries, in order, without
+// $VERBSEXP_CC_<ARCH>: the host's cc (then gcc) for the host's
+// architecture, and <triplet>-gcc.
+func (t Target) candidates() []string {
+	c := []string{t.GNUTriplet + "-gcc"}
+	if t.GoArch == runtime.GOARCH {
+		c = append([]string{"cc", "gcc"}, c...)
+	}
+	return c
+}
+
+// CompilerHelp says which compiler Compiler uses for t, for usage texts:
+// the same order it tries them in.
+func (t Target) CompilerHelp() string {
+	c := t.candidates()
+	s := c[0]
+	if len(c) > 1 {
+		s += " (else " + strings.Join(c[1:], ", then ") + ")"
+	}
+	return fmt.Sprintf("%s, or $%s", s, t.EnvVar())
+}
+
 // EnvVar names the environment variable that overrides the compiler for t,
 // e.g. VERBSEXP_CC_ARM64.
 func (t Target) EnvVar() string { return "VERBSEXP_CC_" + strings.ToUpper(t.GoArch) }
@@ -99,17 +121,17 @@ func (t Target) EnvVar() string { return "VERBSEXP_CC_" + strings.ToUpper(t.GoAr
 func (t Target) Compiler() (string, error) {
 	if cc := os.Getenv(t.EnvVar()); cc != "" {
 		p, err := exec.LookPath(cc)
+		if err != nil && strings.ContainsAny(strings.TrimSpace(cc), " \t") {
+			return "", fmt.Errorf("%s=%q: the variable takes the compiler's path or name alone, not a command line (the generator passes its own flags): set it to %s, or unset it to use %s",
+				t.EnvVar(), cc, strings.Fields(cc)[0], strings.Join(t.candidates(), ", "))
+		}
 		if err != nil {
 			return "", fmt.Errorf("%s=%s: compiler not found: %v; point it at an installed compiler, or unset it to use %s-gcc (apt-get install -y %s)",
 				t.EnvVar(), cc, err, t.GNUTriplet, t.DebianPkg)
 		}
 		return p, nil
 	}
-	candidates := []string{t.GNUTriplet + "-gcc"}
-	if t.GoArch == runtime.GOARCH {
-		candidates = append([]string{"cc", "gcc"}, candidates...)
-	}
-	for _, c := range candidates {
+	for _, c := range t.candidates() {
 		if p, err := exec.LookPath(c); err == nil {
 			return p, nil
 		}

@@ -58,13 +58,13 @@ func (c *Comm) allreduceNeed(in, out *Memory, count int, op verbs.ExpCalcOp, typ
 		return 0, fmt.Errorf("coll: allreduce: need input and output memories and count ≥ 1 (count %d): %w", count, syscall.EINVAL)
 	}
 	if count > c.caps.depth {
-		return 0, fmt.Errorf("coll: allreduce: %d elements: a run receives every element on one queue pair, which holds %d (Options.Depth): %w", count, c.caps.depth, syscall.EINVAL)
+		return 0, fmt.Errorf("coll: rank %d: allreduce: %s: a run receives every element on one queue pair, which holds %d (Options.Depth): %w", c.rank, nOf(count, "element"), c.caps.depth, syscall.EINVAL)
 	}
 	if err := c.canCalc(op, typ); err != nil {
 		return 0, err
 	}
 	if k := bits.Len(uint(c.size)) - 1; k+2 > c.caps.sendSGE {
-		return 0, fmt.Errorf("coll: allreduce over %d ranks reduces %d operands in one CALC; the device takes %d SGEs: %w", c.size, k+2, c.caps.sendSGE, syscall.EINVAL)
+		return 0, fmt.Errorf("coll: allreduce over %s reduces %d operands in one CALC; the device takes %s: %w", nOf(c.size, "rank"), k+2, nOf(c.caps.sendSGE, "SGE"), syscall.EINVAL)
 	}
 	return count * ElementSize, nil // count ≤ Depth ≤ 2^20: no overflow
 }
@@ -98,7 +98,7 @@ func (c *Comm) canCalc(op verbs.ExpCalcOp, typ verbs.ExpCalcDataType) error {
 // overwritten.
 func (c *Comm) Broadcast(root int, buf *Memory, n int) (*Schedule, error) {
 	if root < 0 || root >= c.size || buf == nil || n < 1 {
-		return nil, fmt.Errorf("coll: broadcast: root %d of %d ranks, %d bytes: need a root in range, a memory and n ≥ 1: %w", root, c.size, n, syscall.EINVAL)
+		return nil, fmt.Errorf("coll: broadcast: root %d of %s, %s: need a root in range, a memory and n ≥ 1: %w", root, nOf(c.size, "rank"), nOf(n, "byte"), syscall.EINVAL)
 	}
 	return c.build(fmt.Sprintf("broadcast from rank %d", root), c.broadcast(root, n), nil, buf, [2]int{0, n}, -1)
 }
@@ -121,7 +121,7 @@ func (c *Comm) allgatherNeed(buf *Memory, block int) (int, error) {
 		return 0, fmt.Errorf("coll: allgather: need a memory and block ≥ 1 (block %d): %w", block, syscall.EINVAL)
 	}
 	if block > math.MaxInt/c.size {
-		return 0, fmt.Errorf("coll: allgather: %d ranks of %d-byte blocks do not fit in an int: %w", c.size, block, syscall.EINVAL)
+		return 0, fmt.Errorf("coll: allgather: %s of %d-byte blocks do not fit in an int: %w", nOf(c.size, "rank"), block, syscall.EINVAL)
 	}
 	return c.size * block, nil
 }

@@ -11,6 +11,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,18 +58,20 @@ const MaxRanks = 1 << 24
 // changes after New sits behind one pointer that copies share, so a
 // second Close, through either, is ErrClosed.
 type Comm struct {
-	ctx        *verbs.Context
-	rank, size int
-	opts       Options
-	pd         *verbs.PD
-	mgr        *verbs.QP
-	doneCQ     *verbs.CQ // the manager's send CQ: the one completion of a run
-	selfCQ     *verbs.CQ // the manager's receive CQ (its loopback)
-	sendCQ     *verbs.CQ // every peer QP's send CQ
-	peers      []*peer   // by rank; nil for ranks that are not neighbors
-	caps       caps
-	eps        []Endpoint         // every rank's, from the exchange
-	qpOwner    map[uint32]qpOwner // every rank's QPs, for error reports
+	ctx         *verbs.Context
+	rank, size  int
+	opts        Options
+	pd          *verbs.PD
+	mgr         *verbs.QP
+	doneCQ      *verbs.CQ // the manager's send CQ: the one completion of a run
+	selfCQ      *verbs.CQ // the manager's receive CQ (its loopback)
+	sendCQ      *verbs.CQ // every peer QP's send CQ
+	watchCQ     *verbs.CQ // the watch QPs' (their probes)
+	readySendCQ *verbs.CQ // the ready QPs' sends (ready.go)
+	peers       []*peer   // by rank; nil for ranks that are not neighbors
+	caps        caps
+	eps         []Endpoint         // every rank's, from the exchange
+	qpOwner     map[uint32]qpOwner // every rank's QPs, for error reports
 
 	*commState
 }
@@ -84,13 +87,20 @@ type commState struct {
 	// One lease per Memory, so its Buffer cannot be freed under the MR.
 	registered *lease.Table
 	nextMemory uint64
+	watcher    watcher // probes of the neighbors while a run takes long
 }
 
 type peer struct {
-	rank   int
-	qp     *verbs.QP
-	recvCQ *verbs.CQ
-	psn    uint32
+	rank     int
+	qp       *verbs.QP
+	recvCQ   *verbs.CQ
+	psn      uint32
+	watch    *verbs.QP // a plain RC QP to the neighbor's, for probes (watch.go)
+	watchPSN uint32
+	ready    *verbs.QP // a plain RC QP to the neighbor's, for ready messages (ready.go)
+	readyCQ  *verbs.CQ // its receives: the neighbor's ready messages
+	readyPSN uint32
+	useReady bool // this rank and the neighbor trade ready messages
 }
 
 // caps are what a communicator's queues hold.
@@ -151,7 +161,7 @@ func New(ctx *verbs.Context, rank, size int, exchange Exchange, opts Options) (c
 	}()
 	local, err := c.setUp()
 	if err != nil {
-		return nil, fmt.Errorf("coll: rank %d: %w", rank, err)
+		return nil, rankError(rank, "", err)
 	}
 	b, err := local.MarshalBinary()
 	if err != nil {
@@ -159,16 +169,16 @@ func New(ctx *verbs.Context, rank, size int, exchange Exchange, opts Options) (c
 	}
 	all, err := exchange(b)
 	if err != nil {
-		return nil, fmt.Errorf("coll: rank %d: exchange: %w", rank, err)
+		return nil, rankError(rank, "exchange: ", err)
 	}
 	if err := c.accept(local, b, all); err != nil {
-		return nil, fmt.Errorf("coll: rank %d: %w", rank, err)
+		return nil, rankError(rank, "", err)
 	}
 	if err := c.connectAll(local); err != nil {
-		return nil, fmt.Errorf("coll: rank %d: %w", rank, err)
+		return nil, rankError(rank, "", err)
 	}
 	if err := connected(rank, size, exchange, digest(all)); err != nil {
-		return nil, fmt.Errorf("coll: rank %d: %w", rank, err)
+		return nil, rankError(rank, "", err)
 	}
 	return c, nil
 }
@@ -203,10 +213,10 @@ func digest(all [][]byte) [sha256.Size]byte {
 func connected(rank, size int, exchange Exchange, mine [sha256.Size]byte) error {
 	all, err := exchange(append([]byte(connectedMark), mine[:]...))
 	if err != nil {
-		return fmt.Errorf("exchange: %w", err)
+		return &textError{"exchange: " + strings.TrimPrefix(err.Error(), "coll: "), err}
 	}
 	if len(all) != size {
-		return fmt.Errorf("exchange: the second round returned %d entries for %d ranks", len(all), size)
+		return fmt.Errorf("exchange: the second round returned %s for %s", nOf(len(all), "entry"), nOf(size, "rank"))
 	}
 	views := map[[sha256.Size]byte][]int{}
 	var order [][sha256.Size]byte // first-seen order, for a deterministic message
@@ -244,7 +254,7 @@ func (c *Comm) Endpoints() []Endpoint { return append([]Endpoint(nil), c.eps...)
 // setUp queries the device and port and creates every queue; it returns
 // this rank's endpoint.
 func (c *Comm) setUp() (Endpoint, error) {
-	ep := Endpoint{Rank: c.rank, Size: c.size, Port: c.opts.Port}
+	ep := Endpoint{Rank: c.rank, Size: c.size, Port: c.opts.Port, Progressed: c.opts.Progress != nil}
 	dev, err := cmem[verbs.ExpDeviceAttr]()
 	if err != nil {
 		return ep, err
@@ -321,6 +331,12 @@ func (c *Comm) setUp() (Endpoint, error) {
 		}
 		ep.Peers = append(ep.Peers, QPAddr{Rank: r, QPNum: p.qp.QPNum, PSN: p.psn})
 	}
+	if err := c.setUpWatch(&ep); err != nil {
+		return ep, err
+	}
+	if err := c.setUpReady(&ep); err != nil {
+		return ep, err
+	}
 	return ep, nil
 }
 
@@ -372,7 +388,7 @@ func (c *Comm) createQP(send, recv *verbs.CQ, depth int, flags verbs.ExpQPCreate
 // whose collectives then complete without a contribution.
 func (c *Comm) accept(local Endpoint, mine []byte, all [][]byte) error {
 	if len(all) != c.size {
-		return fmt.Errorf("exchange returned %d endpoints for %d ranks", len(all), c.size)
+		return fmt.Errorf("exchange returned %s for %s", nOf(len(all), "endpoint"), nOf(c.size, "rank"))
 	}
 	c.eps = make([]Endpoint, c.size)
 	c.qpOwner = map[uint32]qpOwner{}
@@ -391,14 +407,14 @@ func (c *Comm) accept(local Endpoint, mine []byte, all [][]byte) error {
 			return fmt.Errorf("endpoint %d: %w", r, err)
 		}
 		if e.Rank != r || e.Size != c.size {
-			return fmt.Errorf("endpoint %d says rank %d of %d (this communicator: %d ranks): the exchange mixed communicators", r, e.Rank, e.Size, c.size)
+			return fmt.Errorf("endpoint %d says rank %d of %d (this communicator: %s): the exchange mixed communicators", r, e.Rank, e.Size, nOf(c.size, "rank"))
 		}
 		if err := sameFabric(local, *e); err != nil {
 			return err
 		}
 		want := neighbors(r, c.size)
 		if len(e.Peers) != len(want) {
-			return fmt.Errorf("endpoint of rank %d lists %d peers, want %d", r, len(e.Peers), len(want))
+			return fmt.Errorf("endpoint of rank %d lists %s, want %d", r, nOf(len(e.Peers), "peer"), len(want))
 		}
 		// QP numbers name QPs of one device: only the ranks on this
 		// rank's device can be named by the numbers its CQEs carry.
@@ -414,12 +430,24 @@ func (c *Comm) accept(local Endpoint, mine []byte, all [][]byte) error {
 			if q.Rank != want[i] {
 				return fmt.Errorf("endpoint of rank %d: peer %d is rank %d, want %d", r, i, q.Rank, want[i])
 			}
-			name := fmt.Sprintf("rank %d's QP to rank %d", r, q.Rank)
-			if err := claim(e, q.QPNum, name); err != nil {
-				return err
+			w, y := e.Watch[i], e.Ready[i]
+			if w.Rank != q.Rank || y.Rank != q.Rank {
+				return fmt.Errorf("endpoint of rank %d: watch or ready QP %d is for rank %d or %d, want %d", r, i, w.Rank, y.Rank, q.Rank)
 			}
-			if sameDevice {
-				c.qpOwner[q.QPNum] = qpOwner{r, name}
+			if q.Rank == c.rank {
+				c.peers[r].useReady = usesReady(local, *e)
+			}
+			for _, x := range []struct {
+				num  uint32
+				name string
+			}{{q.QPNum, fmt.Sprintf("rank %d's QP to rank %d", r, q.Rank)}, {w.QPNum, fmt.Sprintf("rank %d's watch QP to rank %d", r, q.Rank)},
+				{y.QPNum, fmt.Sprintf("rank %d's ready QP to rank %d", r, q.Rank)}} {
+				if err := claim(e, x.num, x.name); err != nil {
+					return err
+				}
+				if sameDevice {
+					c.qpOwner[x.num] = qpOwner{r, x.name}
+				}
 			}
 		}
 	}
@@ -490,14 +518,21 @@ func (c *Comm) connectAll(local Endpoint) error {
 			continue
 		}
 		remote := c.eps[p.rank]
-		var addr QPAddr
-		for _, q := range remote.Peers {
-			if q.Rank == c.rank {
-				addr = q
+		i := slices.IndexFunc(remote.Peers, func(q QPAddr) bool { return q.Rank == c.rank })
+		for _, x := range []struct {
+			qp   *verbs.QP
+			addr QPAddr
+			psn  uint32
+			what string
+		}{{p.qp, remote.Peers[i], p.psn, "QP"}, {p.watch, remote.Watch[i], p.watchPSN, "watch QP"}, {p.ready, remote.Ready[i], p.readyPSN, "ready QP"}} {
+			if err := c.connect(x.qp, remote, x.addr, x.psn); err != nil {
+				return fmt.Errorf("connect the %s to rank %d: %w", x.what, p.rank, err)
 			}
 		}
-		if err := c.connect(p.qp, remote, addr, p.psn); err != nil {
-			return fmt.Errorf("connect the QP to rank %d: %w", p.rank, err)
+		if p.useReady {
+			if err := c.postReadyRecvs(p); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -564,13 +599,36 @@ func (c *Comm) DescribeCQ(cq *verbs.CQ) (string, bool) {
 		return fmt.Sprintf("rank %d's loopback receive CQ", c.rank), true
 	case c.sendCQ:
 		return fmt.Sprintf("rank %d's send CQ", c.rank), true
+	case c.watchCQ:
+		return fmt.Sprintf("rank %d's watch CQ", c.rank), true
+	case c.readySendCQ:
+		return fmt.Sprintf("rank %d's ready send CQ", c.rank), true
 	}
 	for _, p := range c.peers {
-		if p != nil && p.recvCQ == cq {
+		switch {
+		case p == nil:
+		case p.recvCQ == cq:
 			return fmt.Sprintf("rank %d's receive CQ from rank %d", c.rank, p.rank), true
+		case p.readyCQ == cq:
+			return fmt.Sprintf("rank %d's ready CQ from rank %d", c.rank, p.rank), true
 		}
 	}
 	return "", false
+}
+
+// peerOfQP is the neighbor one of this rank's QPs connects to, or -1.
+func (c *Comm) peerOfQP(num uint32) int {
+	for _, p := range c.peers {
+		if p == nil {
+			continue
+		}
+		for _, qp := range []*verbs.QP{p.qp, p.watch, p.ready} {
+			if qp != nil && qp.QPNum == num {
+				return p.rank
+			}
+		}
+	}
+	return -1
 }
 
 // qpFor is the QP this rank uses to reach rank r (the manager for itself).
@@ -662,7 +720,7 @@ func (m *memory) closeLocked() error {
 		return fmt.Errorf("coll: Memory closed twice (or its communicator was): %w", syscall.EINVAL)
 	}
 	if m.users > 0 {
-		return fmt.Errorf("coll: Memory is used by %d schedules: close them first: %w", m.users, syscall.EBUSY)
+		return fmt.Errorf("coll: Memory is used by %s: close them first: %w", nOf(m.users, "schedule"), syscall.EBUSY)
 	}
 	delete(c.memories, m)
 	if err := verbs.DeregMR(m.mr); err != nil {
@@ -679,7 +737,7 @@ type LeakError struct {
 }
 
 func (e *LeakError) Error() string {
-	return fmt.Sprintf("coll: rank %d closed with %d schedules and %d memories still open (closed now)", e.Rank, e.Schedules, e.Memories)
+	return fmt.Sprintf("coll: rank %d closed with %s and %s still open (closed now)", e.Rank, nOf(e.Schedules, "schedule"), nOf(e.Memories, "memory"))
 }
 
 // Close closes the schedules and memories still open, destroys the
@@ -712,7 +770,7 @@ func (c *Comm) release() error {
 	var errs []error
 	keep := func(what string, err error) {
 		if err != nil {
-			errs = append(errs, fmt.Errorf("coll: rank %d: %s: %w", c.rank, what, err))
+			errs = append(errs, rankError(c.rank, what+": ", err))
 		}
 	}
 	if c.mgr != nil {
@@ -722,13 +780,23 @@ func (c *Comm) release() error {
 		if p != nil && p.qp != nil {
 			keep("destroy a QP", verbs.DestroyQP(p.qp))
 		}
+		if p != nil && p.watch != nil {
+			keep("destroy a watch QP", verbs.DestroyQP(p.watch))
+		}
+		if p != nil && p.ready != nil {
+			keep("destroy a ready QP", verbs.DestroyQP(p.ready))
+		}
 	}
 	for _, p := range c.peers {
 		if p != nil && p.recvCQ != nil {
 			keep("destroy a CQ", verbs.DestroyCQ(p.recvCQ))
 		}
+		if p != nil && p.readyCQ != nil {
+			keep("destroy a CQ", verbs.DestroyCQ(p.readyCQ))
+		}
 	}
-	for _, cq := range []*verbs.CQ{c.doneCQ, c.selfCQ, c.sendCQ} {
+	c.watcher.free()
+	for _, cq := range []*verbs.CQ{c.doneCQ, c.selfCQ, c.sendCQ, c.watchCQ, c.readySendCQ} {
 		if cq != nil {
 			keep("destroy a CQ", verbs.DestroyCQ(cq))
 		}

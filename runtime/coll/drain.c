@@ -9,7 +9,8 @@ struct coll_test *coll_test_new(int ncq)
 	t->ncq = ncq;
 	t->cq = calloc((size_t)ncq + 1, sizeof *t->cq);
 	t->expect = calloc((size_t)ncq + 1, sizeof *t->expect);
-	if (t->cq == NULL || t->expect == NULL) {
+	t->bounded = calloc((size_t)ncq + 1, sizeof *t->bounded);
+	if (t->cq == NULL || t->expect == NULL || t->bounded == NULL) {
 		coll_test_free(t);
 		return NULL;
 	}
@@ -22,6 +23,7 @@ void coll_test_free(struct coll_test *t)
 		return;
 	free(t->cq);
 	free(t->expect);
+	free(t->bounded);
 	free(t);
 }
 
@@ -39,13 +41,21 @@ static void record(struct coll_test *t, int which, const struct ibv_exp_wc *wc, 
 	t->wr_id = wc->wr_id, t->qp_num = wc->qp_num, t->got = got;
 }
 
-/* Polls cq until it is empty, adding what it held to *got; the
- * unsuccessful CQEs are recorded (record), a poll error ends it. */
-static void drain(struct coll_test *t, struct ibv_cq *cq, int which, uint32_t *got, uint64_t done_id, int *done)
+/* Polls cq until it is empty, or until *got reaches limit (0: none),
+ * adding what it held to *got; the unsuccessful CQEs are recorded
+ * (record), a poll error ends it. */
+static void drain(struct coll_test *t, struct ibv_cq *cq, int which, uint32_t *got, uint32_t limit, uint64_t done_id, int *done)
 {
 	struct ibv_exp_wc wc[BATCH];
 	for (;;) {
-		int n = ibv_exp_poll_cq(cq, BATCH, wc, sizeof wc[0]);
+		int want = BATCH;
+		if (limit != 0) {
+			if (*got >= limit)
+				return;
+			if (limit - *got < BATCH)
+				want = (int)(limit - *got);
+		}
+		int n = ibv_exp_poll_cq(cq, want, wc, sizeof wc[0]);
 		if (n < 0) {
 			if (!t->failed)
 				t->failed = 1, t->bad_cq = which, t->poll_ret = n, t->status = -1;
@@ -58,7 +68,7 @@ static void drain(struct coll_test *t, struct ibv_cq *cq, int which, uint32_t *g
 				*done = 1;
 		}
 		*got += (uint32_t)n;
-		if (n < BATCH)
+		if (n < want)
 			return;
 	}
 }
@@ -75,7 +85,7 @@ int coll_test(struct coll_test *t)
 {
 	int done = 0;
 	t->failed = 0;
-	drain(t, t->done, -1, &t->seen, t->done_id, &done);
+	drain(t, t->done, -1, &t->seen, 0, t->done_id, &done);
 	if (!done && !t->failed)
 		return 0;
 	uint32_t seen = t->seen;
@@ -84,7 +94,7 @@ int coll_test(struct coll_test *t)
 		count_error(t, -1, seen);
 	for (int i = 0; i < t->ncq; i++) {
 		uint32_t got = 0;
-		drain(t, t->cq[i], i, &got, 0, NULL);
+		drain(t, t->cq[i], i, &got, t->bounded[i] ? t->expect[i] : 0, 0, NULL);
 		if (got != t->expect[i])
 			count_error(t, i, got);
 	}

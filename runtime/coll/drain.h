@@ -19,6 +19,7 @@ struct coll_test {
 	int             ncq;
 	struct ibv_cq **cq;          /* the others, with their per-run counts */
 	uint32_t       *expect;
+	unsigned char  *bounded;     /* 1: poll no more than expect (the rest are the next run's) */
 	/* What went wrong (coll_test returned -1). */
 	int             failed;
 	int             bad_cq;      /* -1: done; else the index in cq */

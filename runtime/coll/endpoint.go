@@ -10,8 +10,10 @@ import (
 
 // Endpoint is what one rank tells the others to connect to it: where
 // its port is and, for each neighbor, the number and first PSN of the
-// RC queue pair it created for that neighbor. It travels as the bytes
-// MarshalBinary gives, through the caller's Exchange.
+// RC queue pairs it created for that neighbor (the one collectives run
+// on, the one that watches the neighbor is alive, and the one that says
+// a run's receives are posted). It travels as the
+// bytes MarshalBinary gives, through the caller's Exchange.
 type Endpoint struct {
 	Rank, Size int
 	NodeGUID   uint64 // the device's (ibv_query_device)
@@ -20,8 +22,15 @@ type Endpoint struct {
 	LID        uint16
 	GID        [16]byte // GID index 0; zero when the port has no GID table
 	MTU        uint8    // the port's active MTU (enum ibv_mtu)
+	// Progressed says the rank's device is run by Options.Progress (a
+	// software device in one process, whose loopback never answers a
+	// send with an RNR NAK): two such ranks on one device skip the ready
+	// messages (comm.go's usesReady).
+	Progressed bool
 	Manager    QPAddr   // the management QP (connected to itself)
 	Peers      []QPAddr // one per neighbor, ascending by rank
+	Watch      []QPAddr // the watch QP for each neighbor, in the order of Peers
+	Ready      []QPAddr // the ready QP for each neighbor, in the order of Peers
 }
 
 // QPAddr is one queue pair of an Endpoint.
@@ -33,17 +42,20 @@ type QPAddr struct {
 
 const (
 	endpointMagic   = "vxep"
-	endpointVersion = 1
-	endpointFixed   = 4 + 1 + 4 + 4 + 8 + 1 + 1 + 2 + 16 + 1 + 12 + 2 // through the peer count
+	endpointVersion = 3
+	endpointFixed   = 4 + 1 + 4 + 4 + 8 + 1 + 1 + 2 + 16 + 1 + 1 + 12 + 2 // through the peer count
 	qpAddrSize      = 12
 )
 
 // MarshalBinary encodes e in a fixed big-endian layout with a version.
 func (e *Endpoint) MarshalBinary() ([]byte, error) {
 	if len(e.Peers) > 0xffff {
-		return nil, fmt.Errorf("coll: endpoint of rank %d: %d peers do not fit the encoding", e.Rank, len(e.Peers))
+		return nil, fmt.Errorf("coll: endpoint of rank %d: %s do not fit the encoding", e.Rank, nOf(len(e.Peers), "peer"))
 	}
-	b := make([]byte, 0, endpointFixed+qpAddrSize*len(e.Peers))
+	if len(e.Watch) != len(e.Peers) || len(e.Ready) != len(e.Peers) {
+		return nil, fmt.Errorf("coll: endpoint of rank %d: %d watch and %d ready QPs for %d peers", e.Rank, len(e.Watch), len(e.Ready), len(e.Peers))
+	}
+	b := make([]byte, 0, endpointFixed+3*qpAddrSize*len(e.Peers))
 	b = append(b, endpointMagic...)
 	b = append(b, endpointVersion)
 	b = binary.BigEndian.AppendUint32(b, uint32(e.Rank))
@@ -52,13 +64,26 @@ func (e *Endpoint) MarshalBinary() ([]byte, error) {
 	b = append(b, e.Port, e.LinkLayer)
 	b = binary.BigEndian.AppendUint16(b, e.LID)
 	b = append(b, e.GID[:]...)
-	b = append(b, e.MTU)
+	b = append(b, e.MTU, boolByte(e.Progressed))
 	b = e.Manager.append(b)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(e.Peers)))
 	for _, q := range e.Peers {
 		b = q.append(b)
 	}
+	for _, q := range e.Watch {
+		b = q.append(b)
+	}
+	for _, q := range e.Ready {
+		b = q.append(b)
+	}
 	return b, nil
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (q QPAddr) append(b []byte) []byte {
@@ -83,15 +108,21 @@ func (e *Endpoint) UnmarshalBinary(b []byte) error {
 	e.LID = be.Uint16(r[18:])
 	copy(e.GID[:], r[20:36])
 	e.MTU = r[36]
-	e.Manager = readQPAddr(r[37:])
-	n := int(be.Uint16(r[49:]))
-	r = r[51:]
-	if len(r) != n*qpAddrSize {
-		return fmt.Errorf("%w: %d peers need %d bytes after the header, have %d", ErrBadEndpoint, n, n*qpAddrSize, len(r))
+	if r[37] > 1 {
+		return fmt.Errorf("%w: flag byte %d", ErrBadEndpoint, r[37])
 	}
-	e.Peers = make([]QPAddr, n)
+	e.Progressed = r[37] == 1
+	e.Manager = readQPAddr(r[38:])
+	n := int(be.Uint16(r[50:]))
+	r = r[52:]
+	if len(r) != 3*n*qpAddrSize {
+		return fmt.Errorf("%w: %d peers need %d bytes after the header, have %d", ErrBadEndpoint, n, 3*n*qpAddrSize, len(r))
+	}
+	e.Peers, e.Watch, e.Ready = make([]QPAddr, n), make([]QPAddr, n), make([]QPAddr, n)
 	for i := range e.Peers {
 		e.Peers[i] = readQPAddr(r[i*qpAddrSize:])
+		e.Watch[i] = readQPAddr(r[(n+i)*qpAddrSize:])
+		e.Ready[i] = readQPAddr(r[(2*n+i)*qpAddrSize:])
 	}
 	return nil
 }
@@ -146,7 +177,7 @@ func (x *InProcess) For(rank int) Exchange {
 			return nil, x.bad
 		}
 		if rank < 0 || rank >= x.size {
-			return nil, fmt.Errorf("coll: in-process exchange of %d ranks has no rank %d", x.size, rank)
+			return nil, fmt.Errorf("coll: in-process exchange of %s has no rank %d", nOf(x.size, "rank"), rank)
 		}
 		x.mu.Lock()
 		defer x.mu.Unlock()

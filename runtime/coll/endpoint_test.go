@@ -16,12 +16,14 @@ import (
 func randomEndpoint(rng *rand.Rand, peers int) coll.Endpoint {
 	e := coll.Endpoint{Rank: rng.IntN(1 << 20), Size: rng.IntN(1<<20) + 1, NodeGUID: rng.Uint64(),
 		Port: uint8(rng.Uint32()), LinkLayer: uint8(rng.Uint32()), LID: uint16(rng.Uint32()), MTU: uint8(rng.Uint32()),
-		Manager: coll.QPAddr{Rank: rng.IntN(1 << 20), QPNum: rng.Uint32(), PSN: rng.Uint32() & 0xffffff}}
+		Progressed: rng.IntN(2) == 1, Manager: coll.QPAddr{Rank: rng.IntN(1 << 20), QPNum: rng.Uint32(), PSN: rng.Uint32() & 0xffffff}}
 	for i := range e.GID {
 		e.GID[i] = byte(rng.Uint32())
 	}
 	for range peers {
 		e.Peers = append(e.Peers, coll.QPAddr{Rank: rng.IntN(1 << 20), QPNum: rng.Uint32(), PSN: rng.Uint32() & 0xffffff})
+		e.Watch = append(e.Watch, coll.QPAddr{Rank: rng.IntN(1 << 20), QPNum: rng.Uint32(), PSN: rng.Uint32() & 0xffffff})
+		e.Ready = append(e.Ready, coll.QPAddr{Rank: rng.IntN(1 << 20), QPNum: rng.Uint32(), PSN: rng.Uint32() & 0xffffff})
 	}
 	return e
 }
@@ -41,7 +43,7 @@ func TestEndpointRoundTrip(t *testing.T) {
 			t.Fatalf("%d peers: %v", peers, err)
 		}
 		if peers == 0 {
-			got.Peers = nil // decoded as an empty slice
+			got.Peers, got.Watch, got.Ready = nil, nil, nil // decoded as empty slices
 		}
 		if !reflect.DeepEqual(got, e) {
 			t.Errorf("%d peers: decoded %+v, encoded %+v", peers, got, e)
@@ -56,7 +58,8 @@ func TestEndpointRoundTrip(t *testing.T) {
 // TestEndpointGarbage: every malformed encoding is ErrBadEndpoint,
 // never a panic or a half-decoded endpoint passed off as good: empty,
 // every truncation, a wrong magic or version, trailing bytes, a peer
-// count that disagrees with the length, and random bytes.
+// count that disagrees with the length, and random bytes. (Versions 1
+// and 2, without the watch and ready QPs, are refused too.)
 func TestEndpointGarbage(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	e := randomEndpoint(rng, 3)
@@ -66,20 +69,23 @@ func TestEndpointGarbage(t *testing.T) {
 	}
 	bad := map[string][]byte{"empty": nil, "magic": append([]byte("VXEP"), good[4:]...),
 		"version": append(append([]byte("vxep"), 2), good[5:]...), "trailing": append(append([]byte{}, good...), 0),
-		"one peer too many": append(append([]byte{}, good...), make([]byte, 12)...)}
+		"one peer too many": append(append([]byte{}, good...), make([]byte, 3*12)...)}
 	for n := range len(good) {
 		bad[fmt.Sprintf("truncated to %d bytes", n)] = good[:n]
 	}
 	lying := append([]byte{}, good...)
-	lying[len(good)-3*12-1]++ // the peer count
+	lying[len(good)-3*3*12-1]++ // the peer count
 	bad["peer count"] = lying
+	flag := append([]byte{}, good...)
+	flag[5+37] = 2 // Progressed is 0 or 1
+	bad["flag byte"] = flag
 	for i := range 200 {
 		b := make([]byte, rng.IntN(120))
 		for j := range b {
 			b[j] = byte(rng.Uint32())
 		}
 		if i%2 == 0 && len(b) >= 5 {
-			copy(b, "vxep\x01") // get past the magic
+			copy(b, "vxep\x03") // get past the magic
 		}
 		bad[fmt.Sprintf("random %d", i)] = b
 	}

@@ -198,7 +198,7 @@ func ExampleComm_Allgather() {
 	// rank 0: "<0> <1> <2> "
 	// rank 1: "<0> <1> <2> "
 	// rank 2: "<0> <1> <2> "
-	// true coll: rank 0 closed with 1 schedules and 1 memories still open (closed now)
+	// true coll: rank 0 closed with 1 schedule and 1 memory still open (closed now)
 	// <nil>
 }
 

@@ -62,3 +62,10 @@ func PlanWaits(kind string, rank, size, count, root, n int) int {
 // DoneCount is the count of the schedule's done wait: the signaled
 // waits of a run.
 func DoneCount(s *Schedule) int { return s.waits }
+
+// WithoutReady makes the communicators New creates in this process
+// trade no ready messages (ready.go) until the returned func is called.
+func WithoutReady() (restore func()) {
+	readyOff = true
+	return func() { readyOff = false }
+}

@@ -411,7 +411,7 @@ func TestMemoryInUse(t *testing.T) {
 	if err := s1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "Memory.Close with one schedule on it", m.Close(), syscall.EBUSY, "used by 1 schedules")
+	wantErr(t, "Memory.Close with one schedule on it", m.Close(), syscall.EBUSY, "used by 1 schedule: close them first")
 	wantErr(t, "Buffer.Free while leased by one", buf.Free(), lease.ErrBusy)
 	if err := s2.Close(); err != nil {
 		t.Fatal(err)
@@ -493,15 +493,17 @@ func TestNewRefuses(t *testing.T) {
 		{"exchange fails", ctx, 0, 1, func([]byte) ([][]byte, error) { return nil, syscall.ECONNRESET },
 			coll.Options{}, syscall.ECONNRESET, "exchange"},
 		{"exchange returns too few", ctx, 0, 2, func(b []byte) ([][]byte, error) { return [][]byte{b}, nil },
-			coll.Options{}, nil, "exchange returned 1 endpoints for 2 ranks"},
+			coll.Options{}, nil, "exchange returned 1 endpoint for 2 ranks"},
 		{"exchange returns garbage", ctx, 0, 1, func([]byte) ([][]byte, error) { return [][]byte{[]byte("garbage")}, nil },
 			coll.Options{}, coll.ErrBadEndpoint, "endpoint 0"},
 		{"exchange returns another rank's", ctx, 0, 1, relabel(func(e *coll.Endpoint) { e.Rank = 3 }),
 			coll.Options{}, nil, "says rank 3 of 1"},
 		{"exchange returns another size", ctx, 0, 1, relabel(func(e *coll.Endpoint) { e.Size = 7 }),
 			coll.Options{}, nil, "the exchange mixed communicators"},
-		{"endpoint with an extra peer", ctx, 0, 1, relabel(func(e *coll.Endpoint) { e.Peers = append(e.Peers, coll.QPAddr{Rank: 0}) }),
-			coll.Options{}, nil, "lists 1 peers, want 0"},
+		{"endpoint with an extra peer", ctx, 0, 1, relabel(func(e *coll.Endpoint) {
+			e.Peers, e.Watch, e.Ready = append(e.Peers, coll.QPAddr{Rank: 0}), append(e.Watch, coll.QPAddr{Rank: 0}), append(e.Ready, coll.QPAddr{Rank: 0})
+		}),
+			coll.Options{}, nil, "lists 1 peer, want 0"},
 		{"other link layer", ctx, 0, 1, relabel(func(e *coll.Endpoint) { e.LinkLayer = verbs.LinkLayerInfiniband }),
 			coll.Options{}, coll.ErrOtherDevice, "link layer"},
 		{"exchange returns this rank another endpoint", ctx, 0, 1, relabel(func(e *coll.Endpoint) { e.Manager.PSN ^= 1 }),

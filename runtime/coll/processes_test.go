@@ -5,8 +5,13 @@ package coll_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -340,5 +345,202 @@ func runEveryRankPosted(t *testing.T, ss []*coll.Schedule, from int) {
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
 		}
+	}
+}
+
+// TestRankKilledMidCollective: the last rank SIGKILLs its own process
+// after posting its 4th allreduce. Every other rank's Wait must end with
+// an error naming it (lost, found by a probe or told by a neighbor, or
+// an error completion on a QP to it) within a bound the QP timers give:
+// probeAfter, then timeout 14 × (retry_cnt 7 + 1) ≈ 0.54 s, with slack.
+func TestRankKilledMidCollective(t *testing.T) {
+	self, isRank := multiproc.Rank()
+	for _, n := range []int{2, 3, 4, 8} {
+		t.Run(fmt.Sprint(n, "ranks"), func(t *testing.T) {
+			victim := n - 1
+			if !isRank {
+				res := multiproc.Run(t, n, multiproc.Config{Timeout: 120 * time.Second,
+					Expect: func(rank int, err error) error {
+						if rank == victim {
+							var ee *exec.ExitError
+							if errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL {
+								return nil
+							}
+							return fmt.Errorf("the victim ended with %v, not its own SIGKILL", err)
+						}
+						return err
+					}})
+				for _, r := range res {
+					i := bytes.Index(r.Output, []byte("lost rank"))
+					if r.Rank == victim {
+						continue
+					}
+					if i < 0 {
+						t.Errorf("rank %d said nothing of the loss:\n%s", r.Rank, r.Output)
+						continue
+					}
+					t.Logf("rank %d: %s", r.Rank, bytes.SplitN(r.Output[i:], []byte("\n"), 2)[0])
+				}
+				return
+			}
+			dev, err := softdev.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dev.Close()
+			c, err := coll.New(dev.Context(), self.Rank, self.Size, self.Exchange(), coll.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			buf, _ := lease.Alloc(coll.ElementSize)
+			defer buf.Free()
+			mem, err := c.Register(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mem.Close()
+			s, err := c.Allreduce(mem, mem, 1, verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeUint)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for run := 0; ; run++ {
+				coll.PutElement(buf.Bytes(), 0, uint64(self.Rank+1), 0)
+				if err := s.Post(); err != nil {
+					t.Fatalf("run %d: %v", run, err)
+				}
+				if self.Rank == victim && run == 3 {
+					syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				}
+				start := time.Now()
+				ctx, cancel := self.Context()
+				err := s.WaitContext(ctx)
+				cancel()
+				took := time.Since(start)
+				if err == nil {
+					if v, _ := coll.Element(buf.Bytes(), 0); v != uint64(n*(n+1)/2) || run > 3 {
+						t.Fatalf("run %d: sum %d with a nil error", run, v)
+					}
+					continue
+				}
+				var lost *coll.PeerLostError
+				var runErr *coll.RunError
+				switch {
+				case errors.As(err, &lost) && lost.Peer == victim:
+				case errors.As(err, &runErr) && runErr.Peer == victim:
+				default:
+					t.Fatalf("run %d: %v: does not name rank %d as lost", run, err, victim)
+				}
+				if bound := 250*time.Millisecond + 8*67*time.Millisecond + 3*time.Second; took > bound {
+					t.Errorf("run %d: the loss took %v to notice (bound %v)", run, took, bound)
+				}
+				fmt.Printf("rank %d: lost rank %d after %v: %v\n", self.Rank, victim, took.Round(time.Millisecond), err)
+				return
+			}
+		})
+	}
+}
+
+// TestSkewedRankCostsNoRNR: across 4 processes, each allreduce run has
+// one rank (a different one each run) post 200 µs after the others. With
+// ready messages the others' sends wait for the late rank's receives:
+// no RNR NAK on any device, no packet sent again, so the run costs the
+// skew and a message. Without them (the control), the same schedule
+// draws RNR NAKs, each an RNR timer (min_rnr_timer 12: 0.64 ms) before
+// the sender tries again. The ranks print their median run (measured:
+// 0.55 ms with ready messages, 0.8 ms without; at a 50 µs skew 0.35 ms
+// and 0.78 ms); the counters are what the test holds them to.
+func TestSkewedRankCostsNoRNR(t *testing.T) {
+	self, isRank := multiproc.Rank()
+	if !isRank && testing.Short() {
+		t.Skip("SKIPPED in -short: starts 4 processes twice")
+	}
+	const n, runs, skew = 4, 24, 200 * time.Microsecond
+	for _, ready := range []bool{true, false} {
+		t.Run(map[bool]string{true: "ready", false: "control"}[ready], func(t *testing.T) {
+			if !isRank {
+				res := multiproc.Run(t, n, multiproc.Config{Timeout: 120 * time.Second})
+				for _, r := range res {
+					if i := bytes.Index(r.Output, []byte("skew:")); i >= 0 {
+						t.Logf("rank %d: %s", r.Rank, bytes.SplitN(r.Output[i:], []byte("\n"), 2)[0])
+					}
+				}
+				return
+			}
+			if !ready {
+				defer coll.WithoutReady()()
+			}
+			dev, err := softdev.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dev.Close()
+			exchange := self.Exchange() // its rounds are numbered: one for New's and the counters
+			c, err := coll.New(dev.Context(), self.Rank, self.Size, exchange, coll.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			buf, _ := lease.Alloc(coll.ElementSize)
+			defer buf.Free()
+			mem, err := c.Register(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mem.Close()
+			s, err := c.Allreduce(mem, mem, 1, verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeUint)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var waited []time.Duration // runs another rank was late for
+			for run := range runs {
+				coll.PutElement(buf.Bytes(), 0, uint64(self.Rank+1), 0)
+				late := run % n
+				if self.Rank == late {
+					// nanosleep: Go's timers round a short sleep of an
+					// otherwise idle process up to a millisecond.
+					ts := syscall.NsecToTimespec(int64(skew))
+					_ = syscall.Nanosleep(&ts, nil)
+				}
+				start := time.Now()
+				if err := s.Post(); err != nil {
+					t.Fatalf("run %d: %v", run, err)
+				}
+				if err := s.Wait(); err != nil {
+					t.Fatalf("run %d: %v", run, err)
+				}
+				if self.Rank != late {
+					waited = append(waited, time.Since(start))
+				}
+				if v, _ := coll.Element(buf.Bytes(), 0); v != n*(n+1)/2 {
+					t.Fatalf("run %d: sum %d, want %d", run, v, n*(n+1)/2)
+				}
+			}
+			ws := dev.Wire().QPs
+			// Every rank's counters, so that each rank judges the job.
+			all, err := exchange(fmt.Appendf(nil, "%d %d", ws.RNRNaksReceived, ws.Retransmitted))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rnr, again uint64
+			for _, b := range all {
+				var x, y uint64
+				if _, err := fmt.Sscanf(string(b), "%d %d", &x, &y); err != nil {
+					t.Fatalf("counters %q: %v", b, err)
+				}
+				rnr, again = rnr+x, again+y
+			}
+			slices.Sort(waited)
+			fmt.Printf("skew: %v late rank; this rank's median run %v; the job's RNR NAKs %d, packets sent again %d\n",
+				skew, waited[len(waited)/2].Round(10*time.Microsecond), rnr, again)
+			switch {
+			case ready && (rnr != 0 || again != 0):
+				t.Errorf("with ready messages: %d RNR NAKs and %d packets sent again across the job, want none", rnr, again)
+			case !ready && rnr == 0:
+				t.Errorf("without ready messages a rank %v late drew no RNR NAK: the control shows nothing", skew)
+			}
+		})
 	}
 }

@@ -251,7 +251,7 @@ func TestRule13CalcRefusals(t *testing.T) {
 		"on rdma read":     mk(add, u, s64, verbs.ExpWRRDMARead, 16),
 		"on send with imm": mk(add, u, s64, verbs.ExpWRSendWithImm, 16),
 	} {
-		if err, bad := r.post(r.qp, w); !isErrno(err, syscall.EINVAL) || bad != w {
+		if bad, err := r.post(r.qp, w); !isErrno(err, syscall.EINVAL) || bad != w {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

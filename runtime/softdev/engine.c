@@ -593,10 +593,11 @@ int sd_qp_wire(struct ibv_context *ctx, struct ibv_qp *qp, struct sd_wire_stats 
 }
 
 void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped, uint64_t *connect_fails,
-                 int *last_errno)
+                 int *last_errno, struct sd_wire_stats *qps)
 {
 	struct sd_device *d = sd_dev(ctx);
 	memset(gid, 0, 16);
+	memset(qps, 0, sizeof *qps);
 	*dropped = 0;
 	if (sd_enter_clean(d) != 0)
 		return;
@@ -604,5 +605,12 @@ void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped, ui
 	*dropped = d->wire_dropped;
 	*connect_fails = d->wire_connect_fails;
 	*last_errno = d->wire_last_errno;
+	for (const struct sd_qp *q = d->qps; q != NULL; q = q->next) {
+		const struct sd_wire_stats *w = &q->ws;
+		qps->tx_pkts += w->tx_pkts, qps->rx_pkts += w->rx_pkts, qps->retrans += w->retrans;
+		qps->timeouts += w->timeouts, qps->rnr_naks_rx += w->rnr_naks_rx, qps->rnr_naks_tx += w->rnr_naks_tx;
+		qps->seq_naks_rx += w->seq_naks_rx, qps->seq_naks_tx += w->seq_naks_tx;
+		qps->dups += w->dups, qps->dropped += w->dropped;
+	}
 	sd_unlock(d);
 }

@@ -81,16 +81,16 @@ func (r *rig) sendWR(id uint64) *verbs.ExpSendWR {
 }
 
 // post posts WRs to qp and returns the verb's error and bad_wr.
-func (r *rig) post(qp *verbs.QP, ws ...*verbs.ExpSendWR) (error, *verbs.ExpSendWR) {
+func (r *rig) post(qp *verbs.QP, ws ...*verbs.ExpSendWR) (*verbs.ExpSendWR, error) {
 	bad := alloc[*verbs.ExpSendWR](r.fixture)
 	err := verbs.ExpPostSend(qp, link(ws...), bad)
-	return err, *bad
+	return *bad, err
 }
 
 // mustPost posts and fails the test on an error.
 func (r *rig) mustPost(qp *verbs.QP, ws ...*verbs.ExpSendWR) {
 	r.t.Helper()
-	if err, bad := r.post(qp, ws...); err != nil {
+	if bad, err := r.post(qp, ws...); err != nil {
 		r.t.Fatalf("post to QP %#x: %v (bad wr_id %#x)", qp.QPNum, err, bad.WRID)
 	}
 }

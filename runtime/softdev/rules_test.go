@@ -34,7 +34,7 @@ func TestRule01PostingQPGate(t *testing.T) {
 		r.wait(3, r.scq, 1, verbs.ExpSendSignaled|verbs.ExpSendWaitEnLast),
 		calc,
 	} {
-		if err, bad := r.post(r.qp, w); !isErrno(err, syscall.EINVAL) || bad != w {
+		if bad, err := r.post(r.qp, w); !isErrno(err, syscall.EINVAL) || bad != w {
 			t.Errorf("opcode %v on a QP without CROSS_CHANNEL: %v, bad_wr %p; want EINVAL naming %p", w.ExpOpcode, err, bad, w)
 		}
 	}
@@ -63,10 +63,10 @@ func TestRule02TargetGate(t *testing.T) {
 			r := newRig(t, rigConfig{worker: []QPOption{CrossChannel()}})
 			for i := range 10 {
 				w := c.en(r, uint64(i))
-				if err, bad := r.post(r.qp, w); !isErrno(err, syscall.EINVAL) || bad != w {
+				if bad, err := r.post(r.qp, w); !isErrno(err, syscall.EINVAL) || bad != w {
 					t.Fatalf("enable of the posting QP itself, not managed: %v", err)
 				}
-				if err, _ := r.post(r.mqp, c.en(r, uint64(i))); !isErrno(err, syscall.EINVAL) {
+				if _, err := r.post(r.mqp, c.en(r, uint64(i))); !isErrno(err, syscall.EINVAL) {
 					t.Fatalf("enable of an unmanaged QP from the manager: %v", err)
 				}
 			}
@@ -75,7 +75,7 @@ func TestRule02TargetGate(t *testing.T) {
 	}
 	// The other kind of managed queue does not qualify either.
 	r := newRig(t, rigConfig{worker: []QPOption{CrossChannel(), ManagedRecv()}})
-	if err, _ := r.post(r.mqp, r.sendEn(1, 0, verbs.ExpSendWaitEnLast)); !isErrno(err, syscall.EINVAL) {
+	if _, err := r.post(r.mqp, r.sendEn(1, 0, verbs.ExpSendWaitEnLast)); !isErrno(err, syscall.EINVAL) {
 		t.Fatalf("SEND_ENABLE of a QP managed on receive only: %v", err)
 	}
 }
@@ -221,7 +221,7 @@ func TestRule04EnableBase(t *testing.T) {
 		}
 		r.mustPost(r.mqp, r.sendEn(1, 3, last)) // base 0 -> 3
 		w := r.sendEn(2, 2, last)               // 3 + 2 > 4 posted
-		if err, bad := r.post(r.mqp, w); !isErrno(err, syscall.EINVAL) || bad != w {
+		if bad, err := r.post(r.mqp, w); !isErrno(err, syscall.EINVAL) || bad != w {
 			t.Fatalf("release beyond what is posted: %v", err)
 		}
 		r.mustPost(r.mqp, r.sendEn(3, 1, last)) // the refusal moved nothing: 3 + 1

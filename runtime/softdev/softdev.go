@@ -120,7 +120,8 @@ func (d *Device) GID() [16]byte {
 		var b [16]C.uint8_t
 		var dropped, fails C.uint64_t
 		var last C.int
-		C.sd_dev_wire(d.ctx, &b[0], &dropped, &fails, &last)
+		var qps C.struct_sd_wire_stats
+		C.sd_dev_wire(d.ctx, &b[0], &dropped, &fails, &last, &qps)
 		for i := range g {
 			g[i] = byte(b[i])
 		}
@@ -580,10 +581,7 @@ func (d *Device) QPWire(qp *verbs.QP) (WireStats, error) {
 		if e := C.sd_qp_wire(d.ctx, (*C.struct_ibv_qp)(unsafe.Pointer(qp)), &s); e != 0 {
 			return callErr("qp_wire", e)
 		}
-		w = WireStats{TxPackets: uint64(s.tx_pkts), RxPackets: uint64(s.rx_pkts), Retransmitted: uint64(s.retrans),
-			Timeouts: uint64(s.timeouts), RNRNaksReceived: uint64(s.rnr_naks_rx), RNRNaksSent: uint64(s.rnr_naks_tx),
-			SeqNaksReceived: uint64(s.seq_naks_rx), SeqNaksSent: uint64(s.seq_naks_tx), Duplicates: uint64(s.dups),
-			Dropped: uint64(s.dropped)}
+		w = wireStats(&s)
 		return nil
 	})
 	return w, err
@@ -594,6 +592,15 @@ type DeviceWire struct {
 	Dropped      uint64        // packets taken from a link and dropped: no QP of this device, not from its peer, or frames that did not parse
 	ConnectFails uint64        // connections to peer devices that could not be made, or broke
 	LastError    syscall.Errno // why the last of them failed (ECONNREFUSED: nobody listens there)
+	QPs          WireStats     // the sum of QPWire over the device's QPs that exist now
+}
+
+// wireStats converts the C counters.
+func wireStats(s *C.struct_sd_wire_stats) WireStats {
+	return WireStats{TxPackets: uint64(s.tx_pkts), RxPackets: uint64(s.rx_pkts), Retransmitted: uint64(s.retrans),
+		Timeouts: uint64(s.timeouts), RNRNaksReceived: uint64(s.rnr_naks_rx), RNRNaksSent: uint64(s.rnr_naks_tx),
+		SeqNaksReceived: uint64(s.seq_naks_rx), SeqNaksSent: uint64(s.seq_naks_tx), Duplicates: uint64(s.dups),
+		Dropped: uint64(s.dropped)}
 }
 
 // Wire returns the device's wire counters.
@@ -603,8 +610,9 @@ func (d *Device) Wire() DeviceWire {
 		var b [16]C.uint8_t
 		var dropped, fails C.uint64_t
 		var last C.int
-		C.sd_dev_wire(d.ctx, &b[0], &dropped, &fails, &last)
-		w = DeviceWire{Dropped: uint64(dropped), ConnectFails: uint64(fails), LastError: syscall.Errno(last)}
+		var qps C.struct_sd_wire_stats
+		C.sd_dev_wire(d.ctx, &b[0], &dropped, &fails, &last, &qps)
+		w = DeviceWire{Dropped: uint64(dropped), ConnectFails: uint64(fails), LastError: syscall.Errno(last), QPs: wireStats(&qps)}
 		return nil
 	})
 	return w

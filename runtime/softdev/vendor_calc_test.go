@@ -125,8 +125,8 @@ type vdCalcState struct {
 	nGather  int
 }
 
-// vdErrPerm is the fixture's "not supported by the unit test" answer.
-var vdErrPerm = errors.New("EPERM: the fixture does not support this operation")
+// errVDPerm is the fixture's "not supported by the unit test" answer.
+var errVDPerm = errors.New("EPERM: the fixture does not support this operation")
 
 // vdSupported is the fixture's __query_calc_cap.
 func vdSupported(op vdPPOp, typ vdPPType) bool {
@@ -161,13 +161,13 @@ func vdStrtof(s string) float32 {
 // stored in the host buffer in its own type (at 16-byte strides), then
 // packed into net_buf as the device takes it (widened to 64 bits, 0/1
 // for the logical operations, big-endian), and a gather list of one
-// 16-byte entry per operand is built. vdErrPerm for what the fixture
+// 16-byte entry per operand is built. errVDPerm for what the fixture
 // refuses.
 func (v *vd) createData(pair [2]string, op vdPPOp, typ vdPPType) error {
 	c := &v.calc
 	*c = vdCalcState{op: op, typ: typ}
 	if !vdSupported(op, typ) {
-		return vdErrPerm
+		return errVDPerm
 	}
 	for i, tok := range pair {
 		h := v.host[16*i:]
@@ -175,7 +175,7 @@ func (v *vd) createData(pair [2]string, op vdPPOp, typ vdPPType) error {
 		case vdINT8, vdUINT8:
 			h[0] = byte(vdStrtoll(tok))
 		case vdINT16, vdUINT16:
-			return vdErrPerm
+			return errVDPerm
 		case vdINT32, vdUINT32:
 			binary.NativeEndian.PutUint32(h, uint32(vdStrtoll(tok)))
 		case vdINT64, vdUINT64:
@@ -411,7 +411,7 @@ func vdCalcRun(t *testing.T, op vdPPOp, write bool) int {
 	for _, g := range vdOperands {
 		for _, p := range g.pairs {
 			err := v.createData(p, op, g.typ)
-			if errors.Is(err, vdErrPerm) {
+			if errors.Is(err, errVDPerm) {
 				continue // the vendor counts it a pass
 			}
 			if err == nil {

@@ -482,17 +482,38 @@ type PostError struct {
 	Kind    verbs.ExpTaskType
 	FirstWR int
 	NumWRs  int
+
+	full string // for ENOMEM: which queue is full, and what frees it
 }
 
 func (e *PostError) Error() string {
-	if e.Task < 0 {
-		return "ibv_exp_post_task: " + e.Errno.Error()
+	var s string
+	switch {
+	case e.Task < 0:
+		s = "ibv_exp_post_task: " + e.Errno.Error()
+	case e.NumWRs == 0:
+		s = fmt.Sprintf("ibv_exp_post_task: task %d (%v, no work requests): %v", e.Task, e.Kind, e.Errno)
+	default:
+		s = fmt.Sprintf("ibv_exp_post_task: task %d (%v, work requests %d..%d): %v",
+			e.Task, e.Kind, e.FirstWR, e.FirstWR+e.NumWRs-1, e.Errno)
 	}
-	if e.NumWRs == 0 {
-		return fmt.Sprintf("ibv_exp_post_task: task %d (%v, no work requests): %v", e.Task, e.Kind, e.Errno)
+	return s + e.full
+}
+
+// queueFull says, for ENOMEM on task t, which queue is full: a posted
+// work request keeps its slot until the completion covering it is
+// polled, so a list posted again and again without polling fills it (on
+// an HCA its CQ overflows first, and that puts the QP in error).
+func queueFull(t *verbs.ExpTask) string {
+	q := "send queue"
+	if t.TaskType == verbs.ExpTaskRecv {
+		q = "receive queue"
 	}
-	return fmt.Sprintf("ibv_exp_post_task: task %d (%v, work requests %d..%d): %v",
-		e.Task, e.Kind, e.FirstWR, e.FirstWR+e.NumWRs-1, e.Errno)
+	qp := "its QP"
+	if t.Item.QP != nil {
+		qp = fmt.Sprintf("QP %d", t.Item.QP.QPNum)
+	}
+	return fmt.Sprintf(": the %s of %s is full: its slots are freed only as their completions are polled; poll that queue's CQ (ibv_exp_poll_cq, lease.Table.Poll) before posting again", q, qp)
 }
 
 // Unwrap returns the errno.
@@ -553,5 +574,8 @@ func (l *List) postError(err error) error {
 		}
 	}
 	pe.NumWRs = end - pe.FirstWR
+	if pe.Errno == syscall.ENOMEM {
+		pe.full = queueFull(&l.tasks[i])
+	}
 	return pe
 }

@@ -11,7 +11,7 @@ import (
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
-	"github.com/verbsexp/verbsexp/tests/shimtest"
+	"github.com/verbsexp/verbsexp/internal/shimtest"
 )
 
 // fakeQP and fakeCQ are C records the builders only store pointers to.

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
-	"github.com/verbsexp/verbsexp/tests/shimtest"
+	"github.com/verbsexp/verbsexp/internal/shimtest"
 )
 
 // TestNewRefusesCapacitiesThatDoNotFit: counts above what C's int holds

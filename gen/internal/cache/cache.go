@@ -35,6 +35,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 )
 
 // layout names the directory layout and entry encoding; a change to
@@ -200,8 +202,11 @@ func (c *Cache) Get(kind string, k Key) ([]byte, bool) {
 		return nil, false
 	}
 	file := c.path(kind, k)
-	b, err := os.ReadFile(file)
+	b, err := inputfile.Read(file, maxEntryBytes, "not a cache entry")
 	if err != nil {
+		if errors.Is(err, inputfile.ErrNotRegular) || errors.Is(err, inputfile.ErrTooLarge) {
+			os.Remove(file) // a FIFO or a device is never read, and no entry is that large
+		}
 		return nil, false
 	}
 	payload, ok := decode(b, k)
@@ -214,6 +219,10 @@ func (c *Cache) Get(kind string, k Key) ([]byte, bool) {
 	os.Chtimes(file, now, now)
 	return payload, true
 }
+
+// maxEntryBytes bounds the entries Get reads: the largest, a package's
+// rendered files, is ~2 MiB for the real headers.
+const maxEntryBytes = 256 << 20
 
 // Discard removes an entry whose payload its reader found unusable.
 func (c *Cache) Discard(kind string, k Key) {

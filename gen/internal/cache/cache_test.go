@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestPutGet(t *testing.T) {
@@ -90,6 +92,42 @@ func TestDamagedEntries(t *testing.T) {
 			}
 			if _, err := os.Stat(file); !os.IsNotExist(err) {
 				t.Error("damaged entry left in place")
+			}
+		})
+	}
+}
+
+// TestEntryNotAFile: an entry replaced by a FIFO or a link to /dev/zero
+// is a miss, removed, and never read (a FIFO blocked Get for ever).
+func TestEntryNotAFile(t *testing.T) {
+	c := At(t.TempDir(), "v")
+	k := c.NewKey("unit").Add("x").Sum()
+	for name, mk := range map[string]func(string) error{
+		"fifo": func(p string) error { return syscall.Mkfifo(p, 0o644) },
+		"zero": func(p string) error { return os.Symlink("/dev/zero", p) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			c.Put("unit", k, []byte("payload"))
+			file := c.path("unit", k)
+			os.Remove(file)
+			if err := mk(file); err != nil {
+				t.Skipf("SKIP: cannot make a %s here: %v", name, err)
+			}
+			done := make(chan bool)
+			go func() {
+				_, ok := c.Get("unit", k)
+				done <- ok
+			}()
+			select {
+			case ok := <-done:
+				if ok {
+					t.Fatal("read as an entry")
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("Get blocked")
+			}
+			if _, err := os.Lstat(file); !os.IsNotExist(err) {
+				t.Error("left in place")
 			}
 		})
 	}

@@ -14,10 +14,10 @@
 //     whose Go access changes form (field ↔ accessor) is retyped and
 //     breaks. A member with members of its own (a nested struct or union)
 //     may grow: its own members are compared one by one.
-//   - a constant whose value changes breaks, except a *_RESERVED[N] bound
-//     that grows (the comp_mask sentinel: every mask valid before stays
-//     valid) and a *_MASK that gains bits (the set of accepted flags:
-//     every flag accepted before still is).
+//   - a constant whose value changes breaks, except a bound (model.Bounds
+//     decides which, on both manifests): a reserved bound that grows (the
+//     comp_mask sentinel: every mask valid before stays valid) and a flag
+//     mask that gains bits (every flag accepted before still is).
 //
 // End-anchored records ("grows up" in the headers: verbs_context and
 // verbs_context_exp) are found by subtracting from a pointer to their
@@ -27,11 +27,12 @@ package diff
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/verbsexp/verbsexp/gen/internal/model"
+	"github.com/verbsexp/verbsexp/internal/cint"
 	"github.com/verbsexp/verbsexp/internal/manifest"
 )
 
@@ -307,9 +308,6 @@ func compareRecord(arch string, o, n *manifest.Record, endAnchored bool) []Chang
 	return cs
 }
 
-// reservedRE matches comp_mask sentinels: IBV_EXP_QP_INIT_ATTR_RESERVED1.
-var reservedRE = regexp.MustCompile(`_RESERVED[0-9]*$`)
-
 func bitsDesc(f manifest.Field) string {
 	if f.BitOffset == nil {
 		return fmt.Sprintf("offset %d size %d", f.Offset, f.Size)
@@ -320,6 +318,7 @@ func bitsDesc(f manifest.Field) string {
 func compareConstants(arch string, old, new []manifest.Constant) []Change {
 	var cs []Change
 	byName := byC(new, func(c *manifest.Constant) string { return c.C })
+	oldBound, newBound := bounds(old), bounds(new)
 	seen := map[string]bool{}
 	for _, o := range old {
 		seen[o.C] = true
@@ -337,10 +336,11 @@ func compareConstants(arch string, old, new []manifest.Constant) []Change {
 		if !o.Value.Equal(n.Value) {
 			c := Change{Arch: arch, Subject: o.C, Kind: ConstantChanged, Old: o.Value.String(), New: n.Value.String(), Breaking: true,
 				Why: "old code passes the old value, which the new release reads differently"}
-			switch {
-			case reservedRE.MatchString(o.C) && o.Value.Less(n.Value):
+			switch b := oldBound[o.C]; {
+			case b != newBound[o.C]:
+			case b == model.Reserved && o.Value.Less(n.Value):
 				c.Breaking, c.Why = false, "comp_mask bound grew: every mask valid before is still below it"
-			case strings.HasSuffix(o.C, "_MASK") && !o.Value.Negative() && !n.Value.Negative() && o.Value.Bits&n.Value.Bits == o.Value.Bits:
+			case b == model.Mask && o.Value.Bits&n.Value.Bits == o.Value.Bits:
 				c.Breaking, c.Why = false, "mask of accepted flags widened: every flag accepted before still is"
 			}
 			cs = append(cs, c)
@@ -353,6 +353,22 @@ func compareConstants(arch string, old, new []manifest.Constant) []Change {
 		}
 	}
 	return cs
+}
+
+// bounds is model.Bounds of one arch's constants, by C name.
+func bounds(cs []manifest.Constant) map[string]model.Bound {
+	names := make([]string, len(cs))
+	values := make([]cint.Value, len(cs))
+	for i, c := range cs {
+		names[i], values[i] = c.C, c.Value
+	}
+	m := map[string]model.Bound{}
+	for i, b := range model.Bounds(names, values) {
+		if b != model.NotBound {
+			m[names[i]] = b
+		}
+	}
+	return m
 }
 
 func compareFunctions(old, new []manifest.Function) []Change {

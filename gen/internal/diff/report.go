@@ -2,11 +2,13 @@ package diff
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
+
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 )
 
 // Report is the outcome of a comparison, as -json prints it.
@@ -54,16 +56,20 @@ func NewReport(oldName, newName string, cs []Change, acks []string) *Report {
 	return r
 }
 
+// maxAckBytes bounds an ack file: tens of lines in practice.
+const maxAckBytes = 16 << 20
+
 // ReadAcks reads an ack file: one "KIND SUBJECT" per line, as the text
 // report prints them; blank lines and lines starting with # are skipped.
+// It is a regular file of at most maxAckBytes (a FIFO or a device is
+// refused before any read).
 func ReadAcks(path string) ([]string, error) {
-	f, err := os.Open(path)
+	b, err := inputfile.Read(path, maxAckBytes, `an ack file lists reviewed breaking changes, one "KIND SUBJECT" per line`)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var acks []string
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, maxAckLine)
 	n := 0
 	for sc.Scan() {

@@ -96,7 +96,7 @@ func Files(in Input) ([]File, error) {
 			defer wg.Done()
 			var buf bytes.Buffer
 			if err := j.build().Render(&buf); err != nil {
-				errs[i] = fmt.Errorf("rendering %s: %v", j.name, err)
+				errs[i] = renderError(j.name, err)
 				return
 			}
 			files[i] = File{Name: j.name, Data: buf.Bytes()}
@@ -113,6 +113,15 @@ func Files(in Input) ([]File, error) {
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
 	return files, nil
+}
+
+// renderError reports Go that does not format: a generator bug, since
+// every name it emits is checked first. jennifer's error carries the
+// whole source; the user gets its first line, and what to do.
+func renderError(name string, err error) error {
+	msg, _, _ := strings.Cut(err.Error(), " while formatting source")
+	msg, _, _ = strings.Cut(msg, "\n")
+	return fmt.Errorf("internal error: the generated %s does not parse (%s); please report it with the headers and flags you used", name, msg)
 }
 
 // newFile starts a file with the command, the generated-code marker and,
@@ -150,10 +159,13 @@ The types build without cgo. Records with unions, bit-fields or packed members
 expose those members through accessor methods; abi.json beside this file pins
 every size and offset per target.
 
-go generate in this directory regenerates the package with the command below
+go generate in this directory regenerates the package; it runs
+
+	%s
+
 (in a module other than github.com/verbsexp/verbsexp, add the generator first:
 go get -tool github.com/verbsexp/verbsexp/gen); gen check, run in CI, says
-whether it is current and agrees with the C compilers.`, in.Pkg.Name, what, in.Entry))
+whether it is current and agrees with the C compilers.`, in.Pkg.Name, what, in.Entry, in.Command))
 	if in.GoGenerate != "" {
 		f.Comment("//go:generate " + in.GoGenerate)
 	}

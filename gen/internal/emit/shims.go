@@ -7,6 +7,7 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/verbsexp/verbsexp/gen/internal/layout"
+	"github.com/verbsexp/verbsexp/gen/internal/model"
 	"github.com/verbsexp/verbsexp/gen/internal/shim"
 	"github.com/verbsexp/verbsexp/internal/abicheck"
 	"github.com/verbsexp/verbsexp/internal/target"
@@ -20,8 +21,9 @@ var libibverbs = []string{"libibverbs.so.1", "libibverbs.so"}
 
 // shims renders shims.go: the cgo call wrappers. The preamble includes the
 // headers the package was generated from, checks the ABI recorded in
-// abi.json with _Static_assert for the target being built, and defines one
-// C trampoline per function.
+// abi.json with _Static_assert for the target being built (layouts and
+// values exactly, bounds by the relation that keeps old code valid), and
+// defines one C trampoline per function.
 func (in Input) shims() *jen.File {
 	f := in.newFile("linux && cgo")
 	f.CgoPreamble(in.preamble())
@@ -66,7 +68,20 @@ func (in Input) preamble() string {
 	// The advice names the recorded command but says to point its -I at
 	// the headers being built with: rerunning it as recorded would undo
 	// a user's move to other headers.
-	fmt.Fprintf(&b, "#define VERBSEXP_REGENERATE %q\n", "; these headers differ from the ones this package was generated from ("+in.GoGenerate+"): regenerate it with -I naming the headers you build with")
+	fmt.Fprintf(&b, "#define VERBSEXP_REGENERATE %q\n", "; these headers differ from the ones this package was generated from ("+in.GoGenerate+"): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)")
+	// Layouts and the values the API passes are pinned; a bound (one past
+	// the last flag, a mask of all flags) may grow, as releases move them
+	// when they add flags.
+	bound := map[string]abicheck.Relation{}
+	for _, c := range in.Pkg.AllConsts() {
+		switch c.Bound {
+		case model.Reserved:
+			bound[c.C] = abicheck.AtLeast
+		case model.Mask:
+			bound[c.C] = abicheck.HasBits
+		}
+	}
+	rel := func(c string) abicheck.Relation { return bound[c] }
 	m := in.abi
 	for i, arch := range in.Pkg.Arches {
 		t, _ := target.Lookup(arch)
@@ -75,20 +90,27 @@ func (in Input) preamble() string {
 			kw = "#if"
 		}
 		fmt.Fprintf(&b, "%s %s\n", kw, t.CMacro)
-		for _, a := range abicheck.Assertions(m.Arches[arch], arch, "") {
+		for _, a := range abicheck.Assertions(m.Arches[arch], arch, "", rel) {
 			fmt.Fprintf(&b, "_Static_assert(%s, %q VERBSEXP_REGENERATE);\n", a.Cond, a.Msg)
 		}
 	}
 	b.WriteString("#else\n#error \"verbsexp: no layouts were generated for this architecture\"\n#endif\n\n")
+	if len(in.Pkg.CgoMacros) > 0 {
+		b.WriteString("// Macros of the headers named as variables of the C wrappers cgo writes after\n// this preamble: undefined here, after the headers and the asserts, or cgo's C would not compile.\n")
+		for _, m := range in.Pkg.CgoMacros {
+			fmt.Fprintf(&b, "#undef %s\n", m)
+		}
+		b.WriteString("\n")
+	}
 	b.WriteString("// Trampolines return errno with the result in one value, read once by Go:\n")
 	b.WriteString("// verbsexp_packed puts an int result in the low 32 bits and, when it is -1,\n")
 	b.WriteString("// errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.\n")
-	b.WriteString("static inline int64_t verbsexp_packed(int32_t r) { return (int64_t)(uint32_t)r | (r == -1 ? (int64_t)errno << 32 : 0); }\n")
+	fmt.Fprintf(&b, "static inline int64_t verbsexp_packed(int32_t %[1]s) { return (int64_t)(uint32_t)%[1]s | (%[1]s == -1 ? (int64_t)errno << 32 : 0); }\n", cRes)
 	seen := map[string]bool{}
 	for _, w := range in.Shims.Wrappers {
 		if w.Crossing == shim.WithErrno && !seen[w.CResult] {
 			seen[w.CResult] = true
-			fmt.Fprintf(&b, "struct %s { %s r; int32_t e; };\n", retStruct(w.CResult), w.CResult)
+			fmt.Fprintf(&b, "struct %s { %s %s; int32_t %s; };\n", retStruct(w.CResult), w.CResult, cRes, cErr)
 		}
 	}
 	b.WriteString("\n")
@@ -100,6 +122,21 @@ func (in Input) preamble() string {
 	}
 	return b.String()
 }
+
+// The C names the preamble declares besides the trampolines and
+// verbsexp_ret_* are in the generator's verbsexp_ namespace too, locals
+// and parameters included: a header may #define fn, r or p0 (gcc accepts
+// it), and parse refuses a header that defines or declares a name of
+// this namespace (parse.GeneratedCName).
+const (
+	cFn  = "verbsexp_fn" // a trampoline's function pointer
+	cRes = "verbsexp_r"  // a result: local, and field of verbsexp_ret_*
+	cErr = "verbsexp_e"  // errno's field of verbsexp_ret_*
+)
+
+// cParam and cSlot name a trampoline's parameter i and its failure slot.
+func cParam(i int) string { return fmt.Sprintf("verbsexp_p%d", i) }
+func cSlot(i int) string  { return fmt.Sprintf("verbsexp_slot%d", i) }
 
 // retStruct names the struct that carries a result of C type res with
 // errno: verbsexp_ret_ptr, verbsexp_ret_int64_t.
@@ -131,14 +168,14 @@ func trampolineResult(w *shim.Wrapper) string {
 func trampoline(w *shim.Wrapper) string {
 	var params, args, pre []string
 	if !w.Func.Inline {
-		params = append(params, "void *fn")
+		params = append(params, "void *"+cFn)
 	}
 	for i, p := range w.Params {
-		params = append(params, fmt.Sprintf("%s p%d", p.CType, i))
-		args = append(args, fmt.Sprintf("p%d", i))
+		params = append(params, fmt.Sprintf("%s %s", p.CType, cParam(i)))
+		args = append(args, cParam(i))
 		if p.Slot {
-			pre = append(pre, fmt.Sprintf("void *slot%d; // %s: where a nil from Go points", i, p.C),
-				fmt.Sprintf("if (p%d == NULL)\n\t\tp%[1]d = &slot%[1]d;", i))
+			pre = append(pre, fmt.Sprintf("void *%s; // %s: where a nil from Go points", cSlot(i), p.C),
+				fmt.Sprintf("if (%s == NULL)\n\t\t%[1]s = &%s;", cParam(i), cSlot(i)))
 		}
 	}
 	if len(params) == 0 {
@@ -146,7 +183,7 @@ func trampoline(w *shim.Wrapper) string {
 	}
 	callee := w.Func.C
 	if !w.Func.Inline {
-		callee = fmt.Sprintf("((__typeof__(&%s))fn)", w.Func.C)
+		callee = fmt.Sprintf("((__typeof__(&%s))%s)", w.Func.C, cFn)
 	}
 	call := fmt.Sprintf("%s(%s)", callee, strings.Join(args, ", "))
 	if w.CResult == "void *" {
@@ -157,12 +194,12 @@ func trampoline(w *shim.Wrapper) string {
 	case shim.Packed:
 		body = []string{"errno = 0;", "return verbsexp_packed(" + call + ");"}
 	case shim.WithErrno:
-		fail := "r == -1"
+		fail := cRes + " == -1"
 		if w.Conv == shim.Pointer {
-			fail = "r == NULL"
+			fail = cRes + " == NULL"
 		}
-		body = []string{"errno = 0;", fmt.Sprintf("%s r = %s;", w.CResult, call),
-			fmt.Sprintf("return (struct %s){r, %s ? errno : 0};", retStruct(w.CResult), fail)}
+		body = []string{"errno = 0;", fmt.Sprintf("%s %s = %s;", w.CResult, cRes, call),
+			fmt.Sprintf("return (struct %s){%s, %s ? errno : 0};", retStruct(w.CResult), cRes, fail)}
 	default:
 		if w.CResult == "" {
 			body = []string{call + ";"}
@@ -183,15 +220,15 @@ func trampoline(w *shim.Wrapper) string {
 func cmemTrampoline(w *shim.Wrapper) string {
 	var params, args []string
 	if !w.Func.Inline {
-		params, args = append(params, "void *fn"), append(args, "fn")
+		params, args = append(params, "void *"+cFn), append(args, cFn)
 	}
 	for i, p := range w.Params {
 		if isPointer(p) {
-			params = append(params, fmt.Sprintf("uintptr_t p%d", i))
-			args = append(args, fmt.Sprintf("(void *)p%d", i))
+			params = append(params, "uintptr_t "+cParam(i))
+			args = append(args, "(void *)"+cParam(i))
 		} else {
-			params = append(params, fmt.Sprintf("%s p%d", p.CType, i))
-			args = append(args, fmt.Sprintf("p%d", i))
+			params = append(params, fmt.Sprintf("%s %s", p.CType, cParam(i)))
+			args = append(args, cParam(i))
 		}
 	}
 	if len(params) == 0 {
@@ -201,7 +238,7 @@ func cmemTrampoline(w *shim.Wrapper) string {
 	if w.CResult == "" {
 		ret = ""
 	}
-	return fmt.Sprintf("static %s %sCMem(%s) { %s%s(%s); }\n", trampolineResult(w), w.Trampoline, strings.Join(params, ", "), ret, w.Trampoline, strings.Join(args, ", "))
+	return fmt.Sprintf("static %s %s(%s) { %s%s(%s); }\n", trampolineResult(w), w.CMemTrampoline(), strings.Join(params, ", "), ret, w.Trampoline, strings.Join(args, ", "))
 }
 
 // wrapper renders the Go function of w, or with cmem its address form.
@@ -214,7 +251,7 @@ func (in Input) wrapper(f *jen.File, w *shim.Wrapper, cmem bool) {
 	sym := "sym" + fn.GoName
 	name, tramp := fn.GoName, w.Trampoline
 	if cmem {
-		name, tramp = w.CMem, w.Trampoline+"CMem"
+		name, tramp = w.CMem, w.CMemTrampoline()
 		f.Commentf("%s is %s for arguments in C memory: each pointer is passed as the", name, fn.GoName)
 		f.Comment("address of C memory (an arena a runtime allocated with malloc, say), which")
 		f.Comment("cgo does not check; the address of Go memory breaks cgo's pointer rules here.")
@@ -291,7 +328,7 @@ func (in Input) wrapper(f *jen.File, w *shim.Wrapper, cmem bool) {
 		body = append(body, jen.List(r, errno).Op(":=").Id("unpack").Call(call))
 	case shim.WithErrno:
 		body = append(body, v.Clone().Op(":=").Add(call))
-		r, errno = v.Clone().Dot("r"), jen.Qual("syscall", "Errno").Call(v.Clone().Dot("e"))
+		r, errno = v.Clone().Dot(cRes), jen.Qual("syscall", "Errno").Call(v.Clone().Dot(cErr))
 		if w.Conv != shim.Pointer {
 			r = jen.Int64().Call(r)
 		}

@@ -3,17 +3,15 @@
 package generate
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
-
-	"modernc.org/cc/v4"
 
 	"github.com/verbsexp/verbsexp/gen/internal/cache"
 	"github.com/verbsexp/verbsexp/gen/internal/emit"
@@ -21,6 +19,7 @@ import (
 	"github.com/verbsexp/verbsexp/gen/internal/model"
 	"github.com/verbsexp/verbsexp/gen/internal/parse"
 	"github.com/verbsexp/verbsexp/gen/internal/shim"
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 	"github.com/verbsexp/verbsexp/internal/target"
 )
 
@@ -91,12 +90,17 @@ func Run(opts Options) (*Result, error) {
 		}
 		popts := opts.Parse
 		popts.Checked = true
-		var src cc.SourceCache
-		parallel(n, func(i int) {
-			if !hit[i] {
-				units[i], sums[i], errs[i] = parse.TranslateUnit(comps[i], popts, &src, c)
+		// In one child process, under limits (parse/contain.go).
+		need := make([]bool, n)
+		for i := range need {
+			need[i] = !hit[i]
+		}
+		tu, ts, terrs := parse.TranslateUnits(comps, need, popts, c)
+		for i := range need {
+			if need[i] {
+				units[i], sums[i], errs[i] = tu[i], ts[i], terrs[i]
 			}
-		})
+		}
 		if err := firstError(errs); err != nil {
 			return nil, err
 		}
@@ -114,7 +118,12 @@ func Run(opts Options) (*Result, error) {
 	}
 	shims := shim.Build(pkg, layout.NewPlanner(pkg, 0))
 	res.Pkg, res.Shims = pkg, shims
-	res.Notes = append(append([]parse.Diag(nil), pkg.Notes...), shims.Skipped...)
+	res.Notes = append(append(append([]parse.Diag(nil), pkg.Notes...), shims.Skipped...), shims.Renamed...)
+	// By position (file, then line and column as numbers), then text.
+	slices.SortStableFunc(res.Notes, func(a, b parse.Diag) int {
+		return cmp.Or(strings.Compare(a.Pos.File, b.Pos.File), cmp.Compare(a.Pos.Line, b.Pos.Line),
+			cmp.Compare(a.Pos.Col, b.Pos.Col), strings.Compare(a.Msg, b.Msg))
+	})
 	key, keyed := filesKey(c, opts, sums, hashes)
 	if keyed {
 		if files, ok := cachedFiles(c, key); ok {
@@ -251,7 +260,7 @@ func decodeFiles(b []byte) ([]emit.File, bool) {
 func hashInputs(inputs []parse.Input) ([]string, error) {
 	var r []string
 	for _, in := range inputs {
-		b, err := os.ReadFile(in.Abs)
+		b, err := inputfile.Read(in.Abs, parse.MaxHeaderBytes, "it changed since it was read (the generator reads headers of at most that size)")
 		if err != nil {
 			return nil, fmt.Errorf("hashing %s: %v", in.Path, err)
 		}

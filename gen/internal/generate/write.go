@@ -13,9 +13,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/verbsexp/verbsexp/gen/internal/emit"
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 )
 
 // Write replaces dir with exactly files, atomically: everything is written
@@ -42,11 +44,17 @@ func Write(dir string, files []emit.File) error {
 	}
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
+		if errors.Is(err, syscall.EROFS) {
+			return fmt.Errorf("cannot create %s: it is on a read-only file system; choose another -o", parent)
+		}
 		return fmt.Errorf("cannot create %s: %v; choose a writable -o directory", parent, err)
 	}
 	removeAbandoned(parent, dir)
 	tmp, err := os.MkdirTemp(parent, scratchPrefix(dir))
-	if err != nil {
+	switch {
+	case errors.Is(err, syscall.EROFS):
+		return fmt.Errorf("cannot write %s: %s is on a read-only file system (the package is written next to it and swapped in); choose another -o", dir, parent)
+	case err != nil:
 		return fmt.Errorf("cannot write next to %s: %v; check the permissions of %s or choose another -o", dir, err, parent)
 	}
 	defer removeScratch(tmp)
@@ -92,6 +100,35 @@ func Write(dir string, files []emit.File) error {
 		removeScratch(old)
 	}
 	return nil
+}
+
+// Current reports whether dir already holds exactly files, byte for
+// byte, and nothing else the generator wrote.
+func Current(dir string, files []emit.File) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	want := map[string][]byte{}
+	for _, f := range files {
+		want[f.Name] = f.Data
+	}
+	seen := 0
+	for _, e := range entries {
+		data, ok := want[e.Name()]
+		if !ok {
+			if emit.OutputName(e.Name()) {
+				return false // one the generator wrote once and would remove
+			}
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil || !bytes.Equal(b, data) {
+			return false
+		}
+		seen++
+	}
+	return seen == len(files)
 }
 
 // beforeRename runs between the checks and the final rename of the
@@ -211,7 +248,7 @@ func Owned(path string) bool {
 	if err != nil || !fi.Mode().IsRegular() {
 		return false
 	}
-	f, err := os.Open(path)
+	f, _, err := inputfile.Open(path) // swapped for a FIFO since the Lstat: refused, not read
 	if err != nil {
 		return false
 	}
@@ -219,7 +256,8 @@ func Owned(path string) bool {
 	if name == "abi.json" {
 		return manifestGenerator(f) == emit.Generator
 	}
-	sc := bufio.NewScanner(f)
+	// The marker is on the second line: the file's start decides.
+	sc := bufio.NewScanner(io.LimitReader(f, 64<<10))
 	for sc.Scan() {
 		line := sc.Bytes()
 		if bytes.HasPrefix(line, []byte("package ")) || bytes.HasPrefix(line, []byte("#")) {

@@ -359,17 +359,28 @@ func maxi(a, b int64) int64 {
 // a package that did not compile). A vector type is refused here too.
 func (b *planBuilder) checkArithmetic(def *parse.Record) error {
 	arch := b.pl.pkg.Arches[b.pl.arch]
+	if def.Unsupported != "" {
+		what := b.rec.C
+		if def != b.p.Def {
+			what += ": an unnamed record in it"
+		}
+		if def.UnsupportedBitField {
+			what += ": an unnamed bit-field"
+		}
+		return fmt.Errorf("%s: %s uses GCC's %s, which the C front end the generator uses does not apply: the generator refuses the record rather than emit a wrong layout; declare it without the attribute (or move the record out of the -scope headers)", def.UnsupportedPos, what, def.Unsupported)
+	}
 	if def.Size < 0 || def.Align < 1 {
 		return fmt.Errorf("%s: %s has size %d and alignment %d on linux/%s: the layout arithmetic overflowed (it would be larger than 2^63 bytes); Go cannot declare a type of 2^50 bytes or more: shrink it", def.Pos, b.rec.C, def.Size, def.Align, arch)
 	}
+	// Types first: one the front end cannot size (size 0) makes its
+	// record's size wrong, and every member's offset look out of range.
 	for _, m := range def.Members {
-		name := m.Name
-		if name == "" {
-			name = "(anonymous)"
-		}
-		if err := b.checkType(m, name, m.Type); err != nil {
+		if err := b.checkType(m, memberName(m), m.Type); err != nil {
 			return err
 		}
+	}
+	for _, m := range def.Members {
+		name := memberName(m)
 		size := m.Type.Size
 		switch {
 		case m.BitField:
@@ -392,6 +403,13 @@ func (b *planBuilder) checkArithmetic(def *parse.Record) error {
 	return nil
 }
 
+func memberName(m *parse.Member) string {
+	if m.Name == "" {
+		return "(anonymous)"
+	}
+	return m.Name
+}
+
 func (b *planBuilder) overflow(m *parse.Member, name string, def *parse.Record, off, size int64) error {
 	return fmt.Errorf("%s: %s: member %s (offset %d, %d bytes) does not fit in its %d-byte record on linux/%s: the layout arithmetic overflowed (the record would be larger than 2^63 bytes); Go cannot declare a type of 2^50 bytes or more: shrink it",
 		m.Pos, b.rec.C, name, off, size, def.Size, b.pl.pkg.Arches[b.pl.arch])
@@ -405,7 +423,12 @@ func (b *planBuilder) checkType(m *parse.Member, name string, t *parse.Type) err
 			if t.Name != "" {
 				typ = " (" + t.Name + ")"
 			}
-			return fmt.Errorf("%s: %s: member %s%s uses GCC's __attribute__((%s)), which the C front end the generator uses does not apply as gcc does (a vector is aligned to its size, mode sets an integer's size): the generator refuses it rather than emit a wrong layout; declare the member with a plain type or an array (or move the record out of the -scope headers)", m.Pos, b.rec.C, name, typ, t.Unsupported)
+			return fmt.Errorf("%s: %s: member %s%s uses GCC's %s, which the C front end the generator uses does not apply: the generator refuses it rather than emit a wrong layout; declare the member without the attribute (or move the record out of the -scope headers)", m.Pos, b.rec.C, name, typ, t.Unsupported)
+		}
+		if t.Kind == parse.Opaque && t.Size <= 0 {
+			// cc/v4 (v4.34.0) knows _Float16, _Decimal32/64/128 by name
+			// only: sizes of 0 and -1, which gcc's are not.
+			return fmt.Errorf("%s: %s: member %s has type %s, which the C front end the generator uses cannot lay out (it gives it %d bytes): the generator refuses it rather than emit a wrong layout; declare the member with another type (or move the record out of the -scope headers)", m.Pos, b.rec.C, name, t.Name, t.Size)
 		}
 		if t.Kind != parse.Array {
 			return nil

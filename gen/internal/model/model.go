@@ -6,6 +6,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/verbsexp/verbsexp/gen/internal/parse"
@@ -23,9 +24,13 @@ type Package struct {
 	Consts  []*Const  // anonymous-enum constants and integer macros
 	Funcs   []*Func
 	Notes   []parse.Diag // skipped constructs and name collisions
+	// CgoMacros are the headers' object-like macros named as variables of
+	// cgo's C wrappers, on any target (parse.Unit.CgoMacros).
+	CgoMacros []string
 
 	byC map[string]*Record // "struct tag" or nested path → record
 	enu map[string]*Enum   // enum tag → enum
+	ns  *namespace         // the package-level names (Claim)
 }
 
 // Record is a Go struct type standing for a C struct or union: a named
@@ -64,6 +69,9 @@ type Const struct {
 	// on one arch is noted and skipped there).
 	Values []cint.Value
 	Enum   *Enum // nil for anonymous-enum constants and macros
+	// Bound says whether it delimits its family (Bounds) rather than
+	// naming a value the API passes.
+	Bound Bound
 }
 
 // SameOnAllArches reports whether the constant has one value everywhere.
@@ -100,8 +108,17 @@ func Build(name string, units []*parse.Unit) (*Package, error) {
 		p.Arches = append(p.Arches, u.GoArch)
 	}
 	p.Inputs = units[0].Inputs
+	for _, u := range units {
+		p.CgoMacros = append(p.CgoMacros, u.CgoMacros...)
+	}
+	sort.Strings(p.CgoMacros)
+	p.CgoMacros = slices.Compact(p.CgoMacros)
 	ns := newNamespace()
 	ns.reserve(FuncPtrName)
+	// shims.go imports cgo's "C", and no package-level name may be a
+	// file's import name too.
+	ns.taken["C"] = `cgo's import "C" of shims.go`
+	p.ns = ns
 	b := &builder{p: p, ns: ns, n: len(units)}
 
 	// Named records first: they own the plain names.
@@ -144,6 +161,7 @@ func Build(name string, units []*parse.Unit) (*Package, error) {
 	}
 	p.Records = all
 	b.consts(units)
+	p.decideBounds()
 	b.funcs(units)
 	p.Notes = append(p.Notes, b.notes...)
 	for _, u := range units {
@@ -151,6 +169,17 @@ func Build(name string, units []*parse.Unit) (*Package, error) {
 	}
 	p.Notes = dedupNotes(p.Notes)
 	return p, nil
+}
+
+// Claim hands out a package-level Go name for what an emitter adds to the
+// package (owner says what, for a note): want if no record, enum,
+// constant or function has it, else want+suffix…, with a note at pos.
+func (p *Package) Claim(owner, want, suffix string, pos parse.Pos) string {
+	name, holder := p.ns.claim(owner, want, suffix)
+	if holder != "" {
+		p.Notes = append(p.Notes, parse.Diag{Pos: pos, Msg: fmt.Sprintf("Go name %s of %s is taken by %s; using %s", want, owner, holder, name)})
+	}
+	return name
 }
 
 // RecordByC finds a record by its C name or nested path.
@@ -307,19 +336,19 @@ func walkReachable(rec *parse.Record, f func(*parse.Member)) {
 	}
 }
 
-// memberNames gives each reachable member a Go name unique on its type.
-// Accessor setters (SetX) are reserved as well, since unions, bit-fields
-// and packed members get them.
+// memberNames gives each reachable member a Go name unique on its type:
+// a field or accessor X, and its setter SetX (unions, bit-fields and
+// packed members get one, on some target), which no other member's name
+// may be, whichever comes first.
 func (b *builder) memberNames(rec *Record) map[string]string {
 	ns := newNamespace()
 	names := map[string]string{}
 	for _, m := range reachable(rec.ByArch) {
-		name, holder := ns.claim(m.Name, GoName(m.Name), "_")
+		name, holder := ns.claimWith(m.Name, GoName(m.Name), "_", "Set", "the setter of "+m.Name)
 		if holder != "" {
 			b.notes = append(b.notes, parse.Diag{Pos: m.Pos, Msg: fmt.Sprintf("member %s of %s: Go name %s is taken by %s; using %s", m.Name, rec.C, GoName(m.Name), holder, name)})
 		}
 		names[m.Name] = name
-		ns.reserve("Set" + name)
 	}
 	return names
 }

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // initialisms are spelled in capitals in Go names (Go's own convention for
@@ -37,7 +38,10 @@ func GoName(c string) string {
 	}
 	var b strings.Builder
 	prevNumeric := false
-	for _, w := range strings.Split(c, "_") {
+	// Words are separated by _ and by anything else Go does not allow in
+	// an identifier: gcc takes $ in C identifiers.
+	words := strings.FieldsFunc(c, func(r rune) bool { return r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	for _, w := range strings.Split(strings.Join(words, "_"), "_") {
 		if w == "" {
 			continue
 		}
@@ -70,6 +74,9 @@ func GoName(c string) string {
 	if s[0] >= '0' && s[0] <= '9' {
 		return "N" + s
 	}
+	if r, _ := utf8.DecodeRuneInString(s); !unicode.IsUpper(r) {
+		return "X" + s // a letter without a capital form: exported all the same
+	}
 	return s
 }
 
@@ -93,20 +100,38 @@ func newNamespace() *namespace { return &namespace{taken: map[string]string{}} }
 // claim returns a unique Go name for c; suffix disambiguates ("Enum",
 // "Func", …). collided reports the C name that held the plain name.
 func (ns *namespace) claim(c, want, suffix string) (name, collided string) {
-	if holder, ok := ns.taken[want]; !ok {
-		ns.taken[want] = c
-		return want, ""
-	} else {
-		collided = holder
-	}
-	cand := want + suffix
-	for i := 2; ; i++ {
-		if _, ok := ns.taken[cand]; !ok {
-			ns.taken[cand] = c
-			return cand, collided
+	return ns.claimWith(c, want, suffix, "", "")
+}
+
+// claimWith is claim for a name that comes with a second one, prefix+name
+// (a member X and its setter SetX): both must be free, and both are
+// taken, the second for other (what it is: "the setter of x").
+func (ns *namespace) claimWith(c, want, suffix, prefix, other string) (name, collided string) {
+	free := func(cand string) bool {
+		if _, ok := ns.taken[cand]; ok {
+			return false
 		}
-		cand = want + suffix + strconv.Itoa(i)
+		_, ok := ns.taken[prefix+cand]
+		return prefix == "" || !ok
 	}
+	if !free(want) {
+		collided = ns.taken[want]
+		if collided == "" {
+			collided = ns.taken[prefix+want] + " (as " + prefix + want + ", the name " + want + "'s setter needs)"
+		}
+	}
+	cand := want
+	for i := 1; !free(cand); i++ {
+		cand = want + suffix
+		if i > 1 {
+			cand += strconv.Itoa(i)
+		}
+	}
+	ns.taken[cand] = c
+	if prefix != "" {
+		ns.taken[prefix+cand] = other
+	}
+	return cand, collided
 }
 
 // reserve marks a name as used without a C owner (generated helpers).

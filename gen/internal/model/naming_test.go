@@ -24,6 +24,10 @@ func TestGoName(t *testing.T) {
 		{"_", "X"},
 		{"3d", "N3d"},
 		{"cqeCount", "CqeCount"},
+		{"a$b", "AB"},
+		{"$", "X"},
+		{"été", "Été"},
+		{"名前", "X名前"},
 	} {
 		if got := GoName(c.c); got != c.want {
 			t.Errorf("GoName(%q) = %q, want %q", c.c, got, c.want)
@@ -46,5 +50,28 @@ func TestNamespaceCollisions(t *testing.T) {
 		if got != s.got || holder != s.holder {
 			t.Errorf("claim(%s, %s) = %s (held by %q), want %s (held by %q)", s.c, s.want, got, holder, s.got, s.holder)
 		}
+	}
+}
+
+// TestNamespaceSetters: a member X takes SetX too, for its setter, in
+// either order (set_x before x used to leave X's setter SetX colliding
+// with the field SetX: "field and method with the same name").
+func TestNamespaceSetters(t *testing.T) {
+	ns := newNamespace()
+	steps := []struct{ c, want, got, holder string }{
+		{"set_x", "SetX", "SetX", ""},
+		{"x", "X", "X_", "set_x (as SetX, the name X's setter needs)"},
+		{"y", "Y", "Y", ""},
+		{"set_y", "SetY", "SetY_", "the setter of y"},
+		{"X_", "X_", "X__", "x"},
+	}
+	for _, s := range steps {
+		got, holder := ns.claimWith(s.c, s.want, "_", "Set", "the setter of "+s.c)
+		if got != s.got || holder != s.holder {
+			t.Errorf("claimWith(%s, %s) = %s (held by %q), want %s (held by %q)", s.c, s.want, got, holder, s.got, s.holder)
+		}
+	}
+	if ns.taken["SetX_"] != "the setter of x" {
+		t.Errorf("SetX_ is held by %q", ns.taken["SetX_"])
 	}
 }

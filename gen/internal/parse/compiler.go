@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"modernc.org/cc/v4"
+
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 )
 
 // Bounds of the target compiler's check of the headers, which takes ~30 ms
@@ -51,6 +53,9 @@ func checkHeaders(goarch string, cfg *cc.Config, dirs []string, entry string) er
 	}
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) {
+		if hint, ok := inputfile.OutOfDescriptors(err); ok {
+			return fmt.Errorf("linux/%s: cannot run %s: %v: %s", goarch, cfg.CC, err, hint)
+		}
 		return fmt.Errorf("linux/%s: running %s: %v", goarch, cfg.CC, err)
 	}
 	var lines []string

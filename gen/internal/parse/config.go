@@ -13,6 +13,7 @@ import (
 	"modernc.org/cc/v4"
 
 	"github.com/verbsexp/verbsexp/gen/internal/cache"
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 	"github.com/verbsexp/verbsexp/internal/target"
 )
 
@@ -27,6 +28,8 @@ type Compiler struct {
 	// ID identifies the compiler binary and everything it said; every
 	// cache entry that depends on the compiler is keyed by it.
 	ID string
+
+	facts compilerFacts // what Config is built from, for the front end's child (contain.go)
 }
 
 // compilerFacts is what the compiler says about itself: its predefined
@@ -91,6 +94,7 @@ func FindCompiler(t target.Target, c *cache.Cache) (*Compiler, error) {
 	if comp.Config, err = facts.config(t.GoArch, path); err != nil {
 		return nil, err
 	}
+	comp.facts = *facts
 	b, _ := json.Marshal(facts)
 	sum := sha256.Sum256([]byte(path + "\x00" + binary + "\x00" + string(b)))
 	comp.ID = hex.EncodeToString(sum[:])
@@ -156,6 +160,9 @@ func askCompiler(comp *Compiler, source string) (*compilerFacts, error) {
 	t := comp.Target
 	args := []string{"-dM", "-E", "-v", "-"}
 	stdout, stderr, err := runTool(comp.Path, args...)
+	if hint, ok := inputfile.OutOfDescriptors(err); ok {
+		return nil, fmt.Errorf("linux/%s: cannot run the C compiler %s: %v: %s", t.GoArch, comp.Name, err, hint)
+	}
 	if err != nil {
 		msg := strings.TrimSpace(string(stderr))
 		if lines := strings.Split(msg, "\n"); len(lines) > 5 {

@@ -33,6 +33,11 @@ type Unit struct {
 	// Read lists every header read in the -I directories (in scope or
 	// not), relative to its directory, sorted: what -scope can select.
 	Read []string
+	// CgoMacros are the object-like macros, anywhere in the headers, named
+	// as a variable of the C wrappers cgo writes after the preamble (r, v,
+	// p0, p1, …), sorted: the preamble #undefs them, or cgo's C would not
+	// compile.
+	CgoMacros []string
 
 	stats inputStats // what reading the headers took (source.go)
 }
@@ -67,6 +72,12 @@ type Record struct {
 	Size    int64
 	Align   int
 	Members []*Member
+	// Unsupported says which GCC attribute of the record's own (or of an
+	// unnamed bit-field's) the C front end does not apply as gcc does, at
+	// UnsupportedPos; layout refuses the record (attrs.go).
+	Unsupported         string
+	UnsupportedPos      Pos
+	UnsupportedBitField bool // an unnamed bit-field's, not the record's own
 }
 
 // CName is the C spelling, e.g. "struct ibv_exp_task".
@@ -121,9 +132,10 @@ type Type struct {
 	// where the header used one (informative only).
 	Name string
 	Sig  *Signature // Function
-	// Unsupported names the GCC attribute (vector_size, mode) that the C
-	// front end does not apply as gcc does: the layout cannot be trusted,
-	// and the generator refuses the member (attrs.go).
+	// Unsupported says which GCC attribute of the member's or its type's
+	// (vector_size, mode, …) the C front end does not apply as gcc does,
+	// and what gcc does: the layout cannot be trusted, and the generator
+	// refuses the member (attrs.go).
 	Unsupported string
 }
 

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 )
 
 // checkIncludes walks the #include graph of the headers in the -I
@@ -88,9 +90,10 @@ func (w *includeWalk) file(path string) error {
 		next := false
 		switch t[1].text {
 		case "define":
-			if d, ok := parseDefine(path, t); ok && !d.fn {
-				if n := headerName(d.body); n != "" {
-					w.names[d.name] = n
+			// An object-like macro: no ( right after its name.
+			if t[2].kind == tkIdent && (len(t) == 3 || !t[3].is("(") || t[3].space) {
+				if n := headerName(t[3:]); n != "" {
+					w.names[t[2].text] = n
 				}
 			}
 			continue
@@ -160,7 +163,7 @@ func (w *includeWalk) resolve(from, name string, quoted, next bool) (string, err
 			continue // gcc skips a directory and looks further
 		}
 		if !fi.Mode().IsRegular() {
-			return "", fmt.Errorf("%s is %s, not a header file: the generator and the compiler read only regular files (a FIFO blocks, a device such as /dev/zero never ends); include a header file", c, describeMode(fi.Mode()))
+			return "", fmt.Errorf("%s is %s, not a header file: the generator and the compiler read only regular files (a FIFO blocks, a device such as /dev/zero never ends); include a header file", c, inputfile.Describe(fi.Mode()))
 		}
 		if fi.Size() > maxHeaderBytes {
 			return "", fmt.Errorf("%s is larger than %d MiB: the generator reads headers of at most %d MiB each (the largest real one is ~0.1 MiB)", c, maxHeaderBytes>>20, maxHeaderBytes>>20)

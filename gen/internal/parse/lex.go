@@ -1,7 +1,7 @@
 package parse
 
-// A small C lexer for the checks the generator makes on its input before
-// modernc.org/cc/v4 reads it (source.go, macros.go, includes.go). It splits
+// A small C lexer for the #include walk the generator makes before the
+// compiler and modernc.org/cc/v4 read the headers (includes.go). It splits
 // a file into logical lines (backslash-newlines spliced, comments
 // removed) of preprocessing tokens with their physical positions. It is
 // not a preprocessor: it never expands, includes or evaluates anything.
@@ -38,9 +38,9 @@ type logicalLine struct {
 }
 
 // maxLineTokens bounds the tokens the lexer holds for one line: a
-// directive longer than that is cut (and refused by its checks, whose
-// limits are lower), a text line is returned in pieces.
-const maxLineTokens = maxRun + 16
+// directive longer than that is cut (an #include or #define of a header
+// name is far shorter), a text line is returned in pieces.
+const maxLineTokens = 1 << 15
 
 // lexer walks the logical lines of src.
 type lexer struct {

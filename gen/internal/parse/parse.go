@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"modernc.org/cc/v4"
 
 	"github.com/verbsexp/verbsexp/internal/cint"
+	"github.com/verbsexp/verbsexp/internal/inputfile"
+	"github.com/verbsexp/verbsexp/internal/manifest"
 )
 
 // Options says what to read.
@@ -35,22 +38,14 @@ const (
 	DefaultScope = "infiniband"
 )
 
-// expansionLimit is cc/v4's own bound on preprocessing work
-// (Config.ExpansionLimit): every token it preprocesses, and the macro
-// expansion work. The real headers need ~200 000 (MLNX_OFED 4.9 with
-// glibc, arm64). It must never be reached: beyond it cc/v4 stops
-// evaluating macros silently (EvalAllMacros), leaving constants out. What
-// the headers of the -I directories can need is bounded before cc/v4 runs
-// (source.go, macros.go): their tokens by maxInputBytes (≤ 4M), their
-// text's and their macros' expansion by maxExpansionWork each; the rest is
-// the system headers'.
-const expansionLimit = 8_000_000
-
 // CheckEntry verifies that the entry header is a file in one of the
 // include directories, so a wrong -I is reported plainly instead of as a
 // preprocessor error. Upstream rdma-core headers (verbs.h, no
 // verbs_exp.h) are recognised and the -entry values for them named.
 func CheckEntry(opts Options) error {
+	if !manifest.HeaderPath(opts.Entry) {
+		return fmt.Errorf("entry header %q: want a header path relative to an include directory, of letters, digits and _ - . + / only (it is spelled in #include <…> and in Go comments)", opts.Entry)
+	}
 	for _, d := range opts.IncludeDirs {
 		p := filepath.Join(d, opts.Entry)
 		fi, err := os.Stat(p)
@@ -62,7 +57,7 @@ func CheckEntry(opts Options) error {
 		case fi.IsDir():
 			return fmt.Errorf("%s is a directory, not a header file; pass -I DIR where DIR/%s is the header (e.g. -I headers, or -I /usr/include for an installed MLNX_OFED)", p, opts.Entry)
 		default:
-			return fmt.Errorf("%s is %s, not a header file: the generator reads only regular files", p, describeMode(fi.Mode()))
+			return fmt.Errorf("%s is %s, not a header file: the generator reads only regular files", p, inputfile.Describe(fi.Mode()))
 		}
 	}
 	missing := fmt.Sprintf("%s not found in the include directories %q", opts.Entry, opts.IncludeDirs)
@@ -73,6 +68,24 @@ func CheckEntry(opts Options) error {
 					missing, filepath.Join(d, "infiniband", "verbs.h"))
 			}
 		}
+	}
+	// Say what is wrong with the directories given: one that does not
+	// exist, or one level off (-I …/include/infiniband, -I …/4.9).
+	var why []string
+	for _, d := range opts.IncludeDirs {
+		if _, err := os.Stat(d); err != nil {
+			why = append(why, fmt.Sprintf("-I %s: no such directory", d))
+			continue
+		}
+		for _, near := range []string{filepath.Dir(filepath.Clean(d)), filepath.Join(d, "include")} {
+			if fi, err := os.Stat(filepath.Join(near, opts.Entry)); err == nil && fi.Mode().IsRegular() {
+				why = append(why, fmt.Sprintf("-I %s: %s is there: pass -I %s", d, filepath.Join(near, opts.Entry), near))
+				break
+			}
+		}
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("%s (%s)", missing, strings.Join(why, "; "))
 	}
 	hint := ""
 	const system = "/usr/include"
@@ -97,7 +110,10 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	cfg.EvalAllMacros = true
 	cfg.UnsignedEnums = true
 	cfg.Header = true
-	cfg.ExpansionLimit = expansionLimit
+	// No expansion limit: reached in EvalAllMacros it would leave
+	// constants out silently. The child's memory and CPU time bound the
+	// work instead (contain.go).
+	cfg.ExpansionLimit = 0
 	cfg.SourceCache = cache
 	dirs, err := absDirs(opts.IncludeDirs)
 	if err != nil {
@@ -105,6 +121,7 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	}
 	sfs := newSourceFS(dirs)
 	cfg.FS = opts.record.wrap(sfs) // record: see cache.go
+	cfg.PragmaHandler = sfs.pragma
 	cfg.FSOnly = true
 	cfg.IncludePaths = append(append([]string{""}, dirs...), cfg0.IncludePaths...)
 	cfg.SysIncludePaths = append(append([]string(nil), dirs...), cfg0.SysIncludePaths...)
@@ -128,7 +145,7 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 		return nil, inputError(goarch, refused)
 	}
 	if err != nil {
-		return nil, frontEndError(goarch, strings.TrimSpace(err.Error()))
+		return nil, ccError(goarch, cfg0.CC != "", err)
 	}
 	x := &extractor{
 		unit:     &Unit{GoArch: goarch},
@@ -141,14 +158,122 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 		funcs:    map[string]bool{},
 		enumTags: map[string]bool{},
 		ignored:  map[*cc.Declarator]string{},
+
+		ignoredUnnamed: map[cc.Type]unnamedAttr{},
 	}
 	x.markTypedefs(ast.TranslationUnit)
-	x.unit.stats = *sfs.st.macros.stats
+	x.unit.stats = sfs.st.stats
 	x.unit.Read = sfs.readPaths()
 	x.walk(reflect.ValueOf(ast.TranslationUnit))
 	x.macros(ast)
+	if names := x.redefined(ast); len(names) > 0 {
+		if err := x.finalValues(goarch, &cfg, src, dirs, opts, ast, names); err != nil {
+			return nil, err
+		}
+	}
 	x.finish()
+	if err := x.generatedNames(ast); err != nil {
+		return nil, inputError(goarch, err)
+	}
+	if r := x.tooDeep; r != nil {
+		return nil, fmt.Errorf("%s: %s nests unnamed records more than %d deep: every nested record's Go name and manifest path spells the path to it, so the package would grow with the square of the depth (30 MB at %d; the real headers nest 4 deep): nest them less, or name the inner records", r.Pos, r.CName(), maxRecordNesting, maxRecordNesting)
+	}
+	for name, m := range ast.Macros {
+		if !m.IsFnLike && cgoWrapperName(name) {
+			x.unit.CgoMacros = append(x.unit.CgoMacros, name)
+		}
+	}
+	sort.Strings(x.unit.CgoMacros)
 	return x.unit, nil
+}
+
+// cgoWrapperName reports the names cgo's C wrappers (cgo-gcc-prolog)
+// declare unprefixed: the argument block's p0, p1, … and r, and the
+// parameter v.
+func cgoWrapperName(name string) bool {
+	if name == "r" || name == "v" {
+		return true
+	}
+	n, ok := strings.CutPrefix(name, "p")
+	return ok && n != "" && strings.Trim(n, "0123456789") == ""
+}
+
+// maxRecordNesting bounds unnamed records nested one in the other: every
+// nested Go type's name and every manifest path spells the path to it,
+// so the package grows with the square of the depth (1000 deep: 30 MB,
+// 3 s; the real headers nest 4 deep).
+const maxRecordNesting = 1000
+
+// GeneratedCName reports whether name is in the namespace of the C the
+// generator writes after the headers (shims.go's cgo preamble): its
+// trampolines, verbsexp_<Go name> (a capital letter after the prefix),
+// and verbsexp_fn, verbsexp_r, verbsexp_e, verbsexp_packed,
+// verbsexp_ret_…, verbsexp_p<N>, verbsexp_slot<N> and
+// VERBSEXP_REGENERATE. The project's headers name their own helpers
+// verbsexp_<lower case>, outside it.
+func GeneratedCName(name string) bool {
+	if name == "VERBSEXP_REGENERATE" {
+		return true
+	}
+	rest, ok := strings.CutPrefix(name, "verbsexp_")
+	if !ok || rest == "" {
+		return false
+	}
+	if rest[0] >= 'A' && rest[0] <= 'Z' || strings.HasPrefix(rest, "ret_") {
+		return true
+	}
+	switch rest {
+	case "fn", "r", "e", "packed":
+		return true
+	}
+	for _, p := range []string{"p", "slot"} {
+		if n, ok := strings.CutPrefix(rest, p); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// generatedNames refuses headers that define a macro (anywhere) or
+// declare a function or tag (in scope) of GeneratedCName's namespace:
+// the generated C would not mean what it says.
+func (x *extractor) generatedNames(ast *cc.AST) error {
+	type clash struct {
+		what string
+		pos  Pos
+	}
+	var found []clash
+	for name, m := range ast.Macros {
+		if GeneratedCName(name) {
+			p := m.Position()
+			pos := Pos{File: p.Filename, Line: p.Line, Col: p.Column}
+			if rel, ok := x.rel(p.Filename); ok {
+				pos.File = rel
+			}
+			found = append(found, clash{"macro " + name, pos})
+		}
+	}
+	for _, f := range x.unit.Funcs {
+		if GeneratedCName(f.Name) {
+			found = append(found, clash{"function " + f.Name, f.Pos})
+		}
+	}
+	for _, r := range append(append([]*Record(nil), x.unit.Records...), x.unit.Opaque...) {
+		if GeneratedCName(r.Tag) {
+			found = append(found, clash{r.CName(), r.Pos})
+		}
+	}
+	for _, e := range x.unit.Enums {
+		if GeneratedCName(e.Tag) {
+			found = append(found, clash{"enum " + e.Tag, e.Pos})
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	sort.Slice(found, func(i, j int) bool { return found[i].pos.String()+found[i].what < found[j].pos.String()+found[j].what })
+	c := found[0]
+	return fmt.Errorf("%s: %s: the C the generator writes after the headers declares names of this form (verbsexp_ and a capital letter, verbsexp_fn, verbsexp_r, verbsexp_e, verbsexp_packed, verbsexp_ret_…, verbsexp_p<N>, verbsexp_slot<N>, VERBSEXP_REGENERATE); rename it", c.pos, c.what)
 }
 
 // CheckWithCompiler runs the target compiler of cfg over the headers, the
@@ -179,6 +304,21 @@ func inputError(goarch string, err error) error {
 	return fmt.Errorf("linux/%s: %v", goarch, err)
 }
 
+// ccInternal matches cc/v4's references to its own source in messages:
+// "value out of range: 70 (check.go:3955:check:)".
+var ccInternal = regexp.MustCompile(` \([a-z0-9_]+\.go:[0-9]+:[^)]*\)`)
+
+// ccError reports what cc/v4 refuses. After the compiler accepted the
+// headers (checked), that is a construct the front end cannot read, not
+// a header to fix.
+func ccError(goarch string, checked bool, err error) error {
+	msg := strings.TrimSpace(ccInternal.ReplaceAllString(err.Error(), ""))
+	if !checked {
+		return frontEndError(goarch, msg)
+	}
+	return fmt.Errorf("linux/%s: the C compiler accepts the headers, but the C front end the generator reads them with (modernc.org/cc/v4) does not:\n%s\n(a construct it cannot read stands there: write it another way, or keep it out of the -scope headers)", goarch, msg)
+}
+
 // frontEndError reports headers that do not compile, with
 // file:line:col lines (the target compiler's, or cc's when only cc
 // rejects them) and what to do.
@@ -202,6 +342,12 @@ type extractor struct {
 	funcs    map[string]bool
 	enumTags map[string]bool
 	ignored  map[*cc.Declarator]string // typedefs and members with an attribute cc/v4 ignores (attrs.go)
+
+	ignoredUnnamed map[cc.Type]unnamedAttr // records with an unnamed bit-field of such an attribute
+
+	depth   int     // unnamed records being filled, one in the other
+	named   *Record // the named record being filled
+	tooDeep *Record // the named record in which they went deeper than maxRecordNesting
 }
 
 // rel returns the path of an in-scope file relative to its include
@@ -331,12 +477,17 @@ func (x *extractor) recordDef(n *cc.StructOrUnionSpecifier) {
 	r := &Record{Kind: kind, Tag: tag, Pos: pos}
 	x.records[key] = r
 	x.unit.Records = append(x.unit.Records, r)
+	x.named = r
 	x.fillRecord(r, n.Type())
 }
 
 // fillRecord copies layout and members from a cc struct or union type.
 func (x *extractor) fillRecord(r *Record, t cc.Type) {
 	r.Size, r.Align = t.Size(), t.Align()
+	r.Unsupported, r.UnsupportedPos = recordUnsupported(t), r.Pos
+	if u, ok := x.ignoredUnnamed[t]; ok && r.Unsupported == "" {
+		r.Unsupported, r.UnsupportedPos, r.UnsupportedBitField = u.why, Pos{File: r.Pos.File, Line: u.line, Col: u.col}, true
+	}
 	type fielder interface {
 		NumFields() int
 		FieldByIndex(int) *cc.Field
@@ -385,7 +536,7 @@ func (x *extractor) typ(t cc.Type, parent *Record) *Type {
 		// cc/v4 (v4.34.0) lays out a vector as its element (gcc aligns it
 		// to its size) and ignores mode: marked for layout to refuse.
 		if a == "" {
-			a = "vector_size"
+			a = unsupported([]attribute{{name: "vector_size", raw: "vector_size"}}, false)
 		}
 		r.Kind = Opaque
 		r.Unsupported = a
@@ -475,7 +626,17 @@ func (x *extractor) recordType(r *Type, t cc.Type, parent *Record) {
 		}
 		r.Kind = Nested
 		r.Record = &Record{Kind: kind, Pos: parent.Pos}
+		if x.depth++; x.depth > maxRecordNesting {
+			// Refused once, at the outermost record (layout reports it).
+			if x.tooDeep == nil {
+				x.tooDeep = x.named
+			}
+			x.depth--
+			r.Kind, r.Record = Opaque, nil
+			return
+		}
 		x.fillRecord(r.Record, t)
+		x.depth--
 		return
 	}
 	r.Kind = RecordRef
@@ -623,6 +784,73 @@ func (x *extractor) macros(ast *cc.AST) {
 		}
 		x.unit.Macros = append(x.unit.Macros, &Macro{Name: name, Pos: pos, Value: v})
 	}
+}
+
+// redefined lists, sorted, the object-like macros in scope that cc/v4
+// left without a value because they were defined more than once
+// differently or #undef'd first: it evaluates only macros whose every
+// definition agrees (Macro.IsConst). C code sees the definition in force
+// at the end of the headers, and so must the package.
+func (x *extractor) redefined(ast *cc.AST) []string {
+	var names []string
+	for name, m := range ast.Macros {
+		if m.IsFnLike || m.IsConst || m.Value() != cc.Unknown || len(m.ReplacementList()) == 0 {
+			continue
+		}
+		if strings.HasPrefix(name, "__") {
+			continue // __LINE__, __COUNTER__: not constants
+		}
+		p := m.Position()
+		if _, ok := x.position(p.Filename, p.Line, p.Column); ok {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// finalAlias names the macro finalValues defines for name.
+const finalAlias = "__verbsexp_final_"
+
+// finalValues gives the redefined macros their final values: the same
+// translation again with one more source after the headers, defining
+// for each an alias, once, to its name; cc/v4 evaluates the aliases at
+// the end of the translation unit, where the name means its last
+// definition. It costs a second translation only for headers that
+// redefine a constant (none of the real ones do).
+func (x *extractor) finalValues(goarch string, cfg *cc.Config, src []cc.Source, dirs []string, opts Options, first *cc.AST, names []string) error {
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, "#define %s%s %s\n", finalAlias, n, n)
+	}
+	sfs := newSourceFS(dirs)
+	c := *cfg
+	c.FS = opts.record.wrap(sfs)
+	c.PragmaHandler = sfs.pragma
+	ast, err := cc.Translate(&c, append(append([]cc.Source(nil), src...), cc.Source{Name: "<verbsexp-final>", Value: b.String()}))
+	if refused := sfs.refusal(); refused != nil {
+		return inputError(goarch, refused)
+	}
+	if err != nil {
+		return ccError(goarch, cfg.CC != "", err)
+	}
+	for _, n := range names {
+		m := ast.Macros[finalAlias+n]
+		if m == nil {
+			continue
+		}
+		if t := m.Type(); t == nil || !cc.IsIntegerType(t) {
+			continue
+		}
+		v, ok := intValue(m.Value())
+		if !ok {
+			continue
+		}
+		p := first.Macros[n].Position()
+		pos, _ := x.position(p.Filename, p.Line, p.Column)
+		x.unit.Macros = append(x.unit.Macros, &Macro{Name: n, Pos: pos, Value: v})
+	}
+	return nil
 }
 
 // inEnumType converts v to the integer type of size bytes and the given

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/verbsexp/verbsexp/internal/inputfile"
 )
 
 // Input bounds: what one translation (one target) may read. The real
@@ -23,6 +25,10 @@ const (
 	maxHeaderBytes = 4 << 20   // one file
 	maxInputBytes  = 8 << 20   // every file of one translation
 	maxInputLines  = 256 << 10 // every line of one translation
+
+	// MaxHeaderBytes is maxHeaderBytes for the generator's other reads of
+	// the headers (their hashes).
+	MaxHeaderBytes = maxHeaderBytes
 )
 
 // sourceFS is the cc.Config.FS of every translation: the one way
@@ -41,11 +47,11 @@ const (
 //     the pragma and would include such headers forever;
 //   - a last line continued with a backslash gets an extra newline: cc/v4
 //     joins it onto nothing and then scans a zero-width rune forever
-//     (regress-eof-line-continuation);
-//   - the headers of the -I directories are checked (macros.go): nesting,
-//     expression length and macro expansion work bounded, object-like
-//     macros with unbalanced parentheses refused (cc/v4 never returns
-//     from `#define X (void *`: regress-unbalanced-macro).
+//     (regress-eof-line-continuation).
+//
+// What cc/v4 makes of what it reads (its recursion, its expansion work,
+// the inputs it never returns from) is bounded by the child process it
+// runs in (contain.go), not by a second reading of the headers here.
 //
 // The first refusal is kept in the shared sourceState for Translate to
 // report (cc would only say "include file not found").
@@ -57,15 +63,19 @@ type sourceFS struct {
 // sourceState is what one translation has read so far.
 type sourceState struct {
 	mu      sync.Mutex
-	bytes   int
-	lines   int
+	stats   inputStats
 	refused error
-	macros  *macroTable
 	read    map[string]bool // headers read in the -I directories, relative to theirs
 }
 
+// inputStats are what one translation read, for the test that compares
+// the input bounds with what real headers need.
+type inputStats struct {
+	Files, Bytes, Lines int
+}
+
 func newSourceFS(dirs []string) sourceFS {
-	return sourceFS{dirs: dirs, st: &sourceState{macros: newMacroTable(), read: map[string]bool{}}}
+	return sourceFS{dirs: dirs, st: &sourceState{read: map[string]bool{}}}
 }
 
 // refusal returns the first refusal, or nil.
@@ -125,26 +135,9 @@ func (s sourceFS) Open(name string) (fs.File, error) {
 			// looks further.
 			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 		}
-		return nil, s.refuse(fmt.Errorf("%s is %s, not a regular file: the generator reads only regular files (a FIFO blocks, a device such as /dev/zero never ends); include a header file instead", name, describeMode(fi.Mode())))
+		return nil, s.refuse(fmt.Errorf("%s is %s, not a regular file: the generator reads only regular files (a FIFO blocks, a device such as /dev/zero never ends); include a header file instead", name, inputfile.Describe(fi.Mode())))
 	}
 	return &sourceFile{f: f, name: name, fs: s}, nil
-}
-
-// describeMode names a non-regular file type.
-func describeMode(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	}
-	return "not a regular file (mode " + m.String() + ")"
 }
 
 // sourceFile reads the whole file, bounded, on the first Read (cc reads
@@ -170,7 +163,7 @@ func (e *sourceFile) Read(p []byte) (int, error) {
 	return e.r.Read(p)
 }
 
-// load reads, bounds, checks and rewrites the file.
+// load reads, bounds and rewrites the file.
 func (e *sourceFile) load() ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(e.f, maxHeaderBytes+1))
 	if err != nil {
@@ -181,11 +174,10 @@ func (e *sourceFile) load() ([]byte, error) {
 	}
 	st := e.fs.st
 	st.mu.Lock()
-	st.bytes += len(b)
-	st.lines += bytes.Count(b, []byte("\n"))
-	total, lines := st.bytes, st.lines
-	st.macros.stats.Files++
-	st.macros.stats.Bytes, st.macros.stats.Lines = total, lines
+	st.stats.Files++
+	st.stats.Bytes += len(b)
+	st.stats.Lines += bytes.Count(b, []byte("\n"))
+	total, lines := st.stats.Bytes, st.stats.Lines
 	st.mu.Unlock()
 	if total > maxInputBytes {
 		return nil, fmt.Errorf("%s: the headers read for one target exceed %d MiB in all (the real ones: ~0.5 MiB); the generator stops there so that the C front end's memory stays bounded: check the -I directories and what the headers include", e.name, maxInputBytes>>20)
@@ -196,10 +188,9 @@ func (e *sourceFile) load() ([]byte, error) {
 	if rel := e.fs.relPath(e.name); rel != "" {
 		st.mu.Lock()
 		st.read[rel] = true
-		err := checkSource(e.name, string(b), st.macros)
 		st.mu.Unlock()
-		if err != nil {
-			return nil, err
+		if progress != nil {
+			fmt.Fprintf(progress, "%s%s\n", progressPrefix, rel)
 		}
 	}
 	fi, err := e.f.Stat()
@@ -228,152 +219,4 @@ func endContinuedLine(b []byte) []byte {
 		return append(b, '\n', '\n')
 	}
 	return b
-}
-
-// checkSource checks a header of the -I directories before cc/v4 reads
-// it: its macros (defined into tab, in order) and its text, expanded with
-// the macros defined so far, must stay within the limits of macros.go.
-// Conditional compilation is ignored: every branch is checked.
-func checkSource(name, src string, tab *macroTable) error {
-	lx := newLexer(src)
-	text := shape{stats: tab.stats}
-	var chunk []cToken
-	flush := func() error {
-		if len(chunk) == 0 {
-			return nil
-		}
-		e := &expander{tab: tab, budget: maxExpansionWork - tab.textWork}
-		e.emit = func(t, origin cToken) *expandStop {
-			if what := text.add(t); what != "" {
-				return &expandStop{fmt.Sprintf("%d:%d: %s", origin.line, origin.col, what)}
-			}
-			return nil
-		}
-		s := e.run(chunk)
-		tab.textWork += e.work
-		tab.stats.TextWork = tab.textWork
-		chunk = chunk[:0]
-		if s != nil {
-			return fmt.Errorf("%s:%s", name, s.msg)
-		}
-		return nil
-	}
-	var buf []cToken
-	depth := 0 // ( and [ open in chunk: a macro's arguments may go on
-	for {
-		ll, ok := lx.next(buf)
-		if !ok {
-			break
-		}
-		if !ll.directive {
-			chunk = append(chunk, ll.toks...)
-			buf = ll.toks
-			for _, t := range ll.toks {
-				switch t.text {
-				case "(", "[":
-					depth++
-				case ")", "]":
-					depth--
-				}
-			}
-			// Expand what is complete: nothing open that a macro call
-			// could continue, and not ending in a name that a '(' on the
-			// next line could make a call.
-			if len(chunk) == 0 {
-				continue
-			}
-			if last := chunk[len(chunk)-1]; depth <= 0 && last.kind != tkIdent || len(chunk) > 4*maxLineTokens {
-				if err := flush(); err != nil {
-					return err
-				}
-				depth = 0
-			}
-			continue
-		}
-		if err := flush(); err != nil {
-			return err
-		}
-		depth = 0
-		toks := append([]cToken(nil), ll.toks...) // a definition keeps its tokens
-		buf = ll.toks
-		if len(toks) < 2 || toks[1].kind != tkIdent {
-			continue
-		}
-		if err := checkDirective(name, toks, tab); err != nil {
-			return err
-		}
-		if ll.cut {
-			return fmt.Errorf("%s:%d: a directive longer than %d tokens; the generator refuses it (its expressions and macros are bounded to %d tokens)", name, ll.line, maxLineTokens, maxRun)
-		}
-	}
-	return flush()
-}
-
-// checkDirective checks and records one directive line (toks[1] is its
-// name).
-func checkDirective(name string, toks []cToken, tab *macroTable) error {
-	switch toks[1].text {
-	case "define":
-		d, ok := parseDefine(name, toks)
-		if !ok {
-			return nil // malformed: the compiler has reported it
-		}
-		d.user = true
-		body := shape{stats: tab.stats}
-		depth := 0
-		for _, t := range d.body {
-			if what := body.add(t); what != "" {
-				return fmt.Errorf("%s:%d:%d: macro %s: %s", name, t.line, t.col, d.name, what)
-			}
-			switch {
-			case t.is("("):
-				depth++
-			case t.is(")"):
-				depth--
-			}
-		}
-		if !d.fn && depth > 0 {
-			return fmt.Errorf("%s:%d: object-like macro %s opens more parentheses than it closes; the C front end cannot evaluate it (balance them, or make it function-like)", name, d.line, d.name)
-		}
-		return tab.define(d)
-	case "undef":
-		if len(toks) > 2 {
-			tab.undef(toks[2].text)
-		}
-	case "if", "elif":
-		cond := shape{stats: tab.stats}
-		e := &expander{tab: tab, budget: maxExpansionWork - tab.textWork}
-		e.emit = func(t, origin cToken) *expandStop {
-			if what := cond.add(t); what != "" {
-				return &expandStop{fmt.Sprintf("%d:%d: #%s: %s", origin.line, origin.col, toks[1].text, what)}
-			}
-			return nil
-		}
-		s := e.run(withoutDefined(toks[2:]))
-		tab.textWork += e.work
-		tab.stats.TextWork = tab.textWork
-		if s != nil {
-			return fmt.Errorf("%s:%s", name, s.msg)
-		}
-	}
-	return nil
-}
-
-// withoutDefined drops the operands of `defined`, which #if does not
-// expand.
-func withoutDefined(toks []cToken) []cToken {
-	var r []cToken
-	for i := 0; i < len(toks); i++ {
-		if t := toks[i]; t.kind == tkIdent && t.text == "defined" {
-			if i+1 < len(toks) && toks[i+1].is("(") {
-				i += 3
-			} else {
-				i++
-			}
-			r = append(r, cToken{kind: tkNumber, text: "1", line: t.line, col: t.col})
-			continue
-		}
-		r = append(r, toks[i])
-	}
-	return r
 }

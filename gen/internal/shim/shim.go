@@ -9,6 +9,7 @@ package shim
 import (
 	"fmt"
 	"go/token"
+	"go/types"
 	"strings"
 	"unicode"
 
@@ -129,6 +130,11 @@ type Wrapper struct {
 	CMem string
 }
 
+// CMemTrampoline is the C function the address form calls: named after
+// its Go name, as Trampoline after the wrapper's (Go names are unique, so
+// these are).
+func (w *Wrapper) CMemTrampoline() string { return "verbsexp_" + w.CMem }
+
 // Param is one wrapper parameter.
 type Param struct {
 	C        string // C name, or argN
@@ -149,6 +155,9 @@ type Param struct {
 type Plan struct {
 	Wrappers []*Wrapper
 	Skipped  []parse.Diag
+	// Renamed notes the parameters whose Go name is not their C name's
+	// (a keyword, a predeclared identifier, a name the wrapper uses).
+	Renamed []parse.Diag
 	// Guard is what the library found at run time must prove before the
 	// package calls into it (dynlib.Guard); nil when any will do.
 	Guard *Guard
@@ -193,9 +202,19 @@ func Build(pkg *model.Package, pl *layout.Planner) *Plan {
 			p.Skipped = append(p.Skipped, parse.Diag{Pos: f.Pos, Msg: fmt.Sprintf("function %s is not wrapped: %s", f.C, why)})
 			continue
 		}
-		if w != nil {
-			p.Wrappers = append(p.Wrappers, w)
+		if w == nil {
+			continue
 		}
+		for _, prm := range w.Params {
+			if why := renamed(prm, f.GoName); why != "" {
+				p.Renamed = append(p.Renamed, parse.Diag{Pos: f.Pos, Msg: fmt.Sprintf("function %s: parameter %s is %s in Go (%s)", f.C, prm.C, prm.Go, why)})
+			}
+		}
+		if CMemory[f.C] {
+			// A package-level name like any other: the model hands it out.
+			w.CMem = pkg.Claim("the address form of "+f.C, f.GoName+"CMem", "_", f.Pos)
+		}
+		p.Wrappers = append(p.Wrappers, w)
 	}
 	return p
 }
@@ -228,7 +247,7 @@ func plan(pkg *model.Package, f *model.Func, pl *layout.Planner) (*Wrapper, stri
 		if cname == "" {
 			cname = fmt.Sprintf("arg%d", i)
 		}
-		p := Param{C: cname, Go: goParam(cname, used), Type: g, CType: cType(prm.Type)}
+		p := Param{C: cname, Go: goParam(cname, f.GoName, used), Type: g, CType: cType(prm.Type)}
 		if prm.Type.Kind == parse.Pointer {
 			isRecord := g.Kind == layout.Ptr && g.Elem.Kind == layout.Named
 			p.Required = isRecord && !nullable[cname]
@@ -271,9 +290,6 @@ func plan(pkg *model.Package, f *model.Func, pl *layout.Planner) (*Wrapper, stri
 	}
 	w.Conv = conv
 	w.Crossing = crossing(conv, res)
-	if CMemory[f.C] {
-		w.CMem = f.GoName + "CMem"
-	}
 	return w, ""
 }
 
@@ -375,20 +391,58 @@ func cType(t *parse.Type) string {
 	return "void"
 }
 
-// reserved are identifiers the wrapper bodies use.
-var reserved = map[string]bool{"r": true, "ret": true, "errno": true, "fn": true, "err": true, "unsafe": true, "abiutil": true, "dynlib": true, "C": true}
+// bodyNames are the identifiers a wrapper's body uses besides its
+// parameters, with what they are: its locals, the package's imports and
+// the package-level names it calls (its own symbol, sym<Name>, is
+// checked by goParam). A parameter of one of these names would shadow it.
+var bodyNames = map[string]string{
+	"r": "a local of the wrapper", "ret": "a local of the wrapper", "errno": "a local of the wrapper",
+	"fn": "a local of the wrapper", "err": "a local of the wrapper",
+	"unsafe": "an import", "abiutil": "an import", "dynlib": "an import", "syscall": "an import", "C": "cgo's C",
+	"unpack": "a function of the package", "libibverbs": "a variable of the package",
+}
 
-// goParam turns a C parameter name into a unique lowerCamel Go name.
-func goParam(c string, used map[string]bool) string {
+// shadowed says why n cannot name a parameter of the wrapper of the
+// function whose Go name is fn, or "".
+func shadowed(n, fn string) string {
+	switch {
+	case token.IsKeyword(n):
+		return "a Go keyword"
+	case types.Universe.Lookup(n) != nil:
+		return "a predeclared Go identifier"
+	case bodyNames[n] != "":
+		return bodyNames[n]
+	case n == "sym"+fn:
+		return "the wrapper's symbol variable"
+	}
+	return ""
+}
+
+// goParam turns a C parameter name into a unique lowerCamel Go name that
+// shadows nothing the wrapper uses.
+func goParam(c, fn string, used map[string]bool) string {
 	n := lowerCamel(model.GoName(c))
-	if token.IsKeyword(n) || reserved[n] || used[n] {
+	if shadowed(n, fn) != "" || used[n] {
 		n += "_"
 	}
-	for used[n] {
+	for used[n] || shadowed(n, fn) != "" {
 		n += "_"
 	}
 	used[n] = true
 	return n
+}
+
+// renamed says why a parameter of the wrapper of fn has another Go name
+// than the one its C name spells, or "" when it has that one.
+func renamed(p Param, fn string) string {
+	n := lowerCamel(model.GoName(p.C))
+	switch s := shadowed(n, fn); {
+	case p.Go == n || p.Go == p.C:
+		return ""
+	case s != "":
+		return n + " is " + s
+	}
+	return n + " is another parameter's"
 }
 
 // lowerCamel lowers the leading capital run: QPNum → qpNum, QP → qp,

@@ -311,13 +311,30 @@ func TestJobContradictions(t *testing.T) {
 			const size = 4
 			var odd *rendezvous.Rendezvous
 			start := time.Now()
-			rs := job(t, size, rendezvous.Options{Token: token, Timeout: 5 * time.Second}, func(addr string) {
-				var err error
-				if odd, err = rendezvous.Join(addr, tc.rank, tc.size, rendezvous.Options{Token: token, Timeout: 5 * time.Second}); err != nil {
+			opts := rendezvous.Options{Token: token, Timeout: 5 * time.Second}
+			root, err := rendezvous.Join("127.0.0.1:0", 0, size, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs := []*rendezvous.Rendezvous{root}
+			join := func(rank, size int) *rendezvous.Rendezvous {
+				r, err := rendezvous.Join(root.Addr(), rank, size, opts)
+				if err != nil {
 					t.Fatal(err)
 				}
-				time.Sleep(200 * time.Millisecond) // it joins first: for a rank claimed twice, both join before the round completes
-			})
+				return r
+			}
+			// The odd one and ranks 1 to 2 join; the last rank only once
+			// the root has taken their hellos (Join dials in the
+			// background): a claim the root took after every rank had
+			// joined would be refused alone, the job going on with the
+			// first claimant.
+			odd = join(tc.rank, tc.size)
+			for r := 1; r < size-1; r++ {
+				rs = append(rs, join(r, size))
+			}
+			time.Sleep(200 * time.Millisecond)
+			rs = append(rs, join(size-1, size))
 			errs := each(size+1, func(rank int) error {
 				x := odd
 				if rank < size {

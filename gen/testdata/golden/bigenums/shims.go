@@ -19,7 +19,7 @@ import (
 #include <bigenums.h>
 
 // The layouts this package was generated with: a different header set fails here.
-#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with"
+#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)"
 #if defined(__x86_64__)
 _Static_assert(sizeof(struct big_use) == 24, "struct big_use: size is not 24 on amd64" VERBSEXP_REGENERATE);
 _Static_assert(_Alignof(struct big_use) == 8, "struct big_use: alignment is not 8 on amd64" VERBSEXP_REGENERATE);
@@ -84,7 +84,7 @@ _Static_assert((BIG_ANON_WRAP) == (-9223372036854775808LL), "BIG_ANON_WRAP is no
 // Trampolines return errno with the result in one value, read once by Go:
 // verbsexp_packed puts an int result in the low 32 bits and, when it is -1,
 // errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.
-static inline int64_t verbsexp_packed(int32_t r) { return (int64_t)(uint32_t)r | (r == -1 ? (int64_t)errno << 32 : 0); }
+static inline int64_t verbsexp_packed(int32_t verbsexp_r) { return (int64_t)(uint32_t)verbsexp_r | (verbsexp_r == -1 ? (int64_t)errno << 32 : 0); }
 
 */
 import "C"

@@ -19,7 +19,7 @@ import (
 #include <enums.h>
 
 // The layouts this package was generated with: a different header set fails here.
-#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with"
+#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)"
 #if defined(__x86_64__)
 _Static_assert(sizeof(struct sized) == 16, "struct sized: size is not 16 on amd64" VERBSEXP_REGENERATE);
 _Static_assert(_Alignof(struct sized) == 8, "struct sized: alignment is not 8 on amd64" VERBSEXP_REGENERATE);
@@ -117,7 +117,7 @@ _Static_assert((MACRO_MAX) == 18446744073709551615ULL, "MACRO_MAX is not 1844674
 // Trampolines return errno with the result in one value, read once by Go:
 // verbsexp_packed puts an int result in the low 32 bits and, when it is -1,
 // errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.
-static inline int64_t verbsexp_packed(int32_t r) { return (int64_t)(uint32_t)r | (r == -1 ? (int64_t)errno << 32 : 0); }
+static inline int64_t verbsexp_packed(int32_t verbsexp_r) { return (int64_t)(uint32_t)verbsexp_r | (verbsexp_r == -1 ? (int64_t)errno << 32 : 0); }
 
 */
 import "C"

@@ -21,7 +21,7 @@ import (
 #include <funcs.h>
 
 // The layouts this package was generated with: a different header set fails here.
-#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with"
+#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)"
 #if defined(__x86_64__)
 _Static_assert(sizeof(struct dev) == 4, "struct dev: size is not 4 on amd64" VERBSEXP_REGENERATE);
 _Static_assert(_Alignof(struct dev) == 4, "struct dev: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
@@ -68,47 +68,47 @@ _Static_assert((MODE_B) == 1ULL, "MODE_B is not 1 on ppc64le" VERBSEXP_REGENERAT
 // Trampolines return errno with the result in one value, read once by Go:
 // verbsexp_packed puts an int result in the low 32 bits and, when it is -1,
 // errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.
-static inline int64_t verbsexp_packed(int32_t r) { return (int64_t)(uint32_t)r | (r == -1 ? (int64_t)errno << 32 : 0); }
-struct verbsexp_ret_ptr { void * r; int32_t e; };
-struct verbsexp_ret_int64_t { int64_t r; int32_t e; };
+static inline int64_t verbsexp_packed(int32_t verbsexp_r) { return (int64_t)(uint32_t)verbsexp_r | (verbsexp_r == -1 ? (int64_t)errno << 32 : 0); }
+struct verbsexp_ret_ptr { void * verbsexp_r; int32_t verbsexp_e; };
+struct verbsexp_ret_int64_t { int64_t verbsexp_r; int32_t verbsexp_e; };
 
-static inline int64_t verbsexp_DevStatus(void *fn, void * p0, uint32_t p1) {
+static inline int64_t verbsexp_DevStatus(void *verbsexp_fn, void * verbsexp_p0, uint32_t verbsexp_p1) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&dev_status))fn)(p0, p1));
+	return verbsexp_packed(((__typeof__(&dev_status))verbsexp_fn)(verbsexp_p0, verbsexp_p1));
 }
-static inline struct verbsexp_ret_ptr verbsexp_DevOpen(void *fn, void * p0, void * p1) {
+static inline struct verbsexp_ret_ptr verbsexp_DevOpen(void *verbsexp_fn, void * verbsexp_p0, void * verbsexp_p1) {
 	errno = 0;
-	void * r = (void *)((__typeof__(&dev_open))fn)(p0, p1);
-	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+	void * verbsexp_r = (void *)((__typeof__(&dev_open))verbsexp_fn)(verbsexp_p0, verbsexp_p1);
+	return (struct verbsexp_ret_ptr){verbsexp_r, verbsexp_r == NULL ? errno : 0};
 }
-static inline void verbsexp_DevClose(void *fn, void * p0) { ((__typeof__(&dev_close))fn)(p0); }
-static inline uint64_t verbsexp_DevGUID(void *fn, void * p0) { return ((__typeof__(&dev_guid))fn)(p0); }
-static inline int64_t verbsexp_DevPoke(void * p0, uint16_t p1) {
+static inline void verbsexp_DevClose(void *verbsexp_fn, void * verbsexp_p0) { ((__typeof__(&dev_close))verbsexp_fn)(verbsexp_p0); }
+static inline uint64_t verbsexp_DevGUID(void *verbsexp_fn, void * verbsexp_p0) { return ((__typeof__(&dev_guid))verbsexp_fn)(verbsexp_p0); }
+static inline int64_t verbsexp_DevPoke(void * verbsexp_p0, uint16_t verbsexp_p1) {
 	errno = 0;
-	return verbsexp_packed(dev_poke(p0, p1));
+	return verbsexp_packed(dev_poke(verbsexp_p0, verbsexp_p1));
 }
-static inline int64_t verbsexp_DevFlag(void *fn, void * p0, _Bool p1, double p2) {
+static inline int64_t verbsexp_DevFlag(void *verbsexp_fn, void * verbsexp_p0, _Bool verbsexp_p1, double verbsexp_p2) {
 	errno = 0;
-	return verbsexp_packed(((__typeof__(&dev_flag))fn)(p0, p1, p2));
+	return verbsexp_packed(((__typeof__(&dev_flag))verbsexp_fn)(verbsexp_p0, verbsexp_p1, verbsexp_p2));
 }
-static inline struct verbsexp_ret_ptr verbsexp_DevName(void *fn, void * p0) {
+static inline struct verbsexp_ret_ptr verbsexp_DevName(void *verbsexp_fn, void * verbsexp_p0) {
 	errno = 0;
-	void * r = (void *)((__typeof__(&dev_name))fn)(p0);
-	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+	void * verbsexp_r = (void *)((__typeof__(&dev_name))verbsexp_fn)(verbsexp_p0);
+	return (struct verbsexp_ret_ptr){verbsexp_r, verbsexp_r == NULL ? errno : 0};
 }
-static inline struct verbsexp_ret_int64_t verbsexp_DevCount(void *fn, void * p0) {
+static inline struct verbsexp_ret_int64_t verbsexp_DevCount(void *verbsexp_fn, void * verbsexp_p0) {
 	errno = 0;
-	int64_t r = ((__typeof__(&dev_count))fn)(p0);
-	return (struct verbsexp_ret_int64_t){r, r == -1 ? errno : 0};
+	int64_t verbsexp_r = ((__typeof__(&dev_count))verbsexp_fn)(verbsexp_p0);
+	return (struct verbsexp_ret_int64_t){verbsexp_r, verbsexp_r == -1 ? errno : 0};
 }
-static inline struct verbsexp_ret_ptr verbsexp_DevLabel(void * p0) {
+static inline struct verbsexp_ret_ptr verbsexp_DevLabel(void * verbsexp_p0) {
 	errno = 0;
-	void * r = (void *)dev_label(p0);
-	return (struct verbsexp_ret_ptr){r, r == NULL ? errno : 0};
+	void * verbsexp_r = (void *)dev_label(verbsexp_p0);
+	return (struct verbsexp_ret_ptr){verbsexp_r, verbsexp_r == NULL ? errno : 0};
 }
-static inline int64_t verbsexp_DevFail(void * p0, int32_t p1) {
+static inline int64_t verbsexp_DevFail(void * verbsexp_p0, int32_t verbsexp_p1) {
 	errno = 0;
-	return verbsexp_packed(dev_fail(p0, p1));
+	return verbsexp_packed(dev_fail(verbsexp_p0, verbsexp_p1));
 }
 */
 import "C"
@@ -146,10 +146,10 @@ func DevOpen(name *byte, user unsafe.Pointer) (*Dev, error) {
 		return nil, err
 	}
 	ret := C.verbsexp_DevOpen(fn, unsafe.Pointer(name), user)
-	if ret.r == nil {
-		return nil, abiutil.Errno("dev_open", syscall.Errno(ret.e))
+	if ret.verbsexp_r == nil {
+		return nil, abiutil.Errno("dev_open", syscall.Errno(ret.verbsexp_e))
 	}
-	return (*Dev)(ret.r), nil
+	return (*Dev)(ret.verbsexp_r), nil
 }
 
 var symDevClose = dynlib.Sym{Name: "dev_close"}
@@ -222,10 +222,10 @@ func DevName(d *Dev) (string, error) {
 		return "", err
 	}
 	ret := C.verbsexp_DevName(fn, unsafe.Pointer(d))
-	if ret.r == nil {
-		return "", abiutil.Errno("dev_name", syscall.Errno(ret.e))
+	if ret.verbsexp_r == nil {
+		return "", abiutil.Errno("dev_name", syscall.Errno(ret.verbsexp_e))
 	}
-	return C.GoString((*C.char)(ret.r)), nil
+	return C.GoString((*C.char)(ret.verbsexp_r)), nil
 }
 
 var symDevCount = dynlib.Sym{Name: "dev_count"}
@@ -241,7 +241,7 @@ func DevCount(d *Dev) error {
 		return err
 	}
 	ret := C.verbsexp_DevCount(fn, unsafe.Pointer(d))
-	return abiutil.Status("dev_count", int64(ret.r), syscall.Errno(ret.e))
+	return abiutil.Status("dev_count", int64(ret.verbsexp_r), syscall.Errno(ret.verbsexp_e))
 }
 
 // DevLabel calls dev_label (funcs.h:20:26), an inline function of the headers, compiled into this package.
@@ -251,10 +251,10 @@ func DevLabel(d *Dev) (string, error) {
 		return "", abiutil.NilArg("dev_label", "d")
 	}
 	ret := C.verbsexp_DevLabel(unsafe.Pointer(d))
-	if ret.r == nil {
-		return "", abiutil.Errno("dev_label", syscall.Errno(ret.e))
+	if ret.verbsexp_r == nil {
+		return "", abiutil.Errno("dev_label", syscall.Errno(ret.verbsexp_e))
 	}
-	return C.GoString((*C.char)(ret.r)), nil
+	return C.GoString((*C.char)(ret.verbsexp_r)), nil
 }
 
 // DevFail calls dev_fail (funcs.h:21:19), an inline function of the headers, compiled into this package.

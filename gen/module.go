@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/verbsexp/verbsexp/gen/internal/generate"
+	"github.com/verbsexp/verbsexp/gen/internal/parse"
+	"github.com/verbsexp/verbsexp/internal/gencmd"
+)
+
+// ModulePath is the module gen module copies: this one.
+const ModulePath = "github.com/verbsexp/verbsexp"
+
+// moduleMarker is the file gen module writes into its copy: it names the
+// command, and a later run replaces only a directory that has it.
+const moduleMarker = ".verbsexp-module"
+
+// moduleWrittenBy starts the marker's line with the command.
+const moduleWrittenBy = "Written by: "
+
+const moduleUsage = `usage: gen module -I DIR -o OUTDIR
+
+Writes a copy of the module ` + ModulePath + ` (the version your
+module requires: go list -m) into OUTDIR whose generated/ package is
+generated from DIR and whose headers/ is a link to DIR, so that the whole
+runtime (runtime/task, lease, softdev, coll) and your program use one
+package laid out as your headers say. Use it for a release whose ABI
+differs from the committed package's (MLNX_OFED 3.1 … 4.3; 4.6 and 4.9
+need nothing: the committed package builds against them):
+
+  go tool gen module -I /usr/include -o third_party/verbsexp
+  go mod edit -replace ` + ModulePath + `=./third_party/verbsexp
+
+Before OUTDIR is written, every package of the copy must build (cgo, with
+the copy's own -I only); otherwise nothing is written and the compiler's
+first errors are shown. OUTDIR must be absent, empty, or written by gen
+module; it is replaced as a whole. Run the same command again after the
+headers change; go tool gen check OUTDIR/generated tells when that is due.
+
+Flags:
+`
+
+// runModule is gen module.
+func runModule(args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "gen module: internal error: %v\nPlease report this with the headers you used.\n", r)
+			code = 2
+		}
+	}()
+	fs := flag.NewFlagSet("gen module", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var includes dirList
+	fs.Var(&includes, "I", "include `DIR` holding infiniband/verbs_exp.h (one; the copy's headers/ links to it)")
+	out := fs.String("o", "", "`OUTDIR` of the copy (absent, empty or written by gen module)")
+	quiet := fs.Bool("q", false, "print only errors")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, moduleUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	switch {
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "gen module: unexpected argument %q (gen module -h)\n", fs.Arg(0))
+		return 2
+	case len(includes) != 1:
+		fmt.Fprintln(stderr, "gen module: want one -I DIR, the directory holding infiniband/verbs_exp.h (the runtime's C includes the same headers through the copy's headers/)")
+		return 2
+	case *out == "":
+		fmt.Fprintln(stderr, "gen module: missing -o OUTDIR (where the copy of the module goes)")
+		return 2
+	}
+	m := &moduler{include: includes[0], out: *out, stdout: stdout, quiet: *quiet}
+	if err := m.run(); err != nil {
+		fmt.Fprintln(stderr, "gen module:", err)
+		return 1
+	}
+	return 0
+}
+
+type moduler struct {
+	include, out string
+	stdout       io.Writer
+	quiet        bool
+}
+
+func (m *moduler) run() error {
+	if err := parse.CheckEntry(parse.Options{IncludeDirs: []string{m.include}, Entry: parse.DefaultEntry}); err != nil {
+		return fmt.Errorf("%v\n(the runtime needs the experimental verbs of infiniband/verbs_exp.h, MLNX_OFED 3.1 … 4.9; for other headers generate a package of your own: gen -I DIR -entry … -o DIR)", err)
+	}
+	inc, err := filepath.Abs(m.include)
+	if err != nil {
+		return err
+	}
+	dst, err := filepath.Abs(m.out)
+	if err != nil {
+		return err
+	}
+	if !cgoSafe(dst) || strings.ContainsRune(dst, '$') {
+		return fmt.Errorf("-o %s: cgo cannot name this directory in #cgo CFLAGS (the copy's packages include ${SRCDIR}/../headers): choose a path of letters, digits and +-.,/=_:@%%!~^", m.out)
+	}
+	src, version, err := moduleSource()
+	if err != nil {
+		return err
+	}
+	if err := checkModuleDir(dst); err != nil {
+		return err
+	}
+	parent := filepath.Dir(dst)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("cannot create %s: %v; choose a writable -o", parent, err)
+	}
+	scratch, err := os.MkdirTemp(parent, "."+filepath.Base(dst)+".verbsexp-module-")
+	if err != nil {
+		return fmt.Errorf("cannot write next to %s: %v; choose a writable -o", dst, err)
+	}
+	defer os.RemoveAll(scratch)
+	if err := os.Chmod(scratch, 0o755); err != nil {
+		return err
+	}
+	if err := copyModule(src, scratch, dst); err != nil {
+		return fmt.Errorf("copying %s from %s: %v (nothing was written to %s)", ModulePath, src, err, dst)
+	}
+	if err := os.Symlink(inc, filepath.Join(scratch, "headers")); err != nil {
+		return err
+	}
+	// generated/ as make generate writes it: -I ../headers, recorded as
+	// run from the package, so go generate and gen check work in the copy.
+	recorded := []string{"-I", "../headers", "-o", "."}
+	var g genFlags
+	g.register(flag.NewFlagSet("", flag.ContinueOnError)) // the defaults
+	g.includes = dirList{filepath.Join(scratch, "headers")}
+	pkgDir := filepath.Join(scratch, "generated")
+	opts, err := g.options(pkgDir)
+	if err != nil {
+		return err
+	}
+	opts.CFlags = []string{"-I${SRCDIR}/../headers"}
+	opts.Command = gencmd.Join(recorded)
+	opts.GoGenerate = opts.Command
+	res, err := generate.Run(opts)
+	if err != nil {
+		return fmt.Errorf("generating from %s: %v", m.include, err)
+	}
+	if err := generate.Write(pkgDir, res.Files); err != nil {
+		return err
+	}
+	if !m.quiet {
+		fmt.Fprintf(m.stdout, "gen module: generated/ from %s: %d records, %d constants, %d functions; building every package of the copy against it …\n",
+			m.include, len(res.Pkg.Records), countConsts(res.Pkg), len(res.Pkg.Funcs))
+	}
+	if err := buildModule(scratch); err != nil {
+		return fmt.Errorf("%s was left as it was: the copy of %s does not build against a package generated from %s:\n%s\nThe runtime uses Go names and layouts these headers lack; it serves MLNX_OFED 3.1 … 4.9 (infiniband/verbs_exp.h). For other headers generate a package of your own (gen -I DIR -o DIR) and use it without the runtime",
+			m.out, ModulePath, m.include, err)
+	}
+	cmd := fmt.Sprintf("go tool gen module -I %s -o %s", gencmd.Quote(m.include), gencmd.Quote(m.out))
+	note := fmt.Sprintf("This directory is %s %s with generated/ regenerated from %s, and headers/ a link to it.\n"+moduleWrittenBy+"%s\nRun it again after the headers change (go tool gen check %s/generated says when).\nUse it with: go mod edit -replace %s=%s\n",
+		ModulePath, version, inc, cmd, m.out, ModulePath, replacePath(m.out))
+	if err := os.WriteFile(filepath.Join(scratch, moduleMarker), []byte(note), 0o644); err != nil {
+		return err
+	}
+	if err := swapIn(scratch, dst); err != nil {
+		return err
+	}
+	if !m.quiet {
+		fmt.Fprintf(m.stdout, "gen module: wrote %s: %s %s, generated/ from %s; every package builds against it\n", m.out, ModulePath, version, m.include)
+		fmt.Fprintf(m.stdout, "gen module: use it:      go mod edit -replace %s=%s && go mod tidy\n", ModulePath, replacePath(m.out))
+		fmt.Fprintf(m.stdout, "gen module: check it:    go tool gen check %s/generated\n", strings.TrimSuffix(m.out, "/"))
+	}
+	return nil
+}
+
+// moduleSource finds this module's source as the current module sees it
+// (its requirement, or a replace directive): go list -m.
+func moduleSource() (dir, version string, err error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}\t{{.Version}}", ModulePath)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return "", "", fmt.Errorf("cannot find the source of %s (go list -m %s: %v: %s): run gen module in a module that requires it (go get -tool %s/gen)",
+			ModulePath, ModulePath, err, strings.TrimSpace(errb.String()), ModulePath)
+	}
+	dir, version, _ = strings.Cut(strings.TrimSpace(out.String()), "\t")
+	if dir == "" {
+		return "", "", fmt.Errorf("go list -m %s names no directory: run go mod download %s first", ModulePath, ModulePath)
+	}
+	if version == "" {
+		version = "(" + dir + ")"
+	}
+	return dir, version, nil
+}
+
+// checkModuleDir accepts an -o that is absent, empty, or a copy gen
+// module wrote.
+func checkModuleDir(dst string) error {
+	entries, err := os.ReadDir(dst)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("-o %s: %v", dst, err)
+	case len(entries) == 0:
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dst, moduleMarker)); err != nil {
+		return fmt.Errorf("-o %s holds files gen module did not write (no %s): choose an absent or empty directory", dst, moduleMarker)
+	}
+	return nil
+}
+
+// copyModule copies the module's files from src to dst, leaving out what
+// the copy makes anew (generated/, headers/), version control and
+// scratch space, and skip (the copy's destination, which may lie inside
+// src). Files of the module cache are read-only; the copy is writable.
+func copyModule(src, dst, skip string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		if rel == "." {
+			return nil
+		}
+		top, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+		switch {
+		case p == skip || strings.HasPrefix(p, skip+string(filepath.Separator)):
+			return filepath.SkipDir
+		case rel == top && (top == "generated" || top == "headers" || top == ".git" || top == ".tmp" || top == moduleMarker):
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		case d.IsDir():
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		case !d.Type().IsRegular():
+			return nil // links and devices are not module content
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		mode := fs.FileMode(0o644)
+		if info.Mode()&0o111 != 0 {
+			mode = 0o755
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, mode)
+	})
+}
+
+// buildModule builds every package of the copy with cgo against its own
+// headers (CGO_CFLAGS without -I, so nothing overrides them).
+func buildModule(dir string) error {
+	cmd := exec.Command("go", "build", "./...")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CFLAGS=-O2 -g", "GOWORK=off", "GOFLAGS=-mod=mod")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return nil
+	}
+	lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(string(out), dir+string(filepath.Separator), "")), "\n")
+	if len(lines) > 12 {
+		lines = append(lines[:12], fmt.Sprintf("… and %d more lines", len(lines)-12))
+	}
+	return fmt.Errorf("  go build ./...: %v\n  %s", err, strings.Join(lines, "\n  "))
+}
+
+// swapIn replaces dst with the finished copy in scratch.
+func swapIn(scratch, dst string) error {
+	old := ""
+	if _, err := os.Lstat(dst); err == nil {
+		old = scratch + ".old"
+		if err := os.Rename(dst, old); err != nil {
+			return fmt.Errorf("cannot replace %s: %v (nothing was changed)", dst, err)
+		}
+	}
+	if err := os.Rename(scratch, dst); err != nil {
+		if old != "" && os.Rename(old, dst) == nil {
+			return fmt.Errorf("cannot move the copy into %s: %v (the previous one was kept)", dst, err)
+		}
+		return fmt.Errorf("cannot move the copy into %s: %v", dst, err)
+	}
+	if old != "" {
+		return os.RemoveAll(old)
+	}
+	return nil
+}
+
+// replacePath spells out for a replace directive: a relative path must
+// start with ./ or ../.
+func replacePath(out string) string {
+	p := filepath.ToSlash(filepath.Clean(out))
+	if filepath.IsAbs(out) || strings.HasPrefix(p, "../") || p == ".." {
+		return p
+	}
+	return "./" + p
+}
