@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,12 +47,13 @@ import (
 // check after are not timed); the slowest rank's median over all runs.
 //
 // Host-free fraction (issue 17 item 4; the overlap measure of the
-// CORE-Direct papers and of NBCBench): every rank posts, computes for C
-// in k chunks with a Test after each (none once the run is complete),
-// then waits. T' is that run's time from the post to its completion
-// after the compute, C_run its time in the compute chunks; T' - C_run
-// is what the posting thread spent in the collective's calls (post,
-// Tests, the final wait). A rank's free fraction is
+// CORE-Direct papers and of NBCBench): every rank posts, keeps its
+// posting thread away from the collective for C (procLoads: busy in k
+// chunks with a Test after each, none once the run is complete; or
+// asleep), then waits. T' is that run's time from the post to its
+// completion after the compute, C_run its time in the compute chunks;
+// T' - C_run is what the posting thread spent in the collective's calls
+// (post, Tests, the final wait). A rank's free fraction is
 //
 //	(T + C_run - T') / T = 1 - median(T' - C_run) / T
 //
@@ -59,12 +61,13 @@ import (
 // entirely under the compute, 0 when none of it overlapped (T' = C + T);
 // the table gives the mean over the ranks and the least rank's. C is the
 // same for both sides: the slower side's median time over the warm-up
-// runs (rank 0's, sent to every rank), so that an offloaded collective
-// has the time to complete under it. k = 1 is the papers' post,
+// runs (rank 0's, sent to every rank). Busy k = 1 is the papers' post,
 // compute, wait; k = 10 gives a CPU-driven collective ten chances to
-// progress. The compute is a busy loop on the clock: on this host it
-// competes with the device threads of every process for the cores (an
-// HCA's engine does not).
+// progress. Busy compute on this host competes with the device threads
+// of every process for the cores, which an HCA's engine does not; idle
+// (nanosleep for C) leaves the cores to them, which is the nearer model
+// of an HCA under a busy host: the offloaded run can progress, the
+// stepwise one only as far as its first step.
 
 // procColl is one benchmarked collective and its size.
 type procColl struct {
@@ -90,10 +93,25 @@ const (
 	sideStepwise
 )
 
-var (
-	procSideNames = [2]string{"offloaded", "stepwise"}
-	procChunks    = [3]int{0, 1, 10}
-)
+var procSideNames = [2]string{"offloaded", "stepwise"}
+
+// procLoad is what the host does while a run is in flight: nothing
+// (chunks 0: the run alone), or compute for C in chunks with a Test
+// after each, busy (a loop on the clock) or idle (asleep: the core is
+// free for the device threads, as an HCA needs none).
+type procLoad struct {
+	chunks int
+	idle   bool
+}
+
+var procLoads = [4]procLoad{{0, false}, {1, false}, {10, false}, {1, true}}
+
+func (l procLoad) String() string {
+	if l.idle {
+		return fmt.Sprintf("%d idle chunks", l.chunks)
+	}
+	return fmt.Sprintf("%d chunks", l.chunks)
+}
 
 // procParams size a measurement: Rounds of every phase, each phase of
 // as many runs as fit in Budget at the slower side's warm-up time
@@ -118,18 +136,18 @@ type procResult struct {
 }
 
 // procFigures are one rank's medians, in ns, by side, then by entry of
-// procChunks.
+// procLoads.
 type procFigures struct {
-	Median [2][3]float64 // the time of a run: from its start to its completion after the compute
-	Best   [2][3]float64 // the fastest run: no late peer, nobody descheduled
+	Median [2][len(procLoads)]float64 // the time of a run: from its start to its completion after the compute
+	Best   [2][len(procLoads)]float64 // the fastest run: no late peer, nobody descheduled
 	// Busy is the median of each overlapped run's total less its time in
 	// the compute chunks: what the posting thread spent in the
 	// collective's calls (the post, the Tests, the final wait).
-	Busy [2][3]float64
-	// RNRNaks counts the RNR NAKs the rank's stepwise QPs received:
+	Busy [2][len(procLoads)]float64
+	// RNRNaks counts the RNR NAKs the rank's QPs received, by side:
 	// sends that found the peer's receive not yet posted, each costing
 	// the responder's min_rnr_timer (12: 0.64 ms), as on an HCA.
-	RNRNaks uint64
+	RNRNaks [2]uint64
 }
 
 // T is a side's time per collective alone: the slowest rank's median
@@ -142,7 +160,7 @@ func (r procResult) Best(side int) float64 {
 	return r.over(func(f procFigures) float64 { return f.Best[side][0] }, maxOf)
 }
 
-// Free is a side's host-free fraction with the compute in procChunks[k]
+// Free is a side's host-free fraction with the host's load procLoads[k]
 // chunks, the mean over the ranks of (T + C - T') / T with each run's
 // own C and T' (1 - Busy / T); FreeMin the least rank's.
 func (r procResult) Free(side, k int) float64 {
@@ -152,9 +170,9 @@ func (r procResult) FreeMin(side, k int) float64 {
 	return r.over(func(f procFigures) float64 { return 1 - f.Busy[side][k]/f.Median[side][0] }, minOf)
 }
 
-// RNRNaks sums the ranks' stepwise RNR NAKs.
-func (r procResult) RNRNaks() uint64 {
-	return uint64(r.over(func(f procFigures) float64 { return float64(f.RNRNaks) }, sumOf))
+// RNRNaks sums the ranks' RNR NAKs of a side.
+func (r procResult) RNRNaks(side int) uint64 {
+	return uint64(r.over(func(f procFigures) float64 { return float64(f.RNRNaks[side]) }, sumOf))
 }
 
 func maxOf(a, b float64) float64 { return max(a, b) }
@@ -295,20 +313,25 @@ func compute(d time.Duration) {
 	}
 }
 
-// runOnce runs one collective on side s: alone (chunks 0), or with the
-// host computing c in chunks with a Test after each (none once the run
-// is complete), then waiting. It returns the time from the start to the
+// runOnce runs one collective on side s: alone (load.chunks 0), or with
+// the host computing (or asleep) for c in chunks with a Test after each
+// (none once the run is complete), then waiting. It returns the time from the start to the
 // run's completion (after the compute) and the part of it spent in the
 // compute chunks. The output is checked after the clock stops.
-func runOnce(s procSide, chunks int, c time.Duration) (total, computed time.Duration, err error) {
+func runOnce(s procSide, load procLoad, c time.Duration) (total, computed time.Duration, err error) {
 	t0 := time.Now()
 	if err := s.begin(); err != nil {
 		return 0, 0, err
 	}
 	done := false
-	for range chunks {
+	for range load.chunks {
 		t := time.Now()
-		compute(c / time.Duration(chunks))
+		if d := c / time.Duration(load.chunks); load.idle {
+			ts := syscall.NsecToTimespec(int64(d))
+			_ = syscall.Nanosleep(&ts, nil)
+		} else {
+			compute(d)
+		}
 		computed += time.Since(t)
 		if !done {
 			if done, err = s.test(); err != nil {
@@ -392,7 +415,7 @@ func (pr *procRank) share(words ...uint64) ([]uint64, error) {
 			binary.BigEndian.PutUint64(pr.ctrlBuf[8*i:], w)
 		}
 	}
-	if _, _, err := runOnce(pr.ctrl, 0, 0); err != nil {
+	if _, _, err := runOnce(pr.ctrl, procLoad{}, 0); err != nil {
 		return nil, fmt.Errorf("control broadcast: %w", err)
 	}
 	for i := range words {
@@ -428,6 +451,9 @@ func (pr *procRank) measure(pc procColl, p procParams) (res procResult, err erro
 	if sides[sideOffloaded], err = newOffProc(pr.ctx, pr.comm, pc.bc); err != nil {
 		return res, err
 	}
+	// The device's counters sum its QPs: the communicator's (the
+	// offloaded side, and the control broadcast) and the stepwise world's.
+	rnr0 := pr.dev.Wire().QPs.RNRNaksReceived
 	w, err := newStepProcess(pr.dev, pr.rank, pr.size, pc.bc.plan, pr.exchange)
 	if err != nil {
 		return res, err
@@ -438,7 +464,7 @@ func (pr *procRank) measure(pc procColl, p procParams) (res procResult, err erro
 	for i, s := range sides {
 		ts := make([]float64, procWarm)
 		for k := range ts {
-			d, _, err := runOnce(s, 0, 0)
+			d, _, err := runOnce(s, procLoad{}, 0)
 			if err != nil {
 				return res, fmt.Errorf("%s warm-up: %w", procSideNames[i], err)
 			}
@@ -456,22 +482,22 @@ func (pr *procRank) measure(pc procColl, p procParams) (res procResult, err erro
 
 	type phase struct{ side, k int }
 	var phases []phase
-	for k := range procChunks {
+	for k := range procLoads {
 		for side := range sides {
 			phases = append(phases, phase{side, k})
 		}
 	}
 	// times: each run's total; busy: the host's time outside the
 	// compute chunks (the total, alone).
-	var times, busy [2][3][]float64
+	var times, busy [2][len(procLoads)][]float64
 	for round := range p.Rounds {
 		for i := range phases {
 			ph := phases[(round+i)%len(phases)]
 			c := time.Duration(res.C)
 			for range res.Runs {
-				d, computed, err := runOnce(sides[ph.side], procChunks[ph.k], c)
+				d, computed, err := runOnce(sides[ph.side], procLoads[ph.k], c)
 				if err != nil {
-					return res, fmt.Errorf("%s, %d chunks, round %d: %w", procSideNames[ph.side], procChunks[ph.k], round, err)
+					return res, fmt.Errorf("%s, %v, round %d: %w", procSideNames[ph.side], procLoads[ph.k], round, err)
 				}
 				times[ph.side][ph.k] = append(times[ph.side][ph.k], float64(d))
 				busy[ph.side][ph.k] = append(busy[ph.side][ph.k], float64(d-computed))
@@ -480,7 +506,7 @@ func (pr *procRank) measure(pc procColl, p procParams) (res procResult, err erro
 	}
 	var mine procFigures
 	for side := range sides {
-		for k := range procChunks {
+		for k := range procLoads {
 			mine.Median[side][k] = median(times[side][k])
 			mine.Busy[side][k] = median(busy[side][k])
 			mine.Best[side][k] = slices.Min(times[side][k])
@@ -490,7 +516,7 @@ func (pr *procRank) measure(pc procColl, p procParams) (res procResult, err erro
 	if err != nil {
 		return res, err
 	}
-	mine.RNRNaks = st.RNRNaksReceived
+	mine.RNRNaks = [2]uint64{pr.dev.Wire().QPs.RNRNaksReceived - rnr0 - st.RNRNaksReceived, st.RNRNaksReceived}
 	b, err := json.Marshal(mine)
 	if err != nil {
 		return res, err
@@ -627,11 +653,11 @@ func procSmoke(t *testing.T, how string, job procJob, n int) {
 		}
 		for side := range 2 {
 			for rank, f := range r.Ranks {
-				for k := range procChunks {
+				for k := range procLoads {
 					// An overlapped run lasts at least its compute, which
 					// is at least C.
 					if m := f.Median[side][k]; m <= 0 || k > 0 && m < r.C || f.Busy[side][k] < 0 {
-						t.Errorf("%s %s, rank %d, %d chunks: median %v ns (C %v), busy %v ns", r.Coll, procSideNames[side], rank, procChunks[k], m, r.C, f.Busy[side][k])
+						t.Errorf("%s %s, rank %d, %v: median %v ns (C %v), busy %v ns", r.Coll, procSideNames[side], rank, procLoads[k], m, r.C, f.Busy[side][k])
 					}
 				}
 			}
@@ -649,7 +675,8 @@ func procSmoke(t *testing.T, how string, job procJob, n int) {
 // file for what is measured. Each N/collective reports the medians
 // (offloaded-ns/op, which is also its ns/op, and stepwise-ns/op), the
 // ratio stepwise/offloaded, and the host-free fractions (free1: post,
-// compute, wait; free10: a Test after each tenth of the compute); the
+// compute, wait; free10: a Test after each tenth of the compute;
+// free-idle: post, sleep, wait); the
 // whole table is printed at the end. It ignores -benchtime: the ranks
 // run procDefaults (VERBSEXP_PROCBENCH_ONLY=LABEL: that collective
 // alone).
@@ -675,6 +702,7 @@ func benchProcesses(b *testing.B, how string, job procJob) {
 					for side, name := range procSideNames {
 						b.ReportMetric(r.Free(side, 1), name+"-free1")
 						b.ReportMetric(r.Free(side, 2), name+"-free10")
+						b.ReportMetric(r.Free(side, 3), name+"-free-idle")
 					}
 				})
 			}
@@ -713,13 +741,13 @@ func ProcBenchRank(ctx context.Context, rank, size int, exchange Exchange) error
 func procTable(how string, rs []procResult) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\nCollectives across processes, %s: medians per collective (µs), host-free fraction (k = compute chunks)\n\n", how)
-	sb.WriteString("| N | collective | runs | offloaded µs (best) | stepwise µs (best) | stepwise/offloaded | C µs | free offloaded k=1 (min) | k=10 | free stepwise k=1 (min) | k=10 | stepwise RNR NAKs |\n")
-	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	sb.WriteString("| N | collective | runs | offloaded µs (best) | stepwise µs (best) | stepwise/offloaded | C µs | free offloaded k=1 (min) | k=10 | idle | free stepwise k=1 (min) | k=10 | idle | RNR NAKs off/step |\n")
+	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		free := func(side, k int) string { return fmt.Sprintf("%.2f (%.2f)", r.Free(side, k), r.FreeMin(side, k)) }
-		fmt.Fprintf(&sb, "| %d | %s | %d×%d | %.1f (%.1f) | %.1f (%.1f) | %.2f | %.0f | %s | %s | %s | %s | %d |\n",
+		fmt.Fprintf(&sb, "| %d | %s | %d×%d | %.1f (%.1f) | %.1f (%.1f) | %.2f | %.0f | %s | %s | %s | %s | %s | %s | %d/%d |\n",
 			r.N, r.Coll, r.Rounds, r.Runs, r.T(0)/1e3, r.Best(0)/1e3, r.T(1)/1e3, r.Best(1)/1e3, r.T(1)/r.T(0),
-			r.C/1e3, free(0, 1), free(0, 2), free(1, 1), free(1, 2), r.RNRNaks())
+			r.C/1e3, free(0, 1), free(0, 2), free(0, 3), free(1, 1), free(1, 2), free(1, 3), r.RNRNaks(0), r.RNRNaks(1))
 	}
 	return sb.String()
 }

@@ -73,6 +73,7 @@ type stepRank struct {
 	wc      []verbs.WC // C memory
 	calcOp  verbs.ExpCalcOp
 	calcTyp verbs.ExpCalcDataType
+	ready   *stepReady // ready messages, across processes (stepwise_processes_test.go); nil on one device
 
 	// A run's state.
 	posted    bool
@@ -431,6 +432,9 @@ func (w *stepWorld) run() error {
 func (w *stepWorld) reset() {
 	for _, r := range w.ranks {
 		r.posted, r.pc, r.sendsDone, r.done = false, 0, 0, false
+		if r.ready != nil {
+			clear(r.ready.got)
+		}
 	}
 }
 
@@ -459,12 +463,26 @@ func (w *stepWorld) advance(r *stepRank) (moved bool, err error) {
 				return false, fmt.Errorf("stepwise: rank %d: %w", r.rank, err)
 			}
 		}
+		if r.ready != nil {
+			if err := w.sendReady(r); err != nil {
+				return false, err
+			}
+		}
 		r.posted, moved = true, true
 	}
 	for ; r.pc < len(r.prog); r.pc++ {
 		o := &r.prog[r.pc]
 		switch o.kind {
 		case stepSend:
+			if r.ready != nil {
+				ok, err := w.takeReady(r, o.peer)
+				if err != nil {
+					return moved, err
+				}
+				if !ok {
+					return moved, nil
+				}
+			}
 			for i := range o.calcs {
 				c := &o.calcs[i]
 				stepReduce(r.calcOp, r.calcTyp, c.operands, c.result)
