@@ -21,8 +21,10 @@
 // (coll.FromEnv: mpirun or srun with PMIx, or MASTER_ADDR/MASTER_PORT,
 // RANK and WORLD_SIZE for the TCP rendezvous), on its own software
 // device (at $VERBSEXP_SOFTDEV_ADDR, or a loopback address of its own);
-// the barrier's last rank of each run posts 2 ms after the others, who
-// must not complete before. Rank 0 prints the table (its own times):
+// the barrier's last rank of each run posts 2 ms after the others, and
+// the median of the others' runs must show they waited for it. Rank 0
+// prints the table (its own times) and the job's RNR NAKs and
+// retransmissions (coll's ready messages keep both at 0):
 //
 //	mpirun -np 4 collectives -launch env
 //	MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 WORLD_SIZE=4 RANK=r collectives -launch env  (r = 0…3)
@@ -61,10 +63,7 @@ type config struct {
 func main() {
 	examplecli.Usage("collectives", "Runs the four standing collectives of runtime/coll (barrier, allreduce,\nbroadcast, allgather) over -ranks ranks on the software device, -iters\nruns each, checks every result and prints the median time per collective.")
 	var c config
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "collectives: runs barrier, allreduce, broadcast and allgather on the software device, every result checked\n\nUsage: collectives [flags]\n")
-		flag.PrintDefaults()
-	}
+	examplecli.Usage("collectives", "Runs the four standing collectives of runtime/coll (barrier, allreduce,\nbroadcast, allgather) over -ranks ranks on the software device, -iters\nruns each, checks every result and prints the median time per collective.\nWith -launch env each process is one rank of a job a launcher started\n(mpirun, srun --mpi=pmix, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT),\non a softdev device of its own.")
 	flag.StringVar(&c.launch, "launch", "", `"env": this process is one rank of a job its launcher started (mpirun, srun, or MASTER_ADDR/MASTER_PORT with RANK and WORLD_SIZE); -ranks is then the job's size`)
 	flag.IntVar(&c.ranks, "ranks", 8, "number of ranks, 1 or more (in one process)")
 	flag.IntVar(&c.iters, "iters", 100, "runs of each collective")
@@ -108,6 +107,20 @@ type world struct {
 	bufs  []*lease.Buffer
 	mems  []*coll.Memory
 	all   []*collective
+}
+
+// inProcess is a world of n ranks in this process, on one device.
+func inProcess(n int) (*world, error) {
+	dev, err := softdev.Open()
+	if err != nil {
+		return nil, err
+	}
+	w := &world{dev: dev}
+	if w.w, err = collsoft.New(dev, n, coll.Options{}); err != nil {
+		return nil, errors.Join(err, dev.Close())
+	}
+	w.local = w.w.Comms
+	return w, nil
 }
 
 // register gives local rank i n bytes followed by the guard.
@@ -165,16 +178,11 @@ func run(cfg config, out io.Writer) (err error) {
 	case cfg.count < 1 || cfg.count > coll.DefaultDepth || cfg.bytes < 1 || cfg.block < 1:
 		return fmt.Errorf("need 1 ≤ -count ≤ %d, -bytes ≥ 1 and -block ≥ 1", coll.DefaultDepth)
 	}
-	dev, err := softdev.Open()
+	w, err := inProcess(cfg.ranks)
 	if err != nil {
 		return err
 	}
-	w := &world{dev: dev}
 	defer func() { err = errors.Join(err, w.close()) }()
-	if w.w, err = collsoft.New(dev, cfg.ranks, coll.Options{}); err != nil {
-		return err
-	}
-	w.local = w.w.Comms
 	if err := w.build(cfg); err != nil {
 		return err
 	}

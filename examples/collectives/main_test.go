@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"github.com/verbsexp/verbsexp/runtime/coll"
-	"github.com/verbsexp/verbsexp/runtime/coll/collsoft"
-	"github.com/verbsexp/verbsexp/runtime/softdev"
 )
 
 // TestCollectives runs the example for rank counts that are powers of
@@ -83,12 +81,8 @@ func TestChecksCatch(t *testing.T) {
 	cfg := config{ranks: 5, iters: 1, root: 2, count: 2, bytes: 40, block: 6}
 	for _, build := range []func(*world, config) (*collective, error){allreduce, broadcast, allgather} {
 		for _, flip := range []string{"result", "guard"} {
-			dev, err := softdev.Open()
+			w, err := inProcess(cfg.ranks)
 			if err != nil {
-				t.Fatal(err)
-			}
-			w := &world{dev: dev}
-			if w.w, err = collsoft.New(dev, cfg.ranks, coll.Options{}); err != nil {
 				t.Fatal(err)
 			}
 			c, err := build(w, cfg)
@@ -125,12 +119,8 @@ func TestChecksCatch(t *testing.T) {
 		}
 	}
 
-	dev, err := softdev.Open()
+	w, err := inProcess(3)
 	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{dev: dev}
-	if w.w, err = collsoft.New(dev, 3, coll.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := barrier(w, config{ranks: 3})

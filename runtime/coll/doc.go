@@ -100,6 +100,17 @@
 // the count, never a hang. A last, unsignaled wait consumes the done
 // completion so the next run counts from there.
 //
+// Ranks also trade ready messages (ready.go): a run's task list posts its receives, then a
+// zero-length SEND on a plain RC "ready" QP to every peer it receives
+// from, and the manager waits for the peer's ready message before its
+// first SEND_ENABLE to that peer. A send therefore never reaches a peer
+// before the peer's receives are posted: no RNR NAK, whose timer
+// (min_rnr_timer 12: 0.64 ms) would otherwise be what a rank a few
+// microseconds late costs its neighbors every run; a late rank costs
+// what it is late plus one message. The ready receives are posted one
+// run ahead. Ranks of one device run by Options.Progress (collsoft) skip
+// them: that loopback never NAKs.
+//
 // Test is one C call: it polls the completion CQ for the run's
 // completions, ending with the done wait's, and then drains every other
 // CQ the run fed, comparing what each held with the exact count the
@@ -107,6 +118,25 @@
 // is a *RunError naming the rank, the CQ, the QP and the status; the
 // communicator is then broken (its queues are in an unknown state) and
 // refuses further posts.
+//
+// # Faults
+//
+// A run never waits for ever on a lost rank. Each rank also has a plain
+// RC watch QP per neighbor (watch.go): once a run is 250 ms old, Test
+// probes every neighbor with a zero-length RDMA WRITE, which a live
+// neighbor's device acknowledges whatever its CPU is doing; a dead or
+// unreachable one's ends in IBV_WC_RETRY_EXC_ERR after the QP's retries
+// (timeout 14, retry_cnt 7: about 0.54 s), and the run fails with a
+// *PeerLostError naming it. A rank whose run failed tells its neighbors
+// which rank was lost (a SEND with immediate data on the watch QPs), so
+// the loss of one rank ends the run on every rank, each naming it
+// (measured across 2 to 8 processes, the last one killed mid-allreduce:
+// every survivor's Wait returned within 0.1-0.85 s). An error completion
+// on a collective's own QP (a send's retries exhausted, a flush) is a
+// *RunError naming the QP and the peer rank it connects to. After
+// either, the communicator refuses further posts: close it. A rank that
+// never arrives is the exchange's to report (FromEnv's: New fails at the
+// round's deadline, naming the rank).
 //
 // # Elements
 //
@@ -154,5 +184,9 @@
 // with real RC attributes (the port's LID or GID, the smaller active
 // MTU, random PSNs, timeout 14, retry_cnt 7) and rnr_retry 7, which
 // retries for ever: a peer that has not posted this run's receives yet
-// is late, not gone.
+// is late, not gone (ready messages keep it from drawing an RNR NAK in
+// the first place). Wait polls in three phases: a few polls
+// back to back, then polls that sched_yield until the run is 1 ms old
+// (an oversubscribed host's other ranks need the core), then naps of 5
+// to 50 µs.
 package coll

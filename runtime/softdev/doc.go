@@ -107,9 +107,13 @@
 //	fmt.Println(d.Close()) // a *LeakError if something was left
 //
 // (runtime/task's ExampleList builds one with a task list.) Only RC
-// QPs exist, connected in loopback to a QP of the same device: devices
-// are not linked, so each is a fabric of its own, with port 1 at LID 1
-// and a node GUID (ibv_query_device) unique in the process. QP numbers
+// QPs exist, connected to a QP of the same device (loopback) or of
+// another device, in this process or another, on this host or another
+// (see The network device). Port 1 is a RoCE port: link layer Ethernet,
+// LID 0, one GID (index 0: the device's IP address), its active MTU the
+// largest IB MTU its interface's MTU holds; the node GUID
+// (ibv_query_device) is random, so devices of different processes do not
+// share one. QP numbers
 // start at 0x100 and MR keys are derived from a slot and a generation,
 // with lkey != rkey, so a stale or mistyped key is caught. Destroying a
 // PD, CQ or QP still in use (by MRs or QPs, or by a pending CQE_WAIT or
@@ -179,8 +183,8 @@
 //   - ENOMEM: the ring is full: max_send_wr / max_recv_wr of its slots
 //     are taken (see below: a slot is freed by polling, not by executing).
 //   - EINVAL: a send to a QP not in RTS (or ERR); more SGEs than max_sge;
-//     an opcode the device does not simulate (atomics, memory windows,
-//     UMR, TSO); an unknown send flag; an inline payload over
+//     an opcode the device does not simulate (memory windows, UMR, TSO,
+//     masked atomics); an unknown send flag; an inline payload over
 //     max_inline_data; comp_mask bits; a negative count; a CQ or QP that
 //     is not a live one of this device; and the cross-channel refusals
 //     of rules 1, 2 and 4 and the calc ones below.
@@ -279,7 +283,9 @@
 //
 // # Execution
 //
-// Nothing executes during a post. The device runs in Progress and at the
+// Nothing executes during a post on a device that runs by polls (the
+// default, until a QP connects to another device; see The network
+// device for who runs it then). The device runs in Progress and at the
 // start of every poll (so polling alone drives a schedule); once it has
 // run to quiescence, polls skip the run until something is posted or
 // changed. A run is a
@@ -323,7 +329,8 @@
 // IBV_WC_LOC_LEN_ERR and the sender with IBV_WC_REM_INV_REQ_ERR; a bad
 // remote range, rkey or access the sender with IBV_WC_REM_ACCESS_ERR
 // (the responder is unaffected); a peer missing or not in RTR/RTS the
-// sender with IBV_WC_RETRY_EXC_ERR.
+// sender with IBV_WC_RETRY_EXC_ERR. Across devices these are the RC
+// transport's answers (NAKs, or silence and the ACK timer), as below.
 //
 // A QP in the error state (after such an error, an overrun, or moved
 // there with ExpModifyQP) flushes its WQEs one per round, send queue
@@ -403,6 +410,76 @@
 // write into another file: the events stay queued for GetAsyncEvent, and
 // Close closes async_fd only if it is still that eventfd.
 //
+// # The network device
+//
+// Devices are linked as RoCE ports are: each is at an IP address
+// (Address, else $VERBSEXP_SOFTDEV_ADDR (AddrEnv), else a loopback
+// address of its own: 127.0.0.2, .3, …), its GID is that address
+// (IPv4-mapped, as RoCE v2 forms it, or IPv6) and it listens there on
+// TCP port WirePort (4791, RoCE v2's UDP port). A QP moved to RTR with a
+// GRH whose dgid is another device's GID (sgid_index 0, port 1: what
+// ibv_modify_qp on a RoCE port requires; Connect builds it) is connected
+// to that device's QP dest_qp_num, in this process or another, on this
+// host or another: the same attributes as between two hosts' HCAs. The
+// first RTR to a device opens the connection to it, so a peer that is
+// not listening shows at once in Device.Wire (ConnectFails, LastError).
+//
+// Between devices the RC transport runs as an HCA's does, packet by
+// packet (rc.c has the rules in full): PSNs from sq_psn and rq_psn,
+// path_mtu segmentation, ACKs and NAKs; the local ACK timer (4.096 µs <<
+// timeout) resends, retry_cnt times, then fails the oldest WQE with
+// IBV_WC_RETRY_EXC_ERR (a dead or unreachable peer); a SEND to a QP
+// without a receive WQE draws an RNR NAK and is sent again after the
+// responder's min_rnr_timer, rnr_retry times (7: for ever), then
+// IBV_WC_RNR_RETRY_EXC_ERR; a PSN ahead of the expected one draws a
+// sequence NAK and a resend, one behind is a duplicate, answered again
+// and not executed again; READs and atomics (max_rd_atomic of them in
+// flight) are answered from the responder's memory. The responder checks
+// what a frame claims: its QP in RTR or RTS, connected back to the
+// sender's GID and QP, the opcode sequence, the QP's access flags and the
+// MRs; an invalid request or an access violation moves it to the error
+// state with IBV_EVENT_QP_REQ_ERR or IBV_EVENT_QP_ACCESS_ERR, and its
+// first packet in RTR raises IBV_EVENT_COMM_EST. The port follows its
+// interface: IBV_EVENT_PORT_ERR when the link holding the address goes
+// down, IBV_EVENT_PORT_ACTIVE when it is back. The timers are real time
+// (TimerScale shortens them for tests); QPWire and Device.Wire count
+// packets, resends, timeouts, NAKs and drops.
+//
+// Who runs the send queues: by default polls and Progress, until a QP
+// connects to another device; from then on the device's transport thread
+// runs them too, as an HCA does while the host computes (a peer never
+// waits for this process to poll). Autonomous starts so, and a post then
+// rings the doorbell (the thread runs it at once); PollDriven keeps the
+// queues to polls for good. The transport (packets in, ACKs, resends)
+// always runs in the thread.
+//
+// The wire is TCP, one connection per direction between two devices:
+// a hello naming the opener's GID, checked against the connection's
+// source address, then frames of a 4-byte length, a 64-byte header
+// (fields little-endian at fixed offsets) and at most one MTU of
+// payload. A listener reachable from elsewhere lets anyone who can reach
+// the address send frames that claim a GID; like RoCE, the wire has no
+// authentication: a frame is taken only if it names a QP connected to
+// that GID and source QP with the PSN it expects, and its ranges are
+// checked against the MRs like any request, but a host that can spoof
+// the address can write where a connected peer may. Bind devices to a
+// private network (or loopback, the default) as you would a RoCE fabric.
+//
+// Where it differs from an HCA, on purpose:
+//
+//   - Between QPs of one device, packets are delivered within the
+//     engine's step, so in-process schedules stay deterministic: a
+//     packet nobody would answer fails its WQE with IBV_WC_RETRY_EXC_ERR
+//     as soon as the step ends, without waiting out the timer, and a
+//     SEND that would find no receive WQE waits for one at no cost
+//     instead of drawing RNR NAKs. Between devices (even two in one
+//     process) time is real and both cost what they cost on an HCA.
+//   - A send that ends in IBV_WC_RETRY_EXC_ERR raises no asynchronous
+//     event (HCAs differ here; the completion says it).
+//   - A QP with only receives outstanding learns nothing when its peer
+//     dies, as on an HCA: RC has no keepalive. runtime/coll watches its
+//     neighbors for this reason.
+//
 // # Deadlocks
 //
 // After running, Progress looks at every QP in RTS whose send queue still
@@ -417,5 +494,8 @@
 // queue's release point and base, and, when it is itself a wait or an
 // enable, its own base and count. It never hangs. The error describes
 // the state after that call; posting more work may unblock the queues.
-// Polls never report it.
+// Polls never report it. A device with a QP connected to another device
+// reports none: what cannot run now may run when a peer answers, which
+// this device cannot foresee (bound such waits with a deadline, as on an
+// HCA).
 package softdev

@@ -12,7 +12,10 @@ The types build without cgo. Records with unions, bit-fields or packed members
 expose those members through accessor methods; abi.json beside this file pins
 every size and offset per target.
 
-go generate in this directory regenerates the package with the command below
+go generate in this directory regenerates the package; it runs
+
+	gen -I testdata/c -entry names.h -scope "" -pkg names
+
 (in a module other than github.com/verbsexp/verbsexp, add the generator first:
 go get -tool github.com/verbsexp/verbsexp/gen); gen check, run in CI, says
 whether it is current and agrees with the C compilers.

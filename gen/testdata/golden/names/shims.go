@@ -21,7 +21,7 @@ import (
 #include <names.h>
 
 // The layouts this package was generated with: a different header set fails here.
-#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with"
+#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)"
 #if defined(__x86_64__)
 _Static_assert(sizeof(struct rec) == 24, "struct rec: size is not 24 on amd64" VERBSEXP_REGENERATE);
 _Static_assert(_Alignof(struct rec) == 4, "struct rec: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
