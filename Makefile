@@ -13,7 +13,11 @@
 #   make fuzz [FUZZTIME=30s]          each fuzz target for FUZZTIME
 #   make bench-scale                  generation time and peak RSS vs header size
 #   make bench                        call shims, task posting (Go vs C vs floor), lease scaling,
-#                                     collectives (coll's schedules vs the same plans from Go)
+#                                     collectives (coll's schedules vs the same plans from Go),
+#                                     in one process and across 2, 4, 8 processes (time per
+#                                     collective, host-free fraction)
+#   make bench-mpirun                 the collectives across processes under mpirun -np 2, 4, 8
+#                                     (PMIx exchange; installs libpmix and mpirun as make test does)
 #   make examples                     run the cross-channel examples on the software device
 #                                     (ccpingpong as two processes, and in two network
 #                                     namespaces when run as root)
@@ -45,7 +49,7 @@ COUNT        ?= 5
 # Interleaved runs of each make bench-gen scenario (medians are printed).
 BENCH_GEN_RUNS ?= 7
 
-.PHONY: generate test vet staticcheck fmt-check bench-gen toolchains launchers abi-check abi-baseline test-runtime bench examples origin-test origin-abi-check
+.PHONY: generate test vet staticcheck fmt-check bench-gen toolchains launchers abi-check abi-baseline test-runtime bench bench-mpirun examples origin-test origin-abi-check
 
 toolchains:
 	@scripts/ensure-toolchains
@@ -81,6 +85,7 @@ abi-baseline:
 
 vet: launchers
 	$(GO) vet ./... $(GOLDEN_CGO)
+	$(GO) vet -tags pmix ./runtime/coll
 	@for a in $(ARCHES); do \
 		echo "CGO_ENABLED=0 GOARCH=$$a go vet ./generated ./abiutil"; \
 		CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) vet ./generated ./abiutil || exit 1; \
@@ -120,9 +125,18 @@ test-runtime:
 	$(CGO_ENV) $(GO) test -race $(RUNTIME_PKGS)
 	$(CGO_ENV) GOEXPERIMENT=cgocheck2 $(GO) test $(RUNTIME_PKGS)
 
-# Benchmarks with allocations, COUNT runs each: quote medians.
+# Benchmarks with allocations, COUNT runs each: quote medians. The
+# collectives across processes run once (8 processes; their rounds are
+# interleaved inside: a few minutes on 2 cores), and print their table.
+PROC_BENCH   := BenchmarkCollectiveProcesses
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count $(COUNT) ./internal/shimtest ./runtime/task ./runtime/lease ./runtime/coll
+	$(GO) test -run '^$$' -bench . -skip '^$(PROC_BENCH)$$' -benchmem -count $(COUNT) ./internal/shimtest ./runtime/task ./runtime/lease ./runtime/coll
+	$(GO) test -run '^$$' -bench '^$(PROC_BENCH)$$' -benchtime 1x -timeout 30m ./runtime/coll
+
+# The same under mpirun, New's exchange through PMIx (-tags pmix links
+# libpmix into coll's tests): a short checked run, then the benchmark.
+bench-mpirun: launchers
+	$(GO) test -tags pmix -run '^TestCollectiveMpirunBench$$' -bench '^BenchmarkCollectiveMpirun$$' -benchtime 1x -timeout 30m -v ./runtime/coll
 
 # mpirun refuses root without --allow-run-as-root; --oversubscribe lets
 # 8 ranks share fewer cores.

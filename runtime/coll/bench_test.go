@@ -60,63 +60,83 @@ func arSum(iter uint64, size int) uint64 {
 }
 
 func benchCollectives(op verbs.ExpCalcOp, typ verbs.ExpCalcDataType) []benchCollective {
-	return []benchCollective{{
+	return []benchCollective{benchBarrier(), benchAllreduce(benchElements, op, typ), benchBroadcast(benchBytes), benchAllgather(benchBytes)}
+}
+
+func benchBarrier() benchCollective {
+	return benchCollective{
 		name:  "barrier",
 		plan:  func(rank, size int) (*plan, [2]int, int) { return barrierPlan(rank, size), [2]int{}, 0 },
 		build: func(c *Comm, _, _ *Memory) (*Schedule, error) { return c.Barrier() },
-	}, {
+	}
+}
+
+// benchAllreduce reduces count elements with op; the checks are ADD's.
+func benchAllreduce(count int, op verbs.ExpCalcOp, typ verbs.ExpCalcDataType) benchCollective {
+	return benchCollective{
 		name: "allreduce",
 		plan: func(rank, size int) (*plan, [2]int, int) {
-			pl, scratch := allreducePlan(rank, size, benchElements, op, typ)
-			n := benchElements * ElementSize
+			pl, scratch := allreducePlan(rank, size, count, op, typ)
+			n := count * ElementSize
 			return pl, [2]int{n, n}, scratch
 		},
 		build: func(c *Comm, in, out *Memory) (*Schedule, error) {
-			return c.Allreduce(in, out, benchElements, op, typ)
+			return c.Allreduce(in, out, count, op, typ)
 		},
 		fill: func(rank, _ int, iter uint64, in, _ []byte) {
-			for e := range benchElements {
+			for e := range count {
 				PutElement(in, e, arValue(iter, rank)+uint64(e), 0)
 			}
 		},
 		check: func(_, size int, iter uint64, out []byte) error {
-			for e := range benchElements {
+			for e := range count {
 				if v, _ := Element(out, e); v != arSum(iter, size)+uint64(size*e) {
 					return fmt.Errorf("element %d is %d, want %d", e, v, arSum(iter, size)+uint64(size*e))
 				}
 			}
 			return nil
 		},
-	}, {
+	}
+}
+
+// benchBroadcast broadcasts n bytes (a multiple of 8) from rank 0.
+func benchBroadcast(n int) benchCollective {
+	return benchCollective{
 		name: "broadcast",
 		plan: func(rank, size int) (*plan, [2]int, int) {
-			return broadcastPlan(rank, size, 0, benchBytes), [2]int{0, benchBytes}, 0
+			return broadcastPlan(rank, size, 0, n), [2]int{0, n}, 0
 		},
-		build: func(c *Comm, _, out *Memory) (*Schedule, error) { return c.Broadcast(0, out, benchBytes) },
+		build: func(c *Comm, _, out *Memory) (*Schedule, error) { return c.Broadcast(0, out, n) },
 		fill: func(rank, _ int, iter uint64, _, out []byte) {
 			if rank == 0 {
-				fillStamps(out[:benchBytes], iter, 0)
+				fillStamps(out[:n], iter, 0)
 			}
 		},
-		check: func(_, _ int, iter uint64, out []byte) error { return checkStamps(out[:benchBytes], iter, 0) },
-	}, {
+		check: func(_, _ int, iter uint64, out []byte) error { return checkStamps(out[:n], iter, 0) },
+	}
+}
+
+// benchAllgather gathers a block of block bytes (a multiple of 8) from
+// every rank.
+func benchAllgather(block int) benchCollective {
+	return benchCollective{
 		name: "allgather",
 		plan: func(rank, size int) (*plan, [2]int, int) {
-			return allgatherPlan(rank, size, benchBytes), [2]int{0, size * benchBytes}, 0
+			return allgatherPlan(rank, size, block), [2]int{0, size * block}, 0
 		},
-		build: func(c *Comm, _, out *Memory) (*Schedule, error) { return c.Allgather(out, benchBytes) },
+		build: func(c *Comm, _, out *Memory) (*Schedule, error) { return c.Allgather(out, block) },
 		fill: func(rank, _ int, iter uint64, _, out []byte) {
-			fillStamps(out[rank*benchBytes:(rank+1)*benchBytes], iter, rank)
+			fillStamps(out[rank*block:(rank+1)*block], iter, rank)
 		},
 		check: func(_, size int, iter uint64, out []byte) error {
 			for r := range size {
-				if err := checkStamps(out[r*benchBytes:(r+1)*benchBytes], iter, r); err != nil {
+				if err := checkStamps(out[r*block:(r+1)*block], iter, r); err != nil {
 					return fmt.Errorf("block %d: %w", r, err)
 				}
 			}
 			return nil
 		},
-	}}
+	}
 }
 
 // benchSide is one way of running a collective on every rank: run does

@@ -36,14 +36,19 @@ import (
 // side makes no cgo call for them: the comparison leans, if anything,
 // towards the stepwise side.
 //
-// Every rank lives on one software device and one goroutine drives them
-// round-robin like a progress engine: each rank is a small state machine
-// (stepRank.advance) that runs until a wait is not met, having polled
-// once. Everything a run touches is built beforehand, in C memory where
-// the verbs read it, so a run allocates nothing.
+// Each rank is a small state machine (stepRank.advance) that runs until
+// a wait is not met, having polled once. In a world of newStepWorld every
+// rank lives on one software device and one goroutine drives them
+// round-robin like a progress engine (run); in one of newStepProcess
+// (stepwise_processes_test.go) a process holds one rank on its own
+// device, connected over the wire to the other processes' ranks, and
+// drives it alone (start, test, wait). Everything a run touches is built
+// beforehand, in C memory where the verbs read it, so a run allocates
+// nothing.
 type stepWorld struct {
-	dev   *softdev.Device
-	ranks []*stepRank
+	dev    *softdev.Device
+	ownDev bool // opened by newStepWorld: close closes it
+	ranks  []*stepRank
 	// calls counts the calls into the generated verbs wrappers (posts
 	// and polls), polls the polls among them and empty the polls that
 	// found nothing.
@@ -68,6 +73,7 @@ type stepRank struct {
 	wc      []verbs.WC // C memory
 	calcOp  verbs.ExpCalcOp
 	calcTyp verbs.ExpCalcDataType
+	ready   *stepReady // ready messages, across processes (stepwise_processes_test.go); nil on one device
 
 	// A run's state.
 	posted    bool
@@ -185,6 +191,7 @@ func newStepWorld(size int, planOf stepPlan) (w *stepWorld, err error) {
 	if w.dev, err = softdev.Open(); err != nil {
 		return nil, err
 	}
+	w.ownDev = true
 	for r := range size {
 		pl, need, scratch := planOf(r, size)
 		sr, err := w.newRank(r, size, pl, need, scratch)
@@ -394,9 +401,7 @@ func (w *stepWorld) newRank(rank, size int, pl *plan, need [2]int, scratch int) 
 // a completion mean the run cannot complete (every poll runs the device,
 // so a second pass sees whatever the first left): an error, not a hang.
 func (w *stepWorld) run() error {
-	for _, r := range w.ranks {
-		r.posted, r.pc, r.sendsDone, r.done = false, 0, 0, false
-	}
+	w.reset()
 	left, idle := len(w.ranks), 0
 	for left > 0 {
 		moved := false
@@ -421,6 +426,16 @@ func (w *stepWorld) run() error {
 		}
 	}
 	return nil
+}
+
+// reset readies every rank for a run.
+func (w *stepWorld) reset() {
+	for _, r := range w.ranks {
+		r.posted, r.pc, r.sendsDone, r.done = false, 0, 0, false
+		if r.ready != nil {
+			clear(r.ready.got)
+		}
+	}
 }
 
 func (w *stepWorld) stuck() error {
@@ -448,12 +463,26 @@ func (w *stepWorld) advance(r *stepRank) (moved bool, err error) {
 				return false, fmt.Errorf("stepwise: rank %d: %w", r.rank, err)
 			}
 		}
+		if r.ready != nil {
+			if err := w.sendReady(r); err != nil {
+				return false, err
+			}
+		}
 		r.posted, moved = true, true
 	}
 	for ; r.pc < len(r.prog); r.pc++ {
 		o := &r.prog[r.pc]
 		switch o.kind {
 		case stepSend:
+			if r.ready != nil {
+				ok, err := w.takeReady(r, o.peer)
+				if err != nil {
+					return moved, err
+				}
+				if !ok {
+					return moved, nil
+				}
+			}
 			for i := range o.calcs {
 				c := &o.calcs[i]
 				stepReduce(r.calcOp, r.calcTyp, c.operands, c.result)
@@ -519,7 +548,8 @@ func (w *stepWorld) poll(r *stepRank, cq *verbs.CQ) (int, error) {
 	return int(n), nil
 }
 
-// close destroys everything newStepWorld made and closes the device.
+// close destroys everything the world made and closes the device if it
+// opened it.
 func (w *stepWorld) close() error {
 	if w.dev == nil {
 		return nil
@@ -543,7 +573,9 @@ func (w *stepWorld) close() error {
 	for _, p := range w.cmem {
 		errs = append(errs, softdev.Free(p))
 	}
-	errs = append(errs, w.dev.Close())
+	if w.ownDev {
+		errs = append(errs, w.dev.Close())
+	}
 	w.dev = nil
 	return errors.Join(errs...)
 }
