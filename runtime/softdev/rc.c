@@ -928,8 +928,7 @@ int sd_rc_timers(struct sd_device *d, uint64_t now)
 			continue;
 		if (r->rnr_wait) {
 			r->rnr_wait = 0;
-			q->ws.retrans++;
-			retransmit(d, q);
+			retransmit(d, q); /* counts what it sends again */
 			rearm(d, q);
 		} else if (r->una != r->npsn) {
 			q->ws.timeouts++;

@@ -280,8 +280,10 @@ func wireRules() []wireRule {
 					if c.Status != verbs.WCRnrRetryExcErr {
 						n.t.Errorf("to rank %d: %+v, want RNR_RETRY_EXC_ERR", p, sum([]verbs.ExpWC{c}))
 					}
-					if w, _ := f.d.QPWire(n.qp[p]); w.RNRNaksReceived != 4 {
-						n.t.Errorf("to rank %d: %d RNR NAKs, want rnr_retry + 1 = 4", p, w.RNRNaksReceived)
+					// One packet, sent once and again after each of the
+					// first 3 NAKs (the retransmissions were counted twice).
+					if w, _ := f.d.QPWire(n.qp[p]); w.RNRNaksReceived != 4 || w.Retransmitted != 3 || w.TxPackets != 4 {
+						n.t.Errorf("to rank %d: %d RNR NAKs, %d packets, %d sent again; want rnr_retry + 1 = 4, 4, 3", p, w.RNRNaksReceived, w.TxPackets, w.Retransmitted)
 					}
 					if min := 3 * 1280 * time.Microsecond; time.Since(start) < min {
 						n.t.Errorf("to rank %d: failed after %v, before 3 RNR timers (%v)", p, time.Since(start), min)
