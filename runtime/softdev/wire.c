@@ -776,12 +776,29 @@ static void *transport(void *arg)
 			ts.tv_nsec = (long)(wait % 1000000000ull);
 			tp = &ts;
 		}
-		int k = epoll_pwait2(n->epfd, evs, 64, tp, NULL);
+		int k;
+	again:
+		k = epoll_pwait2(n->epfd, evs, 64, tp, NULL);
 		if (k < 0 && errno == ENOSYS) {
 			int ms = tp == NULL ? -1 : (int)((until - now + 999999) / 1000000);
 			k = epoll_wait(n->epfd, evs, 64, ms);
 		}
-		sd_lock_clean(d);
+		if (k > 0 && pthread_mutex_trylock(&d->lock) != 0) {
+			/* Whoever holds the device (a poller, a poster) reads the
+			 * wire itself; what it leaves is reported again (the set
+			 * is level-triggered). Waiting for the lock would only
+			 * queue this thread behind a poller that spins on it. */
+			sched_yield();
+			now = sd_now();
+			if (tp != NULL) {
+				uint64_t wait = until > now ? until - now : 0;
+				ts.tv_sec = (time_t)(wait / 1000000000ull);
+				ts.tv_nsec = (long)(wait % 1000000000ull);
+			}
+			goto again;
+		}
+		if (k <= 0)
+			sd_lock_clean(d);
 		__atomic_store_n(&n->sleep_until, 0, __ATOMIC_RELAXED);
 		if (n->stop) {
 			sd_unlock(d);
