@@ -34,6 +34,7 @@ const (
 type echoInfo struct {
 	GID  [16]byte
 	QPN  uint32
+	MTU  verbs.MTU // the port's active MTU
 	TCP  string
 	Addr uint64
 }
@@ -41,19 +42,18 @@ type echoInfo struct {
 // wireEnd is one process's side of the benchmark: a QP with its CQ and a
 // registered buffer.
 type wireEnd struct {
-	f      *fixture
-	cq     *verbs.CQ
-	qp     *verbs.QP
-	buf    []byte
-	mr     *verbs.MR
-	wc     []verbs.ExpWC
-	sge    []verbs.SGE
-	swr    *verbs.ExpSendWR
-	rwr    []verbs.RecvWR
-	bad    **verbs.ExpSendWR
-	rbad   **verbs.RecvWR
-	sends  int
-	posted int //lint:ignore U1000 not read yet (kept for the transport work)
+	f     *fixture
+	cq    *verbs.CQ
+	qp    *verbs.QP
+	buf   []byte
+	mr    *verbs.MR
+	wc    []verbs.ExpWC
+	sge   []verbs.SGE
+	swr   *verbs.ExpSendWR
+	rwr   []verbs.RecvWR
+	bad   **verbs.ExpSendWR
+	rbad  **verbs.RecvWR
+	sends int
 }
 
 func newWireEnd(t testing.TB) *wireEnd {
@@ -119,8 +119,21 @@ func (e *wireEnd) next(t testing.TB) verbs.ExpWC {
 	}
 }
 
-func (e *wireEnd) connect(t testing.TB, peer echoInfo) {
-	connectOne(t, e.qp, peer.QPN, peer.GID, defaultLink())
+// info is what the peer needs to connect to e.
+func (e *wireEnd) info(t testing.TB) echoInfo {
+	a, err := e.f.d.QueryPort(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return echoInfo{GID: e.f.d.GID(), QPN: e.qp.QPNum, MTU: a.ActiveMTU}
+}
+
+// connect connects e to peer at the smaller of the two active MTUs, as
+// perftest does (4096 on loopback).
+func (e *wireEnd) connect(t testing.TB, mine, peer echoInfo) {
+	l := defaultLink()
+	l.mtu = min(mine.MTU, peer.MTU)
+	connectOne(t, e.qp, peer.QPN, peer.GID, l)
 }
 
 // TestWireEchoPeer is BenchmarkWire's other process; outside one it does
@@ -136,8 +149,10 @@ func TestWireEchoPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	infos := exchangeEcho(t, self, echoInfo{GID: e.f.d.GID(), QPN: e.qp.QPNum, TCP: ln.Addr().String()})
-	e.connect(t, infos[0])
+	mine := e.info(t)
+	mine.TCP = ln.Addr().String()
+	infos := exchangeEcho(t, self, mine)
+	e.connect(t, mine, infos[0])
 	for i := range echoRecvs {
 		e.recv(t, i)
 	}
@@ -165,6 +180,7 @@ func exchangeEcho(t testing.TB, self multiproc.Self, mine echoInfo) []echoInfo {
 	b := make([]byte, 0, 64)
 	b = append(b, mine.GID[:]...)
 	b = binary.LittleEndian.AppendUint32(b, mine.QPN)
+	b = append(b, byte(mine.MTU))
 	b = append(b, mine.TCP...)
 	all, err := self.Exchange()(b)
 	if err != nil {
@@ -174,7 +190,8 @@ func exchangeEcho(t testing.TB, self multiproc.Self, mine echoInfo) []echoInfo {
 	for r, a := range all {
 		copy(out[r].GID[:], a)
 		out[r].QPN = binary.LittleEndian.Uint32(a[16:])
-		out[r].TCP = string(a[20:])
+		out[r].MTU = verbs.MTU(a[20])
+		out[r].TCP = string(a[21:])
 	}
 	return out
 }
@@ -217,8 +234,9 @@ func BenchmarkWire(b *testing.B) {
 	j := multiproc.Start(b, 2, multiproc.Config{Test: "TestWireEchoPeer", Own: 1, Timeout: 10 * time.Minute})
 	self := j.Self(0)
 	e := newWireEnd(b)
-	infos := exchangeEcho(b, self, echoInfo{GID: e.f.d.GID(), QPN: e.qp.QPNum})
-	e.connect(b, infos[1])
+	mine := e.info(b)
+	infos := exchangeEcho(b, self, mine)
+	e.connect(b, mine, infos[1])
 	for i := range echoRecvs {
 		e.recv(b, i)
 	}
