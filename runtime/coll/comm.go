@@ -541,20 +541,24 @@ func (c *Comm) connectAll(local Endpoint) error {
 // connect moves qp through INIT, RTR and RTS to remote's QP addr, with
 // the attributes of an RC connection to another host's HCA.
 func (c *Comm) connect(qp *verbs.QP, remote Endpoint, addr QPAddr, psn uint32) error {
+	return connectRC(qp, c.opts.Port, c.eps[c.rank], remote, addr, psn)
+}
+
+// connectRC is Comm.connect for qp on port of the device local describes.
+func connectRC(qp *verbs.QP, port uint8, local, remote Endpoint, addr QPAddr, psn uint32) error {
 	attr, err := cmem[verbs.ExpQPAttr]()
 	if err != nil {
 		return err
 	}
 	defer free(unsafe.Pointer(attr))
-	*attr = verbs.ExpQPAttr{QPState: verbs.QpsInit, PortNum: c.opts.Port,
+	*attr = verbs.ExpQPAttr{QPState: verbs.QpsInit, PortNum: port,
 		QPAccessFlags: int32(verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead)}
 	if err := verbs.ExpModifyQP(qp, attr, uint64(verbs.ExpQPState|verbs.ExpQPPkeyIndex|verbs.ExpQPPort|verbs.ExpQPAccessFlags)); err != nil {
 		return fmt.Errorf("to INIT: %w", err)
 	}
-	local := c.eps[c.rank]
 	*attr = verbs.ExpQPAttr{QPState: verbs.QpsRtr, PathMTU: verbs.MTU(min(local.MTU, remote.MTU)),
 		DestQPNum: addr.QPNum, RQPSN: addr.PSN, MaxDestRdAtomic: 1, MinRnrTimer: 12}
-	attr.AHAttr.Dlid, attr.AHAttr.PortNum = remote.LID, c.opts.Port
+	attr.AHAttr.Dlid, attr.AHAttr.PortNum = remote.LID, port
 	if remote.LinkLayer == verbs.LinkLayerEthernet {
 		attr.AHAttr.IsGlobal = 1
 		*attr.AHAttr.GRH.Dgid.Raw() = remote.GID

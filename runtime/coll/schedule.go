@@ -640,8 +640,7 @@ func (s *Schedule) WaitContext(ctx context.Context) error {
 	if s == nil || s.schedule == nil {
 		return errNilSchedule("Wait")
 	}
-	var nap time.Duration
-	var start time.Time
+	var pace waitPacer
 	for polls := 0; ; polls++ {
 		done, err := s.Test()
 		if done || err != nil {
@@ -652,28 +651,7 @@ func (s *Schedule) WaitContext(ctx context.Context) error {
 		}
 		p := s.c.opts.Progress
 		if p == nil {
-			// A run that takes longer than a few polls waits for a peer
-			// process: on an oversubscribed host (more ranks than cores)
-			// that process needs this core, which runtime.Gosched does
-			// not give up and sched_yield does (measured at 4 ranks on 2
-			// cores: 2.6 ms per allreduce with Gosched, 0.58 ms with
-			// sched_yield). A run older than waitYield waits for a late
-			// peer or a retransmission: nap, with nanosleep (Go's timers
-			// round a short sleep of an otherwise idle process up to the
-			// netpoller's millisecond).
-			switch {
-			case polls < waitSpins:
-				runtime.Gosched()
-			case polls == waitSpins:
-				start = time.Now()
-				fallthrough
-			case time.Since(start) < waitYield:
-				schedYield()
-			default:
-				nap = min(max(2*nap, waitNapMin), waitNapMax)
-				ts := syscall.NsecToTimespec(int64(nap))
-				_ = syscall.Nanosleep(&ts, nil)
-			}
+			pace.pause()
 			continue
 		}
 		if err := p(); err != nil {
@@ -764,6 +742,39 @@ func cmemSlice[T any](n int) ([]T, error) {
 }
 
 func free(p unsafe.Pointer) { C.free(p) }
+
+// waitPacer spaces the polls of a wait without Progress. A run that
+// takes longer than a few polls waits for a peer process: on an
+// oversubscribed host (more ranks than cores) that process needs this
+// core, which runtime.Gosched does not give up and sched_yield does
+// (measured at 4 ranks on 2 cores: 2.6 ms per allreduce with Gosched,
+// 0.58 ms with sched_yield). A run older than waitYield waits for a late
+// peer or a retransmission: nap, with nanosleep (Go's timers round a
+// short sleep of an otherwise idle process up to the netpoller's
+// millisecond).
+type waitPacer struct {
+	polls int
+	start time.Time
+	nap   time.Duration
+}
+
+// pause is the pause after one poll that found the run incomplete.
+func (w *waitPacer) pause() {
+	switch {
+	case w.polls < waitSpins:
+		runtime.Gosched()
+	case w.polls == waitSpins:
+		w.start = time.Now()
+		fallthrough
+	case time.Since(w.start) < waitYield:
+		schedYield()
+	default:
+		w.nap = min(max(2*w.nap, waitNapMin), waitNapMax)
+		ts := syscall.NsecToTimespec(int64(w.nap))
+		_ = syscall.Nanosleep(&ts, nil)
+	}
+	w.polls++
+}
 
 // schedYield gives the CPU to another thread or process that can run.
 func schedYield() { _, _, _ = syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }

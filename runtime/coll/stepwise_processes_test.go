@@ -8,10 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
-	"syscall"
-	"time"
-	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
@@ -215,28 +211,11 @@ func (w *stepWorld) takeReady(r *stepRank, peer int) (bool, error) {
 }
 
 // stepConnect moves qp through INIT, RTR and RTS to the QP destQPN of
-// the device whose GID is dgid, over RoCE (a GRH, port 1).
+// the device whose GID is dgid, over RoCE (a GRH, port 1), with the
+// attributes coll's own connections have (connectRC).
 func stepConnect(qp *verbs.QP, dgid [16]byte, mtu verbs.MTU, destQPN, rqPSN, sqPSN uint32) error {
-	attr := softdev.Calloc[verbs.ExpQPAttr]()
-	defer softdev.Free(unsafe.Pointer(attr))
-	*attr = verbs.ExpQPAttr{QPState: verbs.QpsInit, PortNum: 1,
-		QPAccessFlags: int32(verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead)}
-	if err := verbs.ExpModifyQP(qp, attr, uint64(verbs.ExpQPState|verbs.ExpQPPkeyIndex|verbs.ExpQPPort|verbs.ExpQPAccessFlags)); err != nil {
-		return fmt.Errorf("to INIT: %w", err)
-	}
-	*attr = verbs.ExpQPAttr{QPState: verbs.QpsRtr, PathMTU: mtu, DestQPNum: destQPN, RQPSN: rqPSN, MaxDestRdAtomic: 1, MinRnrTimer: 12}
-	attr.AHAttr.PortNum, attr.AHAttr.IsGlobal, attr.AHAttr.GRH.HopLimit = 1, 1, 64
-	*attr.AHAttr.GRH.Dgid.Raw() = dgid
-	if err := verbs.ExpModifyQP(qp, attr, uint64(verbs.ExpQPState|verbs.ExpQPAv|verbs.ExpQPPathMTU|verbs.ExpQPDestQPN|
-		verbs.ExpQPRQPSN|verbs.ExpQPMaxDestRdAtomic|verbs.ExpQPMinRnrTimer)); err != nil {
-		return fmt.Errorf("to RTR: %w", err)
-	}
-	*attr = verbs.ExpQPAttr{QPState: verbs.QpsRts, SQPSN: sqPSN, Timeout: 14, RetryCnt: 7, RnrRetry: 7, MaxRdAtomic: 1}
-	if err := verbs.ExpModifyQP(qp, attr, uint64(verbs.ExpQPState|verbs.ExpQPTimeout|verbs.ExpQPRetryCnt|verbs.ExpQPRnrRetry|
-		verbs.ExpQPSQPSN|verbs.ExpQPMaxQPRdAtomic)); err != nil {
-		return fmt.Errorf("to RTS: %w", err)
-	}
-	return nil
+	ep := Endpoint{MTU: uint8(mtu), LinkLayer: uint8(verbs.LinkLayerEthernet), GID: dgid}
+	return connectRC(qp, 1, ep, ep, QPAddr{QPNum: destQPN, PSN: rqPSN}, sqPSN)
 }
 
 // start begins a run of the process's rank: its receives, and what it
@@ -260,15 +239,11 @@ func (w *stepWorld) test() (bool, error) {
 }
 
 // wait tests until the run is complete, pausing between tests as
-// Schedule.WaitContext does without Progress (schedule.go: waitSpins
-// tests with Gosched, then sched_yield until the wait has taken
-// waitYield, then nanosleep naps from waitNapMin doubling to
-// waitNapMax), so that both sides of a benchmark share the CPU alike;
-// ctx bounds it.
+// Schedule.WaitContext does without Progress (waitPacer), so that both
+// sides of a benchmark share the CPU alike; ctx bounds it.
 func (w *stepWorld) wait(ctx context.Context) error {
-	var nap time.Duration
-	var start time.Time
-	for polls := 0; ; polls++ {
+	var pace waitPacer
+	for {
 		done, err := w.test()
 		if done || err != nil {
 			return err
@@ -276,19 +251,7 @@ func (w *stepWorld) wait(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("stepwise: rank %d: %w", w.ranks[0].rank, err)
 		}
-		switch {
-		case polls < waitSpins:
-			runtime.Gosched()
-		case polls == waitSpins:
-			start = time.Now()
-			fallthrough
-		case time.Since(start) < waitYield:
-			schedYield()
-		default:
-			nap = min(max(2*nap, waitNapMin), waitNapMax)
-			ts := syscall.NsecToTimespec(int64(nap))
-			_ = syscall.Nanosleep(&ts, nil)
-		}
+		pace.pause()
 	}
 }
 
