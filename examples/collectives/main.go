@@ -331,6 +331,7 @@ func barrier(w *world, cfg config) (*collective, error) {
 	late := 0
 	c.prepare = func(it int) { late = it * 7 % cfg.ranks }
 	if w.w == nil { // one rank of a job: the late one posts barrierLag after the others
+		c.name = fmt.Sprintf("barrier (one rank %v late)", barrierLag)
 		me := w.local[0].Rank()
 		var posted time.Time
 		c.post = func() error {

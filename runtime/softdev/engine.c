@@ -309,14 +309,10 @@ static int step(struct sd_device *d, struct sd_qp *q)
 
 /* Rounds over the QPs in creation order until one makes no progress.
  * Packets between QPs of this device are delivered after each step, so
- * such a transfer completes within its step, at both ends. The wire is
- * looked at first (it may have brought answers), whether or not the
- * device was quiet. */
-long sd_run(struct sd_device *d)
+ * such a transfer completes within its step, at both ends. */
+long sd_run_queues(struct sd_device *d)
 {
 	long total = 0;
-	if (sd_net_poll(d))
-		d->quiet = 0;
 	if (d->quiet)
 		return 0;
 	for (;;) {
@@ -332,6 +328,15 @@ long sd_run(struct sd_device *d)
 	sd_net_flush(d);
 	d->quiet = 1;
 	return total;
+}
+
+/* sd_run_queues after a look at the wire (it may have brought answers),
+ * whether or not the device was quiet: what polls and Progress run. */
+long sd_run(struct sd_device *d)
+{
+	if (sd_net_poll(d))
+		d->quiet = 0;
+	return sd_run_queues(d);
 }
 
 /* A QP whose send queue holds work that cannot run, after sd_run: every

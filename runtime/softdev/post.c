@@ -327,13 +327,13 @@ static int post_recv_list(struct sd_qp *q, struct ibv_recv_wr *wr, struct ibv_re
 
 /* Unlocks after a post. An autonomous device starts on what was posted
  * at once, as an HCA's doorbell starts it: the posting thread runs the
- * device until nothing more can run (what then waits for a peer is the
- * transport thread's, when the peer's packets come); other devices run
- * it in the next poll or Progress. */
+ * send queues until nothing more can run (what then waits for a peer is
+ * the transport thread's, when the peer's packets come: the post does not
+ * read the wire); other devices run it in the next poll or Progress. */
 static void doorbell(struct sd_device *d)
 {
 	if (d->autonomous)
-		sd_run(d);
+		sd_run_queues(d);
 	sd_unlock(d);
 }
 

@@ -564,6 +564,7 @@ struct sd_mr *sd_mr_by_key(struct sd_device *d, uint32_t key);
 void sd_queue_release_refs(struct sd_queue *q);
 void sd_queue_reset(struct sd_queue *q);
 long sd_run(struct sd_device *d);
+long sd_run_queues(struct sd_device *d);
 void sd_raise(struct sd_device *d, int type, void *element);
 void sd_qp_fatal(struct sd_device *d, struct sd_qp *q);
 

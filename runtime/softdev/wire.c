@@ -550,7 +550,8 @@ static void conn_read(struct sd_device *d, struct sd_conn *c)
 	}
 	size_t budget = SD_IN_BUF;
 	while (budget > 0) {
-		ssize_t k = recv(c->fd, c->ibuf + c->ilen, c->icap - c->ilen, MSG_DONTWAIT);
+		size_t room = c->icap - c->ilen;
+		ssize_t k = recv(c->fd, c->ibuf + c->ilen, room, MSG_DONTWAIT);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -565,6 +566,8 @@ static void conn_read(struct sd_device *d, struct sd_conn *c)
 			conn_free(d, c);
 			return;
 		}
+		if ((size_t)k < room)
+			return; /* drained: what comes later is reported again (level-triggered) */
 	}
 }
 
@@ -820,7 +823,7 @@ static void *transport(void *arg)
 		if (did)
 			d->quiet = 0;
 		if (d->autonomous)
-			sd_run(d);
+			sd_run_queues(d); /* the wire was read just above */
 		sd_net_flush(d);
 		sd_unlock(d);
 	}
