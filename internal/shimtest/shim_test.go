@@ -148,15 +148,22 @@ func TestCreateCQPointerConvention(t *testing.T) {
 	}
 }
 
+// pollRig is a CQ of ctx and room for 4 completions, in C memory, freed
+// with the test.
+func pollRig(t *testing.T, ctx *verbs.Context) (*verbs.CQ, *[4]verbs.ExpWC) {
+	cq := Calloc[verbs.CQ]()
+	t.Cleanup(func() { Free(unsafe.Pointer(cq)) })
+	cq.Context = ctx
+	wc := Calloc[[4]verbs.ExpWC]()
+	t.Cleanup(func() { Free(unsafe.Pointer(wc)) })
+	return cq, wc
+}
+
 // TestPollCountConvention: a count result, and -ENOSYS as an error.
 func TestPollCountConvention(t *testing.T) {
 	ctx := Open(true)
 	defer Close(ctx)
-	cq := Calloc[verbs.CQ]()
-	defer Free(unsafe.Pointer(cq))
-	cq.Context = ctx
-	wc := Calloc[[4]verbs.ExpWC]()
-	defer Free(unsafe.Pointer(wc))
+	cq, wc := pollRig(t, ctx)
 	SetPollResult(3, 0)
 	n, err := verbs.ExpPollCQ(cq, 4, &wc[0], uint32(unsafe.Sizeof(wc[0])))
 	if err != nil || n != 3 {
@@ -251,11 +258,7 @@ func TestPostTaskCMem(t *testing.T) {
 func TestCountErrno(t *testing.T) {
 	ctx := Open(true)
 	defer Close(ctx)
-	cq := Calloc[verbs.CQ]()
-	defer Free(unsafe.Pointer(cq))
-	cq.Context = ctx
-	wc := Calloc[[4]verbs.ExpWC]()
-	defer Free(unsafe.Pointer(wc))
+	cq, wc := pollRig(t, ctx)
 	SetPollResult(-1, syscall.EIO)
 	defer SetPollResult(0, 0)
 	n, err := verbs.ExpPollCQ(cq, 4, &wc[0], uint32(unsafe.Sizeof(wc[0])))
