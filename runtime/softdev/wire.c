@@ -772,36 +772,34 @@ static void *transport(void *arg)
 			until = now + SD_HELLO_NS;
 		__atomic_store_n(&n->sleep_until, until, __ATOMIC_RELAXED);
 		sd_unlock(d);
-		struct timespec ts, *tp = NULL;
-		if (until != UINT64_MAX) {
-			uint64_t wait = until > now ? until - now : 0;
-			ts.tv_sec = (time_t)(wait / 1000000000ull);
-			ts.tv_nsec = (long)(wait % 1000000000ull);
-			tp = &ts;
-		}
 		int k;
-	again:
-		k = epoll_pwait2(n->epfd, evs, 64, tp, NULL);
-		if (k < 0 && errno == ENOSYS) {
-			int ms = tp == NULL ? -1 : (int)((until - now + 999999) / 1000000);
-			k = epoll_wait(n->epfd, evs, 64, ms);
-		}
-		if (k > 0 && pthread_mutex_trylock(&d->lock) != 0) {
-			/* Whoever holds the device (a poller, a poster) reads the
-			 * wire itself; what it leaves is reported again (the set
-			 * is level-triggered). Waiting for the lock would only
-			 * queue this thread behind a poller that spins on it. */
-			sched_yield();
-			now = sd_now();
-			if (tp != NULL) {
+		for (;;) {
+			struct timespec ts, *tp = NULL;
+			if (until != UINT64_MAX) {
 				uint64_t wait = until > now ? until - now : 0;
 				ts.tv_sec = (time_t)(wait / 1000000000ull);
 				ts.tv_nsec = (long)(wait % 1000000000ull);
+				tp = &ts;
 			}
-			goto again;
+			k = epoll_pwait2(n->epfd, evs, 64, tp, NULL);
+			if (k < 0 && errno == ENOSYS) {
+				int ms = tp == NULL ? -1 : (int)((until - now + 999999) / 1000000);
+				k = epoll_wait(n->epfd, evs, 64, ms);
+			}
+			if (k <= 0) {
+				sd_lock_clean(d);
+				break;
+			}
+			if (pthread_mutex_trylock(&d->lock) == 0)
+				break;
+			/* A poller holding the device reads the wire itself, and
+			 * anyone else lets go soon: look again (the set is
+			 * level-triggered, so what is left is reported again).
+			 * Waiting for the lock would queue this thread behind a
+			 * poller that spins on it. */
+			sched_yield();
+			now = sd_now();
 		}
-		if (k <= 0)
-			sd_lock_clean(d);
 		__atomic_store_n(&n->sleep_until, 0, __ATOMIC_RELAXED);
 		if (n->stop) {
 			sd_unlock(d);
