@@ -20,15 +20,7 @@ import (
 // exchange round, rank 0's first send reaches rank 1's QP before it is
 // ready and fails (softdev: IBV_WC_RETRY_EXC_ERR at once).
 func TestPostRightAfterNew(t *testing.T) {
-	dev, err := softdev.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := dev.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	dev := openDevice(t)
 	const size = 2
 	x := coll.NewInProcess(size)
 	errs := make([]error, size)

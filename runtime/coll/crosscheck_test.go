@@ -14,7 +14,6 @@ import (
 	verbs "github.com/verbsexp/verbsexp/generated"
 	"github.com/verbsexp/verbsexp/runtime/coll"
 	"github.com/verbsexp/verbsexp/runtime/lease"
-	"github.com/verbsexp/verbsexp/runtime/softdev"
 )
 
 // rewrite changes one endpoint of one rank's view of the first round.
@@ -98,15 +97,7 @@ func TestNewRefusesLyingPeers(t *testing.T) {
 // others, who then report its error.
 func allreduceWithRewrite(t *testing.T, tc rewrite) ([]uint64, []error) {
 	t.Helper()
-	dev, err := softdev.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := dev.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	dev := openDevice(t)
 	x := coll.NewInProcess(tc.size)
 	sums, errs := make([]uint64, tc.size), make([]error, tc.size)
 	opts := coll.Options{} // no Progress: ranks poll concurrently, as processes would

@@ -145,15 +145,27 @@ func TestCopiedHandles(t *testing.T) {
 	wantErr(t, "zero Memory Close", zm.Close(), syscall.EINVAL, "nil Memory")
 }
 
-// singleRank is a one-rank communicator on a device of its own, which
-// cleanup closes.
-func singleRank(t *testing.T) *coll.Comm {
+// openDevice opens a softdev device that cleanup closes (an error there
+// fails t).
+func openDevice(t *testing.T) *softdev.Device {
 	t.Helper()
 	dev, err := softdev.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { dev.Close() })
+	t.Cleanup(func() {
+		if err := dev.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return dev
+}
+
+// singleRank is a one-rank communicator on a device of its own, which
+// cleanup closes.
+func singleRank(t *testing.T) *coll.Comm {
+	t.Helper()
+	dev := openDevice(t)
 	c, err := coll.New(dev.Context(), 0, 1, coll.NewInProcess(1).For(0), coll.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -100,15 +100,7 @@ func TestCollectivesAcrossProcesses(t *testing.T) {
 
 func collectivesRank(t *testing.T, self multiproc.Self) {
 	r, n := self.Rank, self.Size
-	dev, err := softdev.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := dev.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	dev := openDevice(t)
 	c, err := coll.New(dev.Context(), r, n, self.Exchange(), coll.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -326,11 +318,7 @@ func TestInPlaceLatePeer(t *testing.T) {
 func sumRank(t *testing.T, exchange coll.Exchange) (*softdev.Device, *lease.Buffer, *coll.Schedule) {
 	t.Helper()
 	self, _ := multiproc.Rank()
-	dev, err := softdev.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
+	dev := openDevice(t)
 	c, err := coll.New(dev.Context(), self.Rank, self.Size, exchange, coll.Options{})
 	if err != nil {
 		t.Fatal(err)
