@@ -107,14 +107,7 @@ func main() {
 	if err := os.WriteFile(exp, []byte(strings.Replace(string(b), anchor, anchor+"\n    uint64_t user_extra;", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "tool", "gen", "check", "-I", "include", "-baseline", base, "./internal/verbs")
-	cmd.Dir = mod
-	cmd.Env = append(os.Environ(), env...)
-	o, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("gen check after the header change: %v, want exit 1\n%s", err, o)
-	}
+	o := genCheckFails(t, mod, env, "-I", "include", "-baseline", base, "./internal/verbs")
 	for _, want := range []string{
 		"1/3 current:  FAIL: ./internal/verbs/ (committed) is not what gen makes of include now",
 		"record-size struct ibv_exp_task: 40 → 48",
@@ -221,14 +214,7 @@ func userRelease(t *testing.T, mod string, env []string, inc, guard string, step
 	if err := os.WriteFile(exp, []byte(strings.Replace(string(b), anchor, anchor+"\n    uint32_t user_again;", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd = exec.Command("go", "tool", "gen", "check", "third_party/verbsexp/generated")
-	cmd.Dir = mod
-	cmd.Env = append(os.Environ(), env...)
-	o, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("gen check after the header change: %v, want exit 1\n%s", err, o)
-	}
+	o := genCheckFails(t, mod, env, "third_party/verbsexp/generated")
 	for _, w := range []string{"record-size struct ibv_exp_task: 48 → 56", "regenerate it: go tool gen module -I " + inc + " -o third_party/verbsexp"} {
 		if !strings.Contains(string(o), w) {
 			t.Errorf("gen check output lacks %q:\n%s", w, o)
@@ -319,4 +305,19 @@ func sameFiles(a, b map[string][]byte) bool {
 		}
 	}
 	return true
+}
+
+// genCheckFails runs go tool gen check with args in the module mod after
+// a header change: it must exit 1; its output is returned.
+func genCheckFails(t *testing.T, mod string, env []string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"tool", "gen", "check"}, args...)...)
+	cmd.Dir = mod
+	cmd.Env = append(os.Environ(), env...)
+	o, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("gen check after the header change: %v, want exit 1\n%s", err, o)
+	}
+	return o
 }
