@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 #include "softdev.h"
 
 /* ------------------------------------------------------------------ */
@@ -39,6 +40,20 @@
  * prod counts the CQEs written: that is what CQE_WAIT compares against,
  * polled or not.
  */
+/* A completion event, as ibv_req_notify_cq asked for it: one struct
+ * ibv_comp_event (the CQ's address) on the channel's fd, read there by
+ * ibv_get_cq_event; the arm is spent. A solicited-only arm wakes for a
+ * solicited receive or an error, as on an HCA. */
+static void cq_notify(struct sd_cq *c, const struct sd_cqe *e)
+{
+	if (c->armed == SD_ARM_NONE ||
+	    (c->armed == SD_ARM_SOLICITED && !e->solicited && e->status == IBV_WC_SUCCESS))
+		return;
+	c->armed = SD_ARM_NONE;
+	uint64_t handle = (uintptr_t)&c->ibv;
+	(void)!write(c->notify_fd, &handle, sizeof handle); /* non-blocking: a full pipe loses it */
+}
+
 static void cq_push(struct sd_device *d, struct sd_cq *c, struct sd_qp *q, const struct sd_cqe *e)
 {
 	int ignore = (c->flags & (SD_CQ_CROSS_CHANNEL | SD_CQ_IGNORE_OVERRUN)) != 0;
@@ -56,6 +71,7 @@ static void cq_push(struct sd_device *d, struct sd_cq *c, struct sd_qp *q, const
 		c->lost++; /* overwritten before it was polled */
 	*slot = *e;
 	slot->idx = c->prod++;
+	cq_notify(c, e);
 }
 
 /* Can the consumer take the slot at its index? Written in its pass. */
@@ -195,8 +211,9 @@ void sd_sq_done_next(struct sd_device *d, struct sd_qp *q, uint32_t status)
  * receive CQ, src_qp the requester's QP number; an error puts the QP in
  * the error state. */
 void sd_rq_complete(struct sd_device *d, struct sd_qp *p, uint32_t status, uint32_t opcode,
-                    uint64_t len, int with_imm, uint32_t imm)
+                    uint64_t len, int flags, uint32_t imm)
 {
+	int with_imm = (flags & SD_RQ_IMM) != 0;
 	struct sd_wqe *r = sd_wqe_at(&p->rq, p->rq.tail, NULL);
 	struct sd_cqe e = {
 		.wr_id = r->wr_id,
@@ -211,6 +228,7 @@ void sd_rq_complete(struct sd_device *d, struct sd_qp *p, uint32_t status, uint3
 		.imm = with_imm ? imm : 0,
 		.qp_num = p->ibv.qp_num,
 		.src_qp = p->path.dest_qpn,
+		.solicited = (flags & SD_RQ_SOLICITED) != 0,
 	};
 	d->executed++;
 	p->rq.tail++;

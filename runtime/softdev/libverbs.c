@@ -697,60 +697,6 @@ static int sdl_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 	return err;
 }
 
-/* ops.query_qp: what the device keeps of a QP: its state, access, path
- * (address vector with its GRH, MTU, destination, PSNs as set), timers,
- * retry counts and read/atomic depths, and its capacities. */
-int sd_op_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
-                   struct ibv_qp_init_attr *init)
-{
-	struct sd_device *d = sd_dev(qp->context);
-	int err = sd_enter(d);
-	if (err != 0)
-		return err;
-	struct sd_qp *q = sd_qp_of(d, qp);
-	if (q == NULL) {
-		sd_unlock(d);
-		return EINVAL;
-	}
-	struct ibv_qp_cap cap = {
-		.max_send_wr = q->sq.depth, .max_recv_wr = q->rq.depth,
-		.max_send_sge = q->sq.max_sge, .max_recv_sge = q->rq.max_sge,
-		.max_inline_data = q->sq.max_inline,
-	};
-	memset(attr, 0, sizeof *attr);
-	attr->qp_state = attr->cur_qp_state = q->ibv.state;
-	attr->qp_access_flags = q->access;
-	attr->dest_qp_num = q->path.dest_qpn;
-	attr->port_num = 1;
-	attr->cap = cap;
-	attr->path_mtu = q->path.path_mtu ? (enum ibv_mtu)q->path.path_mtu : IBV_MTU_256;
-	attr->rq_psn = q->path.rq_psn;
-	attr->sq_psn = q->path.sq_psn;
-	attr->timeout = q->path.timeout;
-	attr->retry_cnt = q->path.retry_cnt;
-	attr->rnr_retry = q->path.rnr_retry;
-	attr->min_rnr_timer = q->path.min_rnr_timer;
-	attr->max_rd_atomic = q->path.max_rd_atomic;
-	attr->max_dest_rd_atomic = q->path.max_dest_rd_atomic;
-	if (q->path.link != NULL) {
-		attr->ah_attr.is_global = 1;
-		memcpy(attr->ah_attr.grh.dgid.raw, q->path.dgid, 16);
-		attr->ah_attr.grh.hop_limit = q->path.hop_limit;
-		attr->ah_attr.grh.sgid_index = q->path.sgid_index;
-		attr->ah_attr.dlid = q->path.dlid;
-		attr->ah_attr.port_num = q->path.port;
-	}
-	memset(init, 0, sizeof *init);
-	init->qp_context = q->ibv.qp_context;
-	init->send_cq = q->ibv.send_cq;
-	init->recv_cq = q->ibv.recv_cq;
-	init->cap = cap;
-	init->qp_type = IBV_QPT_RC;
-	init->sq_sig_all = q->sig_all;
-	sd_unlock(d);
-	(void)mask; /* every attribute is filled, as providers may */
-	return 0;
-}
 
 static int sdl_destroy_qp(struct ibv_qp *qp);
 SAME_TYPE(sdl_destroy_qp, ibv_destroy_qp);

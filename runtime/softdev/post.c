@@ -195,6 +195,8 @@ static int post_send_one(struct sd_device *d, struct sd_qp *q, const struct sd_s
 		w.flags |= SD_WQE_SIGNALED;
 	if (cross && (r->flags & IBV_EXP_SEND_WAIT_EN_LAST))
 		w.flags |= SD_WQE_EN_LAST;
+	if (r->flags & IBV_EXP_SEND_SOLICITED)
+		w.flags |= SD_WQE_SOLICITED;
 
 	if (calc) {
 		const struct ibv_exp_send_wr *x = r->x;

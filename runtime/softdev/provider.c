@@ -5,9 +5,11 @@
  * (PDs, MRs, CQs, QPs and their state machine). The data path is in
  * post.c, execution and polling in engine.c.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -359,7 +361,7 @@ static struct ibv_cq *op_exp_create_cq(struct ibv_context *ctx, int cqe,
 	struct sd_device *d = sd_dev(ctx);
 	uint32_t flags = 0;
 
-	if (cqe <= 0 || (uint32_t)cqe > d->max_cqe || channel != NULL) {
+	if (cqe <= 0 || (uint32_t)cqe > d->max_cqe) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -387,7 +389,30 @@ static struct ibv_cq *op_exp_create_cq(struct ibv_context *ctx, int cqe,
 	}
 	for (uint32_t i = 0; i < size; i++)
 		ring[i].idx = UINT64_MAX;
+	/* Events go to the channel's pipe through a writer of the CQ's own
+	 * (sd_event_pipe): the channel outlives the CQ (libibverbs refuses
+	 * to destroy it before), the writer goes with the CQ. */
+	c->notify_fd = -1;
+	if (channel != NULL) {
+		char path[64];
+		snprintf(path, sizeof path, "/proc/self/fd/%d", channel->fd);
+		struct stat st;
+		int e = 0;
+		if (fstat(channel->fd, &st) != 0 || !S_ISFIFO(st.st_mode))
+			e = EINVAL; /* not a channel sd_event_pipe made */
+		else if ((c->notify_fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
+			e = errno;
+		if (e != 0) {
+			free(c);
+			free(ring);
+			errno = e;
+			return NULL;
+		}
+		c->channel = channel;
+	}
 	if ((errno = sd_enter(d)) != 0) {
+		if (c->notify_fd >= 0)
+			close(c->notify_fd);
 		free(c);
 		free(ring);
 		return NULL;
@@ -399,6 +424,8 @@ static struct ibv_cq *op_exp_create_cq(struct ibv_context *ctx, int cqe,
 	c->ibv.cqe = (int)(size - 1);
 	if (addrset_put(&d->cqset, &c->ibv, 1) != 0) {
 		sd_unlock(d);
+		if (c->notify_fd >= 0)
+			close(c->notify_fd);
 		free(c);
 		free(ring);
 		errno = ENOMEM;
@@ -470,6 +497,10 @@ static int op_destroy_cq(struct ibv_cq *cq)
 	c->dead = 1;
 	free(c->ring);
 	c->ring = NULL;
+	if (c->notify_fd >= 0)
+		close(c->notify_fd);
+	c->notify_fd = -1;
+	c->armed = SD_ARM_NONE;
 	c->next = d->dead_cqs;
 	d->dead_cqs = c;
 	sd_unlock(d);
@@ -505,12 +536,22 @@ static int op_exp_modify_cq(struct ibv_cq *cq, struct ibv_exp_cq_attr *attr, int
 	return err;
 }
 
+/* Arms the CQ: its next CQE (solicited_only: its next solicited or
+ * failed one) writes an event to its channel (cq_notify). A CQ without a
+ * channel has nowhere to send it: EINVAL. */
 static int op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
-	int err = check_open(sd_dev(cq->context));
+	struct sd_device *d = sd_dev(cq->context);
+	int err = sd_enter(d);
 	if (err != 0)
 		return err;
-	return cq->channel == NULL ? EINVAL : 0; /* no channels: nothing to arm */
+	struct sd_cq *c = sd_cq_of(d, cq);
+	if (c == NULL || c->notify_fd < 0)
+		err = EINVAL;
+	else if (c->armed != SD_ARM_ANY)
+		c->armed = solicited_only ? SD_ARM_SOLICITED : SD_ARM_ANY;
+	sd_unlock(d);
+	return err;
 }
 
 /* ------------------------------------------------------------------ */
@@ -833,11 +874,21 @@ static int modify_qp(struct ibv_qp *qp, struct sd_qp_attr *a, uint64_t mask)
 	    ((mask & IBV_QP_DEST_QPN) && a->dest_qpn > 0xffffff))
 		goto out;
 	struct sd_link *link = NULL;
+	uint8_t dgid[16];
 	if (mask & IBV_QP_AV) {
-		/* RoCE: the GRH names the peer; the port is 1 and its one GID. */
-		if (!a->ah.is_global || a->ah.grh.sgid_index != 0 || a->ah.port_num != 1)
+		/* The port is 1, with one GID. On RoCE the GRH names the peer;
+		 * on InfiniBand the dlid does unless a GRH is given (sd_lid_of:
+		 * LID 0 leads nowhere: what is sent there is never answered). */
+		if ((!a->ah.is_global && !d->port_ib) || a->ah.port_num != 1 ||
+		    (a->ah.is_global && a->ah.grh.sgid_index != 0))
 			goto out;
-		if ((link = sd_link_get(d, a->ah.grh.dgid.raw)) == NULL) {
+		if (a->ah.is_global)
+			memcpy(dgid, a->ah.grh.dgid.raw, 16);
+		else if (a->ah.dlid == 0)
+			memset(dgid, 0, 16);
+		else
+			sd_gid_of_lid(d->gid, a->ah.dlid, dgid);
+		if ((link = sd_link_get(d, dgid)) == NULL) {
 			err = ENOMEM;
 			goto out;
 		}
@@ -850,7 +901,8 @@ static int modify_qp(struct ibv_qp *qp, struct sd_qp_attr *a, uint64_t mask)
 		sd_wire_open_link(d, link);
 		if (link->kind == SD_LINK_WIRE && d->run_mode == SD_RUN_AUTO)
 			d->autonomous = 1; /* a peer elsewhere: run like an HCA */
-		memcpy(path->dgid, a->ah.grh.dgid.raw, 16);
+		memcpy(path->dgid, dgid, 16);
+		path->global = a->ah.is_global;
 		path->dlid = a->ah.dlid;
 		path->hop_limit = a->ah.grh.hop_limit;
 		path->port = a->ah.port_num;
@@ -912,6 +964,61 @@ static int op_exp_modify_qp(struct ibv_qp *qp, struct ibv_exp_qp_attr *attr, uin
 	struct sd_qp_attr a = SD_QP_ATTR_FROM(attr);
 	/* The low 21 bits of the exp mask are the standard ones. */
 	return modify_qp(qp, &a, mask);
+}
+
+/* ops.query_qp: what the device keeps of a QP: its state, access, path
+ * (address vector with its GRH, MTU, destination, PSNs as set), timers,
+ * retry counts and read/atomic depths, and its capacities. */
+int sd_op_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
+                   struct ibv_qp_init_attr *init)
+{
+	struct sd_device *d = sd_dev(qp->context);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
+	struct sd_qp *q = sd_qp_of(d, qp);
+	if (q == NULL) {
+		sd_unlock(d);
+		return EINVAL;
+	}
+	struct ibv_qp_cap cap = {
+		.max_send_wr = q->sq.depth, .max_recv_wr = q->rq.depth,
+		.max_send_sge = q->sq.max_sge, .max_recv_sge = q->rq.max_sge,
+		.max_inline_data = q->sq.max_inline,
+	};
+	memset(attr, 0, sizeof *attr);
+	attr->qp_state = attr->cur_qp_state = q->ibv.state;
+	attr->qp_access_flags = q->access;
+	attr->dest_qp_num = q->path.dest_qpn;
+	attr->port_num = 1;
+	attr->cap = cap;
+	attr->path_mtu = q->path.path_mtu ? (enum ibv_mtu)q->path.path_mtu : IBV_MTU_256;
+	attr->rq_psn = q->path.rq_psn;
+	attr->sq_psn = q->path.sq_psn;
+	attr->timeout = q->path.timeout;
+	attr->retry_cnt = q->path.retry_cnt;
+	attr->rnr_retry = q->path.rnr_retry;
+	attr->min_rnr_timer = q->path.min_rnr_timer;
+	attr->max_rd_atomic = q->path.max_rd_atomic;
+	attr->max_dest_rd_atomic = q->path.max_dest_rd_atomic;
+	if (q->path.link != NULL) {
+		attr->ah_attr.is_global = q->path.global;
+		memcpy(attr->ah_attr.grh.dgid.raw, q->path.dgid, 16);
+		attr->ah_attr.grh.hop_limit = q->path.hop_limit;
+		attr->ah_attr.grh.sgid_index = q->path.sgid_index;
+		attr->ah_attr.dlid = q->path.dlid;
+		attr->ah_attr.port_num = q->path.port;
+	}
+	memset(init, 0, sizeof *init);
+	init->qp_context = q->ibv.qp_context;
+	init->send_cq = q->ibv.send_cq;
+	init->recv_cq = q->ibv.recv_cq;
+	init->cap = cap;
+	init->qp_type = IBV_QPT_RC;
+	init->sq_sig_all = q->sig_all;
+	sd_unlock(d);
+	(void)mask; /* every attribute is filled, as providers may */
+	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -981,7 +1088,9 @@ static int op_exp_query_device(struct ibv_context *ctx, struct ibv_exp_device_at
 
 /* The port as a RoCE port reports itself: Ethernet, no LID, one GID
  * (the device's address), active while the interface holding that
- * address is up and running, with the largest MTU its frames carry. */
+ * address is up and running, with the largest MTU its frames carry. An
+ * InfiniBand port (port_ib) is the same with a link layer of its kind, a
+ * LID (sd_lid_of) and a subnet manager at LID 1. */
 static int op_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *a)
 {
 	int err = check_open(sd_dev(ctx));
@@ -1000,6 +1109,11 @@ static int op_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_
 	a->pkey_tbl_len = 1;
 	a->max_msg_sz = 1u << 31;
 	a->link_layer = IBV_LINK_LAYER_ETHERNET;
+	if (sd_dev(ctx)->port_ib) {
+		a->link_layer = IBV_LINK_LAYER_INFINIBAND;
+		a->lid = sd_dev(ctx)->lid;
+		a->sm_lid = 1;
+	}
 	return 0;
 }
 
@@ -1029,6 +1143,14 @@ void sd_limits(struct ibv_context *ctx, uint32_t *max_qp_wr, uint32_t *max_cqe)
  * queued event). Device lock held. */
 void sd_raise(struct sd_device *d, int type, void *element)
 {
+	if (d->kernel_events) {
+		/* As the kernel writes them for libibverbs to read: the object,
+		 * or the port number for a port event. A full pipe loses it. */
+		struct { uint64_t element; uint32_t event_type, reserved; } k = {
+			element != NULL ? (uintptr_t)element : 1, (uint32_t)type, 0 };
+		(void)!write(d->ev_fd, &k, sizeof k);
+		return;
+	}
 	if (d->ev_len == d->ev_cap) {
 		uint32_t cap = d->ev_cap ? 2 * d->ev_cap : 16;
 		struct sd_event *n = malloc((size_t)cap * sizeof *n);
@@ -1139,60 +1261,106 @@ static uint64_t new_guid(void)
 	return 0x02f7de0000000000ull | (r & 0xffffffffffull);
 }
 
-struct ibv_context *sd_open(const struct sd_config *cfg, int *err)
+/*
+ * The async_fd of a device whose events libibverbs reads itself
+ * (kernel_events): a pipe taking one struct ibv_kern_async_event per
+ * event, as the kernel's uverbs file does. *reader is the context's fd, a
+ * blocking description open for reading and writing; *writer the
+ * device's own, non-blocking (a full pipe loses the event rather than
+ * stalling the device). Both are reopened through /proc/self/fd so that
+ * each has a description of its own: O_NONBLOCK on one does not change
+ * the other. sd_event_pipe serves completion channels the same way.
+ */
+int sd_event_pipe(int *reader, int *writer)
 {
-	*err = ENOMEM;
-	struct sd_device *d = calloc(1, sizeof *d);
-	if (d == NULL) {
-		*err = ENOMEM;
-		return NULL;
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) != 0)
+		return errno;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", p[0]);
+	*reader = open(path, O_RDWR | O_CLOEXEC);
+	int e = errno;
+	if (writer != NULL)
+		*writer = -1;
+	if (*reader >= 0 && writer != NULL) {
+		snprintf(path, sizeof path, "/proc/self/fd/%d", p[1]);
+		*writer = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		e = errno;
+		if (*writer < 0) {
+			close(*reader);
+			*reader = -1;
+		}
 	}
-	/* async_fd is a real file descriptor, as an application expects of
-	 * an HCA's context: poll(2) it, then read events with
-	 * Device.GetAsyncEvent. */
-	int afd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
-	int efd = afd >= 0 ? fcntl(afd, F_DUPFD_CLOEXEC, 0) : -1;
-	int wfd = efd >= 0 ? eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) : -1;
-	if (afd < 0 || efd < 0 || wfd < 0) {
-		*err = errno; /* of the call that failed: EMFILE, ENFILE, ENOMEM, … */
+	close(p[0]);
+	close(p[1]);
+	return *reader >= 0 ? 0 : e;
+}
+
+/* Opens the device's file descriptors: async_fd (the context's), ev_fd
+ * (the device's own way to it) and wake_fd. 0 or the errno of the call
+ * that failed (EMFILE, ENFILE, ENOMEM, …). */
+static int open_fds(struct sd_device *d)
+{
+	struct ibv_context *ctx = &d->vctx.context;
+	int afd = -1, efd = -1, wfd = -1, e = 0;
+	if (d->kernel_events) {
+		e = sd_event_pipe(&afd, &efd);
+	} else {
+		/* async_fd is a real file descriptor, as an application expects
+		 * of an HCA's context: poll(2) it, then read events with
+		 * Device.GetAsyncEvent. */
+		afd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+		efd = afd >= 0 ? fcntl(afd, F_DUPFD_CLOEXEC, 0) : -1;
+		e = efd < 0 ? errno : 0;
+	}
+	if (e == 0 && (wfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+		e = errno;
+	if (e != 0) {
 		if (afd >= 0)
 			close(afd);
 		if (efd >= 0)
 			close(efd);
-		if (wfd >= 0)
-			close(wfd);
-		free(d);
-		return NULL;
+		return e;
 	}
+	ctx->async_fd = afd;
 	d->ev_fd = efd;
+	d->wake_fd = wfd;
+	return 0;
+}
+
+int sd_init(struct sd_device *d, const struct sd_config *cfg)
+{
+	d->kernel_events = cfg->kernel_events;
+	int e = open_fds(d);
+	if (e != 0)
+		return e;
 	pthread_mutex_init(&d->lock, NULL);
 	d->max_qp_wr = cfg->max_qp_wr;
 	d->max_cqe = cfg->max_cqe;
 	d->run_mode = cfg->autonomous;
 	d->autonomous = cfg->autonomous == SD_RUN_THREAD;
 	d->timescale = cfg->timescale > 0 ? cfg->timescale : 1;
-	d->node_guid = new_guid();
-	d->wake_fd = wfd;
+	d->node_guid = cfg->node_guid != 0 ? cfg->node_guid : new_guid();
+	d->port_ib = cfg->port_ib;
 	d->loop.kind = SD_LINK_LOOP;
-	int e = sd_net_open(d, cfg->addr, cfg->auto_loopback);
+	struct ibv_context *ctx = &d->vctx.context;
+	e = sd_net_open(d, cfg->addr, cfg->auto_loopback, cfg->listen_fd);
 	if (e != 0) {
-		close(afd);
-		close(efd);
-		close(wfd);
+		close(ctx->async_fd);
+		close(d->ev_fd);
+		close(d->wake_fd);
 		pthread_mutex_destroy(&d->lock);
-		free(d);
-		*err = e;
-		return NULL;
+		return e;
 	}
 	memcpy(d->loop.gid, d->gid, 16);
+	d->lid = d->port_ib ? sd_lid_of(d->gid) : 0;
 
-	/* The verbs context: extended, and carrying the exp record. */
+	/* The verbs context: extended, and carrying the exp record (as
+	 * libibverbs sets them up for a verbs_device's context). */
 	d->vctx.sz = sizeof(struct verbs_context);
-	d->vctx.has_comp_mask = VERBS_CONTEXT_EXP;
-	struct ibv_context *ctx = &d->vctx.context;
+	d->vctx.has_comp_mask |= VERBS_CONTEXT_EXP;
 	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
 	ctx->cmd_fd = -1;
-	ctx->async_fd = afd;
 	ctx->num_comp_vectors = 1;
 	pthread_mutex_init(&ctx->mutex, NULL);
 
@@ -1229,8 +1397,21 @@ struct ibv_context *sd_open(const struct sd_config *cfg, int *err)
 	d->exp.drv_exp_ibv_poll_cq = sd_op_exp_poll_cq;
 	d->exp.lib_exp_post_task = sd_op_post_task;
 	d->exp.drv_exp_post_task = sd_op_post_task;
-	*err = 0;
-	return ctx;
+	return 0;
+}
+
+struct ibv_context *sd_open(const struct sd_config *cfg, int *err)
+{
+	struct sd_device *d = calloc(1, sizeof *d);
+	if (d == NULL) {
+		*err = ENOMEM;
+		return NULL;
+	}
+	if ((*err = sd_init(d, cfg)) != 0) {
+		free(d);
+		return NULL;
+	}
+	return &d->vctx.context;
 }
 
 /* Frees what a closed or discarded device holds besides the records:
@@ -1262,9 +1443,9 @@ static void free_tables(struct ibv_context *ctx)
 	/* async_fd is closed, as ibv_close_device closes it, unless the user
 	 * closed it already and its number now names another file. */
 	struct stat a, e;
-	if (fstat(ctx->async_fd, &a) == 0 && fstat(d->ev_fd, &e) == 0 &&
+	if (!d->kernel_events && fstat(ctx->async_fd, &a) == 0 && fstat(d->ev_fd, &e) == 0 &&
 	    a.st_dev == e.st_dev && a.st_ino == e.st_ino)
-		close(ctx->async_fd);
+		close(ctx->async_fd); /* (libibverbs closes a kernel_events device's itself) */
 	close(d->ev_fd);
 	close(d->wake_fd);
 	ctx->async_fd = d->ev_fd = d->wake_fd = -1;
@@ -1329,6 +1510,53 @@ void sd_discard(struct ibv_context *ctx)
 	pthread_mutex_destroy(&d->lock);
 	pthread_mutex_destroy(&ctx->mutex);
 	free(d);
+}
+
+/* Undoes sd_init for a record someone else frees (libibverbs, after the
+ * provider's uninit_context): no tombstones, since the record they would
+ * hang from goes too, so every object is freed with its rings. A handle
+ * used after ibv_close_device is the caller's bug there, as on an HCA. */
+void sd_fini(struct sd_device *d)
+{
+	sd_net_stop(d);
+	sd_lock(d);
+	d->closed = 1;
+	for (struct sd_qp *q = d->qps; q != NULL; q = q->next)
+		sd_rc_stop(d, q);
+	free_tables(&d->vctx.context);
+	while (d->qps != NULL || d->dead_qps != NULL) {
+		struct sd_qp *q = d->qps != NULL ? d->qps : d->dead_qps;
+		if (q == d->qps)
+			d->qps = q->next;
+		else
+			d->dead_qps = q->next;
+		queue_free(&q->sq);
+		queue_free(&q->rq);
+		free(q);
+	}
+	while (d->cqs != NULL || d->dead_cqs != NULL) {
+		struct sd_cq *c = d->cqs != NULL ? d->cqs : d->dead_cqs;
+		if (c == d->cqs)
+			d->cqs = c->next;
+		else
+			d->dead_cqs = c->next;
+		if (c->notify_fd >= 0)
+			close(c->notify_fd);
+		free(c->ring);
+		free(c);
+	}
+	while (d->mrs != NULL) {
+		struct sd_mr *m = d->mrs;
+		d->mrs = m->next;
+		free(m);
+	}
+	while (d->pds != NULL) {
+		struct sd_pd *p = d->pds;
+		d->pds = p->next;
+		free(p);
+	}
+	sd_unlock(d);
+	pthread_mutex_destroy(&d->lock);
 }
 
 /* ------------------------------------------------------------------ */

@@ -269,6 +269,8 @@ static uint32_t emit(struct sd_device *d, struct sd_qp *q, uint64_t pos, uint32_
 			p.flags |= SD_PKT_F_IMM;
 			p.imm = w->u.xfer.imm;
 		}
+		if (last && (w->flags & SD_WQE_SOLICITED))
+			p.flags |= SD_PKT_F_SE;
 		if (last || n + 1 == budget)
 			p.flags |= SD_PKT_F_ACKREQ; /* the last of a burst: its answer says the burst arrived */
 		sd_link_send(d, l, &p);
@@ -726,6 +728,7 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 	int ends = p->op == SD_PKT_SEND_LAST || p->op == SD_PKT_SEND_ONLY || p->op == SD_PKT_WRITE_LAST ||
 	           p->op == SD_PKT_WRITE_ONLY;
 	int imm = (p->flags & SD_PKT_F_IMM) != 0;
+	int rq_flags = (imm ? SD_RQ_IMM : 0) | ((p->flags & SD_PKT_F_SE) ? SD_RQ_SOLICITED : 0);
 
 	/* The opcode sequence: a message's middle and last packets follow
 	 * its first, of its kind; a new message waits for the last one. */
@@ -796,7 +799,7 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 		if (ends) {
 			s->in_msg = 0;
 			s->msn++;
-			sd_rq_complete(d, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV, s->off, imm, p->imm);
+			sd_rq_complete(d, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV, s->off, rq_flags, p->imm);
 		} else {
 			s->in_msg = SD_OP_SEND;
 		}
@@ -822,7 +825,7 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 			s->in_msg = 0;
 			s->msn++;
 			if (imm)
-				sd_rq_complete(d, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV_RDMA_WITH_IMM, s->len, 1, p->imm);
+				sd_rq_complete(d, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV_RDMA_WITH_IMM, s->len, rq_flags, p->imm);
 		} else {
 			s->in_msg = SD_OP_WRITE;
 		}

@@ -70,7 +70,7 @@ func Open(opts ...DeviceOption) (*Device, error) {
 		addr, where = os.Getenv(AddrEnv), "$"+AddrEnv
 	}
 	c := C.struct_sd_config{max_qp_wr: C.uint32_t(l.MaxQPWR), max_cqe: C.uint32_t(l.MaxCQE), timescale: C.double(cfg.timeScale),
-		autonomous: map[runMode]C.int{runAuto: C.SD_RUN_AUTO, runThread: C.SD_RUN_THREAD, runPolls: C.SD_RUN_POLLS}[cfg.run]}
+		listen_fd: -1, autonomous: map[runMode]C.int{runAuto: C.SD_RUN_AUTO, runThread: C.SD_RUN_THREAD, runPolls: C.SD_RUN_POLLS}[cfg.run]}
 	if addr == "" {
 		c.auto_loopback = 1
 	} else {

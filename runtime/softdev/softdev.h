@@ -51,6 +51,7 @@ enum {
 	SD_WQE_INLINE   = 0x02, /* payload was copied into the ring's inline area */
 	SD_WQE_CALC     = 0x04, /* reduce the operands, send the result */
 	SD_WQE_EN_LAST  = 0x08, /* IBV_EXP_SEND_WAIT_EN_LAST was given */
+	SD_WQE_SOLICITED = 0x10, /* IBV_SEND_SOLICITED: the responder's CQE is a solicited event */
 };
 
 /* Where a send WQE is between post and retirement (sd_wqe.state). */
@@ -162,6 +163,7 @@ struct sd_cqe {
 	uint64_t      exp_flags; /* enum ibv_exp_wc_flags bits */
 	struct ibv_qp *qp;
 	uint64_t      idx;
+	uint32_t      solicited; /* a receive of a SEND with IBV_SEND_SOLICITED: wakes SD_ARM_SOLICITED */
 	uint64_t      wqe_pos;   /* the position of the WQE it completes in its queue */
 	uint32_t      wqe_gen;   /* that queue's generation when the WQE retired */
 	uint32_t      wqe_queue; /* SD_CQE_SEND or SD_CQE_RECV: the queue a poll frees slots of */
@@ -197,8 +199,18 @@ struct sd_cq {
 	int               overrun;      /* overran without ignore-overrun: in error */
 	int               dead;         /* destroyed: kept so stale handles fail cleanly */
 	uint32_t          refs;         /* QPs using the CQ, pending WAITs naming it */
+	/* Completion events: the channel given at creation (its fd takes one
+	 * struct ibv_comp_event per event, as the kernel writes them), and
+	 * what ibv_req_notify_cq armed (SD_ARM_*). */
+	struct ibv_comp_channel *channel;
+	int               notify_fd;    /* a non-blocking writer to channel->fd's pipe, or -1 */
+	int               armed;
 	struct sd_cq     *prev, *next;
 };
+
+/* What a CQ is armed for (ibv_req_notify_cq): the next CQE, or the next
+ * solicited or failed one. */
+enum { SD_ARM_NONE = 0, SD_ARM_ANY, SD_ARM_SOLICITED };
 
 /* ---- the RC transport (rc.c) and its links (link.c, wire.c) ---- */
 
@@ -234,6 +246,7 @@ enum sd_pkt_op {
 enum {
 	SD_PKT_F_IMM    = 0x1, /* SEND or WRITE LAST/ONLY with immediate data */
 	SD_PKT_F_ACKREQ = 0x2, /* the requester wants this packet acknowledged */
+	SD_PKT_F_SE     = 0x4, /* solicited event: the responder's CQE wakes a solicited-only arm */
 };
 
 /* AETH syndromes of ACK, READ response and ATOMIC ACK packets. */
@@ -295,6 +308,7 @@ struct sd_path {
 	uint8_t         retry_cnt, rnr_retry, min_rnr_timer;
 	uint8_t         max_rd_atomic, max_dest_rd_atomic;
 	uint8_t         port, sgid_index, hop_limit;
+	uint8_t         global;     /* the address vector had a GRH (else dlid named the peer) */
 	uint16_t        dlid;
 	struct sd_link *link;       /* resolved from dgid at RTR (NULL before) */
 };
@@ -421,6 +435,9 @@ struct sd_device {
 	 * the device itself and the packets on it, the wire's links, and the
 	 * state of wire.c (listener, connections, the transport thread). */
 	uint8_t                  gid[16];
+	uint16_t                 lid;       /* InfiniBand port: the address's low 16 bits (sd_lid_of) */
+	int                      port_ib;   /* the port is InfiniBand (LIDs), else Ethernet (RoCE) */
+	int                      kernel_events; /* async_fd carries struct ibv_kern_async_event records */
 	uint32_t                 ifmtu;     /* MTU of the interface the address is on */
 	int                      autonomous; /* the thread also runs the send queues */
 	int                      run_mode;   /* SD_RUN_*, as opened */
@@ -489,13 +506,32 @@ struct sd_config {
 	uint32_t max_qp_wr, max_cqe;
 	uint8_t  addr[16];      /* the IP address to listen on (IPv4-mapped or IPv6) */
 	int      auto_loopback; /* ignore addr: the first free 127.x.y.z from 127.0.0.2 */
+	int      listen_fd;     /* >= 0: a listener bound to addr at SD_WIRE_PORT to take (dup'd) */
 	int      autonomous;    /* the transport thread runs the send queues: SD_RUN_* */
 	double   timescale;     /* transport timers are multiplied by it (1: as on an HCA) */
+	int      port_ib;       /* an InfiniBand port: LID from the address, dlid resolves */
+	uint64_t node_guid;     /* 0: a random one */
+	int      kernel_events; /* async_fd as the kernel's: event records, read by libibverbs */
 };
 
 /* NULL with *err the errno (ENOMEM, EMFILE/ENFILE when no file
  * descriptor is left, the listener's bind error). */
 struct ibv_context *sd_open(const struct sd_config *cfg, int *err);
+/* The same for a device whose record the caller allocated, zeroed but for
+ * what libibverbs set in the verbs and exp contexts (the provider front
+ * end): 0 or an errno. sd_fini undoes it and frees everything the device
+ * holds but the record. */
+int sd_init(struct sd_device *d, const struct sd_config *cfg);
+void sd_fini(struct sd_device *d);
+/* A pipe for events libibverbs reads (async events, a completion
+ * channel's): *reader blocking and open for both, *writer (if not NULL)
+ * non-blocking. 0 or an errno. */
+int sd_event_pipe(int *reader, int *writer);
+/* A port's LID for an address (InfiniBand ports): its low 16 bits when
+ * they make a unicast LID, else 0 (no LID); and the address a LID names
+ * from a device's own address (the same /16, or /112 for IPv6). */
+uint16_t sd_lid_of(const uint8_t gid[16]);
+void sd_gid_of_lid(const uint8_t own[16], uint16_t lid, uint8_t out[16]);
 /* Closes a device that was handed out: see sd_close in provider.c for
  * what outlives it. */
 void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks);
@@ -574,7 +610,8 @@ int sd_rq_ready(const struct sd_queue *q);
 void sd_sq_retire(struct sd_device *d, struct sd_qp *q);
 void sd_sq_done_next(struct sd_device *d, struct sd_qp *q, uint32_t status);
 void sd_rq_complete(struct sd_device *d, struct sd_qp *p, uint32_t status, uint32_t opcode,
-                    uint64_t len, int with_imm, uint32_t imm);
+                    uint64_t len, int flags, uint32_t imm);
+enum { SD_RQ_IMM = 1, SD_RQ_SOLICITED = 2 }; /* sd_rq_complete's flags */
 void sd_qp_error(struct sd_device *d, struct sd_qp *q);
 
 /* dma.c */
@@ -604,7 +641,7 @@ struct sd_link *sd_link_get(struct sd_device *d, const uint8_t gid[16]);
 void sd_link_put(struct sd_device *d, struct sd_link *l);
 
 /* wire.c */
-int sd_net_open(struct sd_device *d, const uint8_t addr[16], int auto_loopback);
+int sd_net_open(struct sd_device *d, const uint8_t addr[16], int auto_loopback, int listen_fd);
 void sd_net_stop(struct sd_device *d);
 void sd_net_close(struct sd_device *d);
 int sd_net_poll(struct sd_device *d);

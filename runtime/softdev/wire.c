@@ -105,6 +105,23 @@ static int gid_is_v4(const uint8_t g[16])
 	return memcmp(g, pre, 12) == 0;
 }
 
+/* LIDs as a subnet manager would assign them to devices on one subnet:
+ * a port's LID is its address's low 16 bits, so a dlid names the address
+ * with those bits in the device's own /16 (IPv4) or /112 (IPv6). Bits
+ * that are not a unicast LID (0, or 0xc000 and up) give the port none. */
+uint16_t sd_lid_of(const uint8_t gid[16])
+{
+	uint16_t lid = (uint16_t)(gid[14] << 8 | gid[15]);
+	return lid >= 1 && lid < 0xc000 ? lid : 0;
+}
+
+void sd_gid_of_lid(const uint8_t own[16], uint16_t lid, uint8_t out[16])
+{
+	memcpy(out, own, 14);
+	out[14] = (uint8_t)(lid >> 8);
+	out[15] = (uint8_t)lid;
+}
+
 /* The socket address a GID names, at port. */
 static socklen_t gid_sockaddr(const uint8_t g[16], uint16_t port, struct sockaddr_storage *ss)
 {
@@ -472,7 +489,7 @@ int sd_wire_decode(const uint8_t *b, size_t len, struct sd_pkt *p)
 	p->compare = get64(b + 48);
 	p->msn = get32(b + 56) & 0xffffff;
 	if (p->op == 0 || p->op >= SD_PKT_OP_END || p->len != len - SD_PKT_HDR ||
-	    (p->flags & ~(SD_PKT_F_IMM | SD_PKT_F_ACKREQ)) != 0 || p->syndrome > SD_AETH_NAK_OP)
+	    (p->flags & ~(SD_PKT_F_IMM | SD_PKT_F_ACKREQ | SD_PKT_F_SE)) != 0 || p->syndrome > SD_AETH_NAK_OP)
 		return 0;
 	p->data = b + SD_PKT_HDR;
 	return 1;
@@ -827,10 +844,39 @@ static void *transport(void *arg)
 	}
 }
 
+/* A listener someone bound for the device (a launcher holding its
+ * address): a duplicate of it, if it is a listening TCP socket bound to
+ * g at SD_WIRE_PORT; else -1 with EINVAL. */
+static int take_listener(int fd, const uint8_t g[16])
+{
+	struct sockaddr_storage ss, want;
+	socklen_t sl = sizeof ss;
+	int listening = 0;
+	socklen_t ll = sizeof listening;
+	gid_sockaddr(g, SD_WIRE_PORT, &want);
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ll) != 0 || !listening ||
+	    ss.ss_family != want.ss_family ||
+	    (ss.ss_family == AF_INET
+	         ? memcmp(&((struct sockaddr_in *)&ss)->sin_addr, &((struct sockaddr_in *)&want)->sin_addr, 4) != 0 ||
+	               ((struct sockaddr_in *)&ss)->sin_port != htons(SD_WIRE_PORT)
+	         : memcmp(&((struct sockaddr_in6 *)&ss)->sin6_addr, &((struct sockaddr_in6 *)&want)->sin6_addr, 16) != 0 ||
+	               ((struct sockaddr_in6 *)&ss)->sin6_port != htons(SD_WIRE_PORT))) {
+		errno = EINVAL;
+		return -1;
+	}
+	int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (d >= 0 && set_nonblock(d) != 0) {
+		close(d);
+		return -1;
+	}
+	return d;
+}
+
 /* Opens the device's network: a listener on addr (auto: the first free
- * 127.x.y.z from 127.0.0.2 on), the epoll set and the transport thread.
- * Returns 0 or an errno. */
-int sd_net_open(struct sd_device *d, const uint8_t addr[16], int auto_loopback)
+ * 127.x.y.z from 127.0.0.2 on; listen_fd >= 0: that one, bound already),
+ * the epoll set and the transport thread. Returns 0 or an errno. */
+int sd_net_open(struct sd_device *d, const uint8_t addr[16], int auto_loopback, int listen_fd)
 {
 	struct sd_net *n = calloc(1, sizeof *n);
 	if (n == NULL)
@@ -855,6 +901,8 @@ int sd_net_open(struct sd_device *d, const uint8_t addr[16], int auto_loopback)
 			if (n->lfd >= 0 || errno != EADDRINUSE)
 				break;
 		}
+	} else if (listen_fd >= 0) {
+		n->lfd = take_listener(listen_fd, g);
 	} else {
 		n->lfd = listen_on(g);
 	}

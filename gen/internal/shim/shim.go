@@ -16,6 +16,7 @@ import (
 	"github.com/verbsexp/verbsexp/gen/internal/layout"
 	"github.com/verbsexp/verbsexp/gen/internal/model"
 	"github.com/verbsexp/verbsexp/gen/internal/parse"
+	"github.com/verbsexp/verbsexp/internal/verbsabi"
 )
 
 // Convention is how a C function reports failure.
@@ -173,17 +174,14 @@ type Guard struct {
 
 // LegacyGuard protects packages of MLNX_OFED's legacy verbs ABI (their
 // headers define struct verbs_context_exp) from upstream rdma-core's
-// libibverbs.so.1, whose structs differ under the same soname.
-// ibv_exp_cmd_query_device is in the libibverbs.map of every legacy
-// release, 3.1 to 4.9; rdma-core exports no ibv_exp_* symbol, and
-// _verbs_init_and_alloc_context (rdma-core v17 and later) no legacy
-// release exports.
+// libibverbs.so.1, whose structs differ under the same soname (the
+// symbols that tell them apart: internal/verbsabi).
 var LegacyGuard = Guard{
-	Symbol:      "ibv_exp_cmd_query_device",
-	ABI:         "the MLNX_OFED legacy verbs (infiniband/verbs_exp.h, MLNX_OFED 3.x and 4.x)",
-	Fix:         "install MLNX_OFED 4.9 or earlier (the last release with the legacy verbs), or, to use this rdma-core library, regenerate the package from its headers with -entry infiniband/verbs.h",
-	OtherSymbol: "_verbs_init_and_alloc_context",
-	Other:       "upstream rdma-core's libibverbs, as in MLNX_OFED 5.x and later and in Linux distributions",
+	Symbol:      verbsabi.LegacySymbol,
+	ABI:         verbsabi.LegacyABI,
+	Fix:         verbsabi.LegacyFix,
+	OtherSymbol: verbsabi.RDMACoreSymbol,
+	Other:       verbsabi.RDMACore,
 }
 
 // legacyRecord is defined by the legacy verbs headers only.
