@@ -4,8 +4,12 @@
 //	softdev exec [-addr IP] [-ofed DIR | -ofed-debs DIR] [-driver FILE] [-ethernet] -- PROG [ARGS...]
 //
 // It exits with the program's status (128 plus the signal that ended it).
-// Build it, with the driver it loads, with `make softdev`: both land in
-// .tmp/softdev/.
+//
+//	softdev build-driver [-ofed DIR | -ofed-debs DIR] [-o FILE]
+//
+// builds the driver it loads (libsoftdev-rdmav2.so, from softdev's C
+// engine) against MLNX_OFED's headers and library; `make softdev` builds
+// both into .tmp/softdev/.
 package main
 
 import (
@@ -28,8 +32,11 @@ func usage(fs *flag.FlagSet) {
 }
 
 func run(args []string) int {
+	if len(args) > 0 && args[0] == "build-driver" {
+		return buildDriver(args[1:])
+	}
 	if len(args) == 0 || args[0] != "exec" {
-		fmt.Fprintln(os.Stderr, "usage: softdev exec [flags] -- PROG [ARGS...] (softdev exec -h: the flags)")
+		fmt.Fprintln(os.Stderr, "usage: softdev exec [flags] -- PROG [ARGS...]\n       softdev build-driver [flags]\n(-h after either: its flags)")
 		return 2
 	}
 	fs := flag.NewFlagSet("softdev exec", flag.ContinueOnError)
@@ -73,6 +80,36 @@ func run(args []string) int {
 	}()
 	if err := cmd.Wait(); err != nil {
 		return launch.ExitCode(err)
+	}
+	return 0
+}
+
+func buildDriver(args []string) int {
+	fs := flag.NewFlagSet("softdev build-driver", flag.ContinueOnError)
+	b := launch.Build{}
+	debs := fs.String("ofed-debs", os.Getenv("OFED_DEBS"), "a directory of MLNX_OFED .deb packages to unpack (into a cache) and build against (default $OFED_DEBS)")
+	fs.StringVar(&b.OFED, "ofed", "", "the root of an MLNX_OFED install or of its unpacked packages (default /: the installed MLNX_OFED)")
+	fs.StringVar(&b.Out, "o", launch.DriverFile, "the file to write")
+	fs.StringVar(&b.Src, "src", "", "runtime/softdev's directory (default: found with go list)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var err error
+	if *debs != "" && b.OFED == "" {
+		if b.OFED, err = launch.UnpackDebs(*debs); err != nil {
+			fmt.Fprintln(os.Stderr, "softdev build-driver:", err)
+			return 1
+		}
+	}
+	if b.Src == "" {
+		if b.Src, err = launch.SourceDir(); err != nil {
+			fmt.Fprintln(os.Stderr, "softdev build-driver:", err)
+			return 1
+		}
+	}
+	if err := b.Driver(); err != nil {
+		fmt.Fprintln(os.Stderr, "softdev build-driver:", err)
+		return 1
 	}
 	return 0
 }

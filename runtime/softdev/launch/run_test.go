@@ -1,0 +1,162 @@
+package launch_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// run is one vendor program run through `softdev exec`.
+type run struct {
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	err  error
+	done chan struct{}
+}
+
+// launched is the command line `softdev exec … -- prog args` runs, in a
+// network namespace when wrap (ip netns exec NS) is given.
+func launched(wrap []string, addr, prog string, args ...string) *exec.Cmd {
+	line := append([]string{}, wrap...)
+	line = append(line, vendor.softdev, "exec", "-ofed", vendor.root, "-driver", vendor.driver)
+	if addr != "" {
+		line = append(line, "-addr", addr)
+	}
+	line = append(line, "--", bin(prog))
+	line = append(line, args...)
+	cmd := exec.Command(line[0], line[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
+
+// start starts cmd, its output collected.
+func start(t *testing.T, cmd *exec.Cmd) *run {
+	t.Helper()
+	r := &run{cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = &r.out, &r.out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", strings.Join(cmd.Args, " "), err)
+	}
+	go func() { r.err = cmd.Wait(); close(r.done) }()
+	t.Cleanup(func() { r.kill(); <-r.done })
+	return r
+}
+
+// kill ends the run and everything it started (its process group).
+func (r *run) kill() { syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL) }
+
+// wait waits for the run to end, up to d; at the deadline it is killed
+// and the test fails, with its output.
+func (r *run) wait(t *testing.T, what string, d time.Duration) {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(d):
+		r.kill()
+		<-r.done
+		t.Fatalf("%s did not end within %v (killed); its output:\n%s", what, d, r.out.String())
+	}
+}
+
+// ok fails the test unless the run exited 0.
+func (r *run) ok(t *testing.T, what string) {
+	t.Helper()
+	if r.err != nil {
+		t.Fatalf("%s: %v; its output:\n%s", what, r.err, r.out.String())
+	}
+}
+
+// freePort is a TCP port nothing listens on now, for a program's own
+// handshake (-p): tests run beside other tests.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// listening waits until some socket listens on TCP port (any address),
+// read from /proc/net/tcp{,6} so that nothing connects to the server
+// before its client does; false if the run ended first or after d.
+func listening(r *run, port int, d time.Duration) bool {
+	end := time.Now().Add(d)
+	hex := fmt.Sprintf(":%04X ", port)
+	for time.Now().Before(end) {
+		select {
+		case <-r.done:
+			return false
+		default:
+		}
+		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+			b, _ := os.ReadFile(f)
+			sc := bufio.NewScanner(bytes.NewReader(b))
+			for sc.Scan() {
+				fields := strings.Fields(sc.Text())
+				if len(fields) > 3 && strings.HasSuffix(fields[1]+" ", hex) && fields[3] == "0A" {
+					return true
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+// pair runs a vendor program's server and client, each through its own
+// softdev exec (its own device), the client given the server's host, and
+// fails the test unless both exit 0 within d. wrap[0] and wrap[1], if
+// given, put them in network namespaces; host is where the client finds
+// the server's handshake.
+type pair struct {
+	prog     string
+	args     []string // both sides
+	portFlag string   // the flag that sets the handshake port: -p
+	wrap     [2][]string
+	addr     [2]string
+	host     string
+	d        time.Duration
+}
+
+func (p pair) run(t *testing.T) (server, client string) {
+	t.Helper()
+	port := freePort(t)
+	args := append(append([]string{}, p.args...), p.portFlag, strconv.Itoa(port))
+	srv := start(t, launched(p.wrap[0], p.addr[0], p.prog, args...))
+	ctx, cancel := context.WithTimeout(context.Background(), p.d)
+	defer cancel()
+	if !listening(srv, port, p.d) {
+		srv.kill()
+		<-srv.done
+		t.Fatalf("%s server never listened on port %d; its output:\n%s", p.prog, port, srv.out.String())
+	}
+	host := p.host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	cli := start(t, launched(p.wrap[1], p.addr[1], p.prog, append(args, host)...))
+	left := time.Until(deadline(ctx))
+	cli.wait(t, p.prog+" client", left)
+	srv.wait(t, p.prog+" server", time.Until(deadline(ctx))+time.Second)
+	if cli.err != nil || srv.err != nil {
+		t.Fatalf("%s %s: client: %v, server: %v\nclient output:\n%s\nserver output:\n%s",
+			p.prog, strings.Join(args, " "), cli.err, srv.err, cli.out.String(), srv.out.String())
+	}
+	return srv.out.String(), cli.out.String()
+}
+
+func deadline(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
