@@ -17,7 +17,9 @@
 #                                     in one process and across 2, 4, 8 processes (time per
 #                                     collective, host-free fraction)
 #   make bench-mpirun                 the collectives across processes under mpirun -np 2, 4, 8
-#                                     (PMIx exchange; installs libpmix and mpirun as make test does)
+#                                     and srun --mpi=pmix -n 2, 4, 8 on a one-node Slurm cluster
+#                                     of its own, one table (PMIx exchange; installs libpmix,
+#                                     mpirun and Slurm as make test does)
 #   make examples                     run the cross-channel examples on the software device
 #                                     (ccpingpong as two processes, and in two network
 #                                     namespaces when run as root)
@@ -133,10 +135,11 @@ bench:
 	$(GO) test -run '^$$' -bench . -skip '^$(PROC_BENCH)$$' -benchmem -count $(COUNT) ./internal/shimtest ./runtime/task ./runtime/lease ./runtime/coll
 	$(GO) test -run '^$$' -bench '^$(PROC_BENCH)$$' -benchtime 1x -timeout 30m ./runtime/coll
 
-# The same under mpirun, New's exchange through PMIx (-tags pmix links
-# libpmix into coll's tests): a short checked run, then the benchmark.
+# The same under mpirun and srun, New's exchange through PMIx (-tags
+# pmix links libpmix into coll's tests): short checked runs, then the
+# benchmark.
 bench-mpirun: launchers
-	$(GO) test -tags pmix -run '^TestCollectiveMpirunBench$$' -bench '^BenchmarkCollectiveMpirun$$' -benchtime 1x -timeout 30m -v ./runtime/coll
+	$(GO) test -tags pmix -run '^TestCollective(Mpirun|Srun)Bench$$' -bench '^BenchmarkCollectiveLaunchers$$' -benchtime 1x -timeout 60m -v ./runtime/coll
 
 # mpirun refuses root without --allow-run-as-root; --oversubscribe lets
 # 8 ranks share fewer cores.

@@ -31,6 +31,7 @@ import (
 	"crypto/rand"
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -80,13 +81,8 @@ const InstallCommand = "apt-get install -y --no-install-recommends slurm-wlm mun
 // logs), and skips t, saying why, without root or Slurm.
 func Start(t testing.TB, cpus int) *Cluster {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: a Slurm cluster of the test's own needs root (slurmd starts the job's tasks); CI runs this as root")
-	}
-	for _, p := range programs {
-		if _, err := exec.LookPath(p.name); err != nil {
-			t.Skipf("SKIPPED: no %s (Debian package %s): install Slurm with: %s (make test installs it as root)", p.name, p.pkg, InstallCommand)
-		}
+	if err := Available(); err != nil {
+		t.Skip("SKIPPED: " + err.Error())
 	}
 	sweep(t)
 	var r [4]byte
@@ -122,6 +118,19 @@ func Start(t testing.TB, cpus int) *Cluster {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// Available says why Start cannot run a cluster here (nil if it can).
+func Available() error {
+	if os.Geteuid() != 0 {
+		return errors.New("a Slurm cluster of the test's own needs root (slurmd starts the job's tasks); CI runs this as root")
+	}
+	for _, p := range programs {
+		if _, err := exec.LookPath(p.name); err != nil {
+			return fmt.Errorf("no %s (Debian package %s): install Slurm with: %s (make test installs it as root)", p.name, p.pkg, InstallCommand)
+		}
+	}
+	return nil
 }
 
 // Env is the environment for srun and sinfo: this process's, without
