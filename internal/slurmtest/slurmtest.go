@@ -46,14 +46,15 @@ import (
 	"time"
 )
 
-// NodeName is the cluster's one node, as srun and sinfo name it.
-const NodeName = "vxnode"
-
 // Cluster is a running one-node cluster.
 type Cluster struct {
 	Dir  string // everything the cluster writes
 	Conf string // its slurm.conf (SLURM_CONF)
-	CPUs int    // what the node claims (config_overrides: more than the machine has is fine)
+	// Node is the cluster's one node: this host's short name, so that a
+	// job script's "first node of the allocation" resolves, as on a
+	// cluster (slurmd reaches it at 127.0.0.1 whatever the name says).
+	Node string
+	CPUs int // what the node claims (config_overrides: more than the machine has is fine)
 	// Version is srun's, e.g. "slurm-wlm 22.05.8".
 	Version string
 	// MPI is what srun --mpi=list offers, e.g. [pmix none cray_shasta pmi2].
@@ -70,7 +71,7 @@ var stale = regexp.MustCompile(`^` + prefix + `(\d+)-[0-9a-f]{8}$`)
 // The programs the cluster needs, and where each comes from on Debian.
 var programs = []struct{ name, pkg string }{
 	{"munged", "munge"}, {"slurmctld", "slurmctld"}, {"slurmd", "slurmd"},
-	{"srun", "slurm-client"}, {"sinfo", "slurm-client"},
+	{"srun", "slurm-client"}, {"sinfo", "slurm-client"}, {"salloc", "slurm-client"}, {"scontrol", "slurm-client"},
 }
 
 // InstallCommand is what installs the programs Start needs.
@@ -147,16 +148,23 @@ func (c *Cluster) Env(extra ...string) []string {
 	return append(append(env, "SLURM_CONF="+c.Conf), extra...)
 }
 
-// Srun is srun with args on the cluster, in a process group of its
-// own that is killed when ctx ends. It first waits for the node to be
-// idle: a job submitted while the node still completes the last one
-// is not placed until the scheduler's next pass (up to seconds later).
+// Srun is srun with args on the cluster (Job's srun).
 func (c *Cluster) Srun(t testing.TB, ctx context.Context, extraEnv []string, args ...string) *exec.Cmd {
+	t.Helper()
+	return c.Job(t, ctx, extraEnv, "srun", args...)
+}
+
+// Job is a command that submits a job (srun, salloc, sbatch) with args
+// on the cluster, in a process group of its own that is killed when ctx
+// ends. It first waits for the node to be idle: a job submitted while
+// the node still completes the last one is not placed until the
+// scheduler's next pass (up to seconds later).
+func (c *Cluster) Job(t testing.TB, ctx context.Context, extraEnv []string, name string, args ...string) *exec.Cmd {
 	t.Helper()
 	if err := c.waitIdle(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, "srun", args...)
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = c.Env(extraEnv...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -251,13 +259,14 @@ func (c *Cluster) startSlurm() error {
 		return err
 	}
 	host, _, _ = strings.Cut(host, ".") // slurmctld compares its short name
+	c.Node = host
 	ports, err := freePorts(2)
 	if err != nil {
 		return err
 	}
 	var conf bytes.Buffer
 	if err := confTemplate.Execute(&conf, map[string]any{
-		"Dir": c.Dir, "Host": host, "Node": NodeName, "CPUs": c.CPUs,
+		"Dir": c.Dir, "Host": host, "Node": c.Node, "CPUs": c.CPUs,
 		"CtldPort": ports[0], "SlurmdPort": ports[1], "MungeSocket": c.mungeSocket(),
 	}); err != nil {
 		return err
@@ -268,7 +277,7 @@ func (c *Cluster) startSlurm() error {
 	if _, err := c.start("slurmctld", "-D", "-f", c.Conf); err != nil {
 		return err
 	}
-	if _, err := c.start("slurmd", "-D", "-f", c.Conf, "-N", NodeName); err != nil {
+	if _, err := c.start("slurmd", "-D", "-f", c.Conf, "-N", c.Node); err != nil {
 		return err
 	}
 	return c.waitIdle(30 * time.Second)
@@ -277,13 +286,13 @@ func (c *Cluster) startSlurm() error {
 // waitIdle waits for the node to be idle, and fails if a daemon ended.
 func (c *Cluster) waitIdle(within time.Duration) error {
 	var state string
-	err := waitFor(within, "node "+NodeName+" to be idle", func() (bool, error) {
+	err := waitFor(within, "node "+c.Node+" to be idle", func() (bool, error) {
 		for _, d := range c.daemons {
 			if err := d.exited(); err != nil {
 				return false, err
 			}
 		}
-		out, _ := c.command("sinfo", "-h", "-N", "-n", NodeName, "-o", "%T").Output()
+		out, _ := c.command("sinfo", "-h", "-N", "-n", c.Node, "-o", "%T").Output()
 		state = strings.TrimSpace(string(out))
 		return state == "idle", nil
 	})

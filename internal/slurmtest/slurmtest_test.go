@@ -37,7 +37,7 @@ func TestCluster(t *testing.T) {
 		}
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		slices.Sort(lines)
-		want := []string{"0 of 4 on " + NodeName, "1 of 4 on " + NodeName, "2 of 4 on " + NodeName, "3 of 4 on " + NodeName}
+		want := []string{"0 of 4 on " + c.Node, "1 of 4 on " + c.Node, "2 of 4 on " + c.Node, "3 of 4 on " + c.Node}
 		if !slices.Equal(lines, want) {
 			t.Errorf("srun -n 4 printed %q, want %q", lines, want)
 		}

@@ -193,7 +193,7 @@ func TestSrunRankKilled(t *testing.T) {
 			if !errors.As(r.err, &ee) {
 				t.Errorf("srun ended with %v, want a non-zero exit", r.err)
 			}
-			if want := fmt.Sprintf("srun: error: %s: task %d: Killed", slurmtest.NodeName, victim); !strings.Contains(r.out, want) {
+			if want := fmt.Sprintf("srun: error: %s: task %d: Killed", c.Node, victim); !strings.Contains(r.out, want) {
 				t.Errorf("srun did not say %q", want)
 			}
 			m := killLine.FindStringSubmatch(r.out)
