@@ -123,9 +123,13 @@ test: toolchains launchers origin-test fmt-check vet staticcheck
 bench-gen: toolchains
 	$(GO) test ./gen -run '^$$' -bench BenchmarkGenerateVsGodefs -benchtime $(BENCH_GEN_RUNS)x $(if $(OFED_INCLUDE),-ofed "$(OFED_INCLUDE)")
 
+# The srun tests (TestSrun*: a Slurm cluster each, internal/slurmtest)
+# run once, in make test's go test ./...: what they add is the
+# launcher, and the ranks' code under the race detector and cgocheck2 is
+# the mpirun and multi-process tests' (this saves about 35 s).
 test-runtime:
-	$(CGO_ENV) $(GO) test -race $(RUNTIME_PKGS)
-	$(CGO_ENV) GOEXPERIMENT=cgocheck2 $(GO) test $(RUNTIME_PKGS)
+	$(CGO_ENV) $(GO) test -race -skip '^TestSrun' $(RUNTIME_PKGS)
+	$(CGO_ENV) GOEXPERIMENT=cgocheck2 $(GO) test -skip '^TestSrun' $(RUNTIME_PKGS)
 
 # Benchmarks with allocations, COUNT runs each: quote medians. The
 # collectives across processes run once (8 processes; their rounds are

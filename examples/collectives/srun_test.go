@@ -31,9 +31,9 @@ const jobTimeout = 3 * time.Minute
 //
 //   - srun --mpi=pmix at 2, 4 and 8 ranks: coll.FromEnv finds the PMIx
 //     server of Slurm's step daemon;
-//   - srun --mpi=none at 2, 4 and 8 ranks with MASTER_ADDR=127.0.0.1 and
-//     a free MASTER_PORT: the TCP rendezvous, rank and size from
-//     SLURM_PROCID and SLURM_NTASKS;
+//   - srun --mpi=none at 8 ranks with MASTER_ADDR=127.0.0.1 and a free
+//     MASTER_PORT: the TCP rendezvous, rank and size from SLURM_PROCID
+//     and SLURM_NTASKS;
 //   - the README's job script for the rendezvous, as written (but for
 //     MASTER_PORT, a free port here), under salloc -n 4: MASTER_ADDR the
 //     allocation's first node, a token from openssl, srun --mpi=none.
@@ -54,25 +54,25 @@ func TestSrun(t *testing.T) {
 		t.Fatal(err)
 	}
 	program := []string{exe, "-launch", "env", "-iters", strconv.Itoa(srunIters)}
-	for _, mode := range []string{"pmix", "rendezvous"} {
-		for _, n := range []int{2, 4, 8} {
-			t.Run(fmt.Sprintf("%s/%dranks", mode, n), func(t *testing.T) {
-				env := []string{examplecli.MainEnv}
-				mpi, launcher := "pmix", "PMIx"
-				if mode == "rendezvous" {
-					port := slurmtest.FreePort(t)
-					env = append(env, "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port))
-					mpi, launcher = "none", fmt.Sprintf("TCP rendezvous at 127.0.0.1:%d (SLURM_PROCID, SLURM_NTASKS)", port)
-				}
-				if !c.HasMPI(mpi) {
-					t.Skipf("SKIPPED: this Slurm (%s) has no %s plugin: srun --mpi=list offers %v", c.Version, mpi, c.MPI)
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
-				defer cancel()
-				args := append([]string{"--quiet", "--mpi=" + mpi, "-n", strconv.Itoa(n), "--kill-on-bad-exit=1"}, program...)
-				runJob(t, ctx, c.Srun(t, ctx, env, args...), n, launcher)
-			})
-		}
+	for _, job := range []struct {
+		mpi string // srun --mpi=
+		n   int
+	}{{"pmix", 2}, {"pmix", 4}, {"pmix", 8}, {"none", 8}} {
+		t.Run(fmt.Sprintf("%s/%dranks", job.mpi, job.n), func(t *testing.T) {
+			if !c.HasMPI(job.mpi) {
+				t.Skipf("SKIPPED: this Slurm (%s) has no %s plugin: srun --mpi=list offers %v", c.Version, job.mpi, c.MPI)
+			}
+			env, launcher := []string{examplecli.MainEnv}, "PMIx"
+			if job.mpi == "none" {
+				port := slurmtest.FreePort(t)
+				env = append(env, "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port))
+				launcher = fmt.Sprintf("TCP rendezvous at 127.0.0.1:%d (SLURM_PROCID, SLURM_NTASKS)", port)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
+			defer cancel()
+			args := append([]string{"--quiet", "--mpi=" + job.mpi, "-n", strconv.Itoa(job.n), "--kill-on-bad-exit=1"}, program...)
+			runJob(t, ctx, c.Srun(t, ctx, env, args...), job.n, launcher)
+		})
 	}
 	t.Run("readme-script/4ranks", func(t *testing.T) {
 		script := readmeJobScript(t)
