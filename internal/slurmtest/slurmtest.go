@@ -38,6 +38,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -174,14 +175,7 @@ func (c *Cluster) Job(t testing.TB, ctx context.Context, extraEnv []string, name
 
 // HasMPI reports whether srun offers the MPI plugin type (srun
 // --mpi=list).
-func (c *Cluster) HasMPI(name string) bool {
-	for _, m := range c.MPI {
-		if m == name {
-			return true
-		}
-	}
-	return false
-}
+func (c *Cluster) HasMPI(name string) bool { return slices.Contains(c.MPI, name) }
 
 // daemon is one of the cluster's processes and its end.
 type daemon struct {
@@ -232,6 +226,9 @@ func (c *Cluster) startMunge() error {
 		return err
 	}
 	socket := c.mungeSocket()
+	if len(socket) >= 108 { // sun_path
+		return fmt.Errorf("slurmtest: munged's socket %s is too long a path for a socket: set TMPDIR to a shorter directory", socket)
+	}
 	d, err := c.start("munged", "--foreground", "--key-file="+keyFile, "--socket="+socket,
 		"--log-file="+filepath.Join(c.Dir, "log", "munged.log"), "--pid-file="+filepath.Join(c.Dir, "munged.pid"),
 		"--seed-file="+filepath.Join(c.Dir, "munged.seed"))
@@ -317,7 +314,7 @@ func (c *Cluster) describe() error {
 	// "MPI plugin types are...", then one indented name a line, then
 	// "specific pmix plugin versions available: pmix_v4".
 	for _, l := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(l); len(f) == 1 && strings.HasPrefix(l, "\t") || len(f) == 1 && strings.HasPrefix(l, " ") {
+		if f := strings.Fields(l); len(f) == 1 && (strings.HasPrefix(l, "\t") || strings.HasPrefix(l, " ")) {
 			c.MPI = append(c.MPI, f[0])
 		}
 	}
