@@ -17,7 +17,9 @@
 #                                     in one process and across 2, 4, 8 processes (time per
 #                                     collective, host-free fraction)
 #   make bench-mpirun                 the collectives across processes under mpirun -np 2, 4, 8
-#                                     (PMIx exchange; installs libpmix and mpirun as make test does)
+#                                     and srun --mpi=pmix -n 2, 4, 8 on a one-node Slurm cluster
+#                                     of its own, one table (PMIx exchange; installs libpmix,
+#                                     mpirun and Slurm as make test does)
 #   make examples                     run the cross-channel examples on the software device
 #                                     (ccpingpong as two processes, and in two network
 #                                     namespaces when run as root)
@@ -121,9 +123,13 @@ test: toolchains launchers origin-test fmt-check vet staticcheck
 bench-gen: toolchains
 	$(GO) test ./gen -run '^$$' -bench BenchmarkGenerateVsGodefs -benchtime $(BENCH_GEN_RUNS)x $(if $(OFED_INCLUDE),-ofed "$(OFED_INCLUDE)")
 
+# The srun tests (TestSrun*: a Slurm cluster each, internal/slurmtest)
+# run once, in make test's go test ./...: what they add is the
+# launcher, and the ranks' code under the race detector and cgocheck2 is
+# the mpirun and multi-process tests' (this saves about 35 s).
 test-runtime:
-	$(CGO_ENV) $(GO) test -race $(RUNTIME_PKGS)
-	$(CGO_ENV) GOEXPERIMENT=cgocheck2 $(GO) test $(RUNTIME_PKGS)
+	$(CGO_ENV) $(GO) test -race -skip '^TestSrun' $(RUNTIME_PKGS)
+	$(CGO_ENV) GOEXPERIMENT=cgocheck2 $(GO) test -skip '^TestSrun' $(RUNTIME_PKGS)
 
 # Benchmarks with allocations, COUNT runs each: quote medians. The
 # collectives across processes run once (8 processes; their rounds are
@@ -133,10 +139,11 @@ bench:
 	$(GO) test -run '^$$' -bench . -skip '^$(PROC_BENCH)$$' -benchmem -count $(COUNT) ./internal/shimtest ./runtime/task ./runtime/lease ./runtime/coll
 	$(GO) test -run '^$$' -bench '^$(PROC_BENCH)$$' -benchtime 1x -timeout 30m ./runtime/coll
 
-# The same under mpirun, New's exchange through PMIx (-tags pmix links
-# libpmix into coll's tests): a short checked run, then the benchmark.
+# The same under mpirun and srun, New's exchange through PMIx (-tags
+# pmix links libpmix into coll's tests): short checked runs, then the
+# benchmark.
 bench-mpirun: launchers
-	$(GO) test -tags pmix -run '^TestCollectiveMpirunBench$$' -bench '^BenchmarkCollectiveMpirun$$' -benchtime 1x -timeout 30m -v ./runtime/coll
+	$(GO) test -tags pmix -run '^TestCollective(Mpirun|Srun)Bench$$' -bench '^BenchmarkCollectiveLaunchers$$' -benchtime 1x -timeout 60m -v ./runtime/coll
 
 # mpirun refuses root without --allow-run-as-root; --oversubscribe lets
 # 8 ranks share fewer cores.

@@ -38,12 +38,17 @@ func Main(m *testing.M, main func()) {
 	os.Exit(m.Run())
 }
 
+// MainEnv is the environment entry that makes a child started from the
+// test binary run the command's main (see Main): for a launcher (srun,
+// mpirun) that starts the test binary as the program.
+const MainEnv = mainEnv + "=1"
+
 // Run runs the command's main with args in a child process (the test
 // binary, see Main) and returns its exit status and output.
 func Run(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), mainEnv+"=1")
+	cmd.Env = append(os.Environ(), MainEnv)
 	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); ok {
 		return ee.ExitCode(), string(out)

@@ -127,12 +127,13 @@ var procDefaults = procParams{Rounds: 7, MinRuns: 10, MaxRuns: 100, Budget: 10 *
 // procResult is what the ranks measured for one collective: rank 0
 // gathers every rank's figures and reports them.
 type procResult struct {
-	N      int
-	Coll   string
-	Runs   int     // per phase and round
-	Rounds int     //
-	C      float64 // the host work of an overlapped run, ns
-	Ranks  []procFigures
+	N        int
+	Launcher string `json:"-"` // what started the ranks, when the table compares launchers
+	Coll     string
+	Runs     int     // per phase and round
+	Rounds   int     //
+	C        float64 // the host work of an overlapped run, ns
+	Ranks    []procFigures
 }
 
 // procFigures are one rank's medians, in ns, by side, then by entry of
@@ -693,22 +694,69 @@ func benchProcesses(b *testing.B, how string, job procJob) {
 	for _, n := range []int{2, 4, 8} {
 		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
 			res := procResults(b, job, n, p)
-			for _, r := range res {
-				b.Run(r.Coll, func(b *testing.B) {
-					b.ReportMetric(r.T(sideOffloaded), "ns/op")
-					b.ReportMetric(r.T(sideOffloaded), "offloaded-ns/op")
-					b.ReportMetric(r.T(sideStepwise), "stepwise-ns/op")
-					b.ReportMetric(r.T(sideStepwise)/r.T(sideOffloaded), "stepwise/offloaded")
-					for side, name := range procSideNames {
-						b.ReportMetric(r.Free(side, 1), name+"-free1")
-						b.ReportMetric(r.Free(side, 2), name+"-free10")
-						b.ReportMetric(r.Free(side, 3), name+"-free-idle")
-					}
-				})
-			}
+			reportProcResults(b, res)
 			all = append(all, res...)
 		})
 	}
+	if len(all) > 0 {
+		fmt.Print(procTable(how, all))
+	}
+}
+
+// reportProcResults reports each collective's figures as a
+// sub-benchmark of b.
+func reportProcResults(b *testing.B, res []procResult) {
+	for _, r := range res {
+		b.Run(r.Coll, func(b *testing.B) {
+			b.ReportMetric(r.T(sideOffloaded), "ns/op")
+			b.ReportMetric(r.T(sideOffloaded), "offloaded-ns/op")
+			b.ReportMetric(r.T(sideStepwise), "stepwise-ns/op")
+			b.ReportMetric(r.T(sideStepwise)/r.T(sideOffloaded), "stepwise/offloaded")
+			for side, name := range procSideNames {
+				b.ReportMetric(r.Free(side, 1), name+"-free1")
+				b.ReportMetric(r.Free(side, 2), name+"-free10")
+				b.ReportMetric(r.Free(side, 3), name+"-free-idle")
+			}
+		})
+	}
+}
+
+// ProcLauncher is a way to start a job's ranks for BenchLaunchers: its
+// name in the table and its job function.
+type ProcLauncher struct {
+	Name string
+	Job  func(tb testing.TB, n int, env string) []byte
+}
+
+// BenchLaunchers is benchProcesses under each launcher in turn at each
+// N (so that what else loads the host falls on all of them alike), with
+// one table: per N and collective, a row for each launcher.
+func BenchLaunchers(b *testing.B, how string, launchers []ProcLauncher) {
+	p := procDefaults
+	p.Only = os.Getenv("VERBSEXP_PROCBENCH_ONLY")
+	var all []procResult
+	for _, n := range []int{2, 4, 8} {
+		for _, l := range launchers {
+			b.Run(fmt.Sprintf("N=%d/%s", n, l.Name), func(b *testing.B) {
+				res := procResults(b, l.Job, n, p)
+				for i := range res {
+					res[i].Launcher = l.Name
+				}
+				reportProcResults(b, res)
+				all = append(all, res...)
+			})
+		}
+	}
+	order := map[string]int{}
+	for i, pc := range procCollectives() {
+		order[pc.label] = i
+	}
+	slices.SortStableFunc(all, func(x, y procResult) int {
+		if x.N != y.N {
+			return x.N - y.N
+		}
+		return order[x.Coll] - order[y.Coll]
+	})
 	if len(all) > 0 {
 		fmt.Print(procTable(how, all))
 	}
@@ -741,12 +789,24 @@ func ProcBenchRank(ctx context.Context, rank, size int, exchange Exchange) error
 func procTable(how string, rs []procResult) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\nCollectives across processes, %s: medians per collective (µs), host-free fraction (k = compute chunks)\n\n", how)
-	sb.WriteString("| N | collective | runs | offloaded µs (best) | stepwise µs (best) | stepwise/offloaded | C µs | free offloaded k=1 (min) | k=10 | idle | free stepwise k=1 (min) | k=10 | idle | RNR NAKs off/step |\n")
-	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	// A launcher column when the rows compare launchers.
+	launchers := slices.ContainsFunc(rs, func(r procResult) bool { return r.Launcher != "" })
+	cell := func(l string) string {
+		if !launchers {
+			return ""
+		}
+		return " " + l + " |"
+	}
+	sb.WriteString("| N |" + cell("launcher") + " collective | runs | offloaded µs (best) | stepwise µs (best) | stepwise/offloaded | C µs | free offloaded k=1 (min) | k=10 | idle | free stepwise k=1 (min) | k=10 | idle | RNR NAKs off/step |\n")
+	sep := "|---|"
+	if launchers {
+		sep += "---|"
+	}
+	sb.WriteString(sep + "---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		free := func(side, k int) string { return fmt.Sprintf("%.2f (%.2f)", r.Free(side, k), r.FreeMin(side, k)) }
-		fmt.Fprintf(&sb, "| %d | %s | %d×%d | %.1f (%.1f) | %.1f (%.1f) | %.2f | %.0f | %s | %s | %s | %s | %s | %s | %d/%d |\n",
-			r.N, r.Coll, r.Rounds, r.Runs, r.T(0)/1e3, r.Best(0)/1e3, r.T(1)/1e3, r.Best(1)/1e3, r.T(1)/r.T(0),
+		fmt.Fprintf(&sb, "| %d |%s %s | %d×%d | %.1f (%.1f) | %.1f (%.1f) | %.2f | %.0f | %s | %s | %s | %s | %s | %s | %d/%d |\n",
+			r.N, cell(r.Launcher), r.Coll, r.Rounds, r.Runs, r.T(0)/1e3, r.Best(0)/1e3, r.T(1)/1e3, r.Best(1)/1e3, r.T(1)/r.T(0),
 			r.C/1e3, free(0, 1), free(0, 2), free(0, 3), free(1, 1), free(1, 2), free(1, 3), r.RNRNaks(0), r.RNRNaks(1))
 	}
 	return sb.String()

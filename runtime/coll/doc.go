@@ -131,9 +131,12 @@
 // which rank was lost (a SEND with immediate data on the watch QPs), so
 // the loss of one rank ends the run on every rank, each naming it
 // (measured across 2 to 8 processes, the last one killed mid-allreduce:
-// every survivor's Wait returned within 0.1-0.85 s). An error completion
-// on a collective's own QP (a send's retries exhausted, a flush) is a
-// *RunError naming the QP and the peer rank it connects to. After
+// every survivor's Wait returned within 0.1-0.85 s). A send of the run
+// itself that runs out of retries (IBV_WC_RETRY_EXC_ERR) on the QP to a
+// neighbor says the same: a *PeerLostError naming it, which wraps the
+// *RunError naming the QP. Any other error completion on a collective's
+// own QP (a flush, a remote error) is a *RunError naming the QP and the
+// peer rank it connects to. After
 // either, the communicator refuses further posts: close it. A rank that
 // never arrives is the exchange's to report (FromEnv's: New fails at the
 // round's deadline, naming the rank).

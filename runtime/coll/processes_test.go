@@ -426,12 +426,8 @@ func TestRankKilledMidCollective(t *testing.T) {
 					continue
 				}
 				var lost *coll.PeerLostError
-				var runErr *coll.RunError
-				switch {
-				case errors.As(err, &lost) && lost.Peer == victim:
-				case errors.As(err, &runErr) && runErr.Peer == victim:
-				default:
-					t.Fatalf("run %d: %v: does not name rank %d as lost", run, err, victim)
+				if !errors.As(err, &lost) || lost.Peer != victim {
+					t.Fatalf("run %d: %v: not a *coll.PeerLostError naming rank %d", run, err, victim)
 				}
 				if bound := 250*time.Millisecond + 8*67*time.Millisecond + 3*time.Second; took > bound {
 					t.Errorf("run %d: the loss took %v to notice (bound %v)", run, took, bound)

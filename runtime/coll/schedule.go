@@ -611,6 +611,10 @@ func (s *schedule) failure() error {
 			e.QP = fmt.Sprintf("QP %#x", uint32(t.qp_num))
 		}
 		e.Peer = s.c.peerOfQP(uint32(t.qp_num))
+		if e.Status == verbs.WCRetryExcErr && e.Peer >= 0 {
+			// The run's own send found what a probe would have.
+			return &PeerLostError{Rank: e.Rank, Schedule: e.Schedule, Peer: e.Peer, Via: -1, Status: e.Status, Run: e}
+		}
 	}
 	return e
 }

@@ -237,22 +237,36 @@ func (w *watcher) free() {
 }
 
 // PeerLostError is a run that ended because a rank was lost: a probe of
-// the neighbor Peer completed with Status (IBV_WC_RETRY_EXC_ERR: no
-// answer within the QP's timeout and retries: its process died, its
-// host or link is down, or its own run failed), or the neighbor Via
-// told this rank that Peer was lost.
+// the neighbor Peer, or a send of the run itself to it (Run says which),
+// completed with Status (IBV_WC_RETRY_EXC_ERR: no answer within the QP's
+// timeout and retries: its process died, its host or link is down, or
+// its own run failed), or the neighbor Via told this rank that Peer was
+// lost.
 type PeerLostError struct {
 	Rank     int // this rank
 	Schedule string
 	Peer     int // the rank lost
-	Via      int // the neighbor that told; -1: this rank's own probe found it
+	Via      int // the neighbor that told; -1: this rank found it itself
 	Status   verbs.WCStatus
+	Run      *RunError // the run's own completion that found it, if one did (not a probe)
 }
 
 func (e *PeerLostError) Error() string {
-	if e.Via >= 0 {
+	switch {
+	case e.Via >= 0:
 		return fmt.Sprintf("coll: rank %d: %s: rank %d is lost (rank %d's run failed on it and told this one)", e.Rank, e.Schedule, e.Peer, e.Via)
+	case e.Run != nil:
+		return fmt.Sprintf("coll: rank %d: %s: rank %d is lost: %s ended with %v (its process died, its host is unreachable, or its own run failed)",
+			e.Rank, e.Schedule, e.Peer, e.Run.QP, e.Status)
 	}
 	return fmt.Sprintf("coll: rank %d: %s: rank %d is lost: a probe of it ended with %v (its process died, its host is unreachable, or its own run failed)",
 		e.Rank, e.Schedule, e.Peer, e.Status)
+}
+
+// Unwrap gives the run's own error completion, when one found the loss.
+func (e *PeerLostError) Unwrap() error {
+	if e.Run == nil {
+		return nil
+	}
+	return e.Run
 }

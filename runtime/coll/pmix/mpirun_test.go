@@ -54,14 +54,24 @@ func child(mode string) int {
 		fmt.Printf("error %d: %v\n", rank, err)
 		return 1
 	}
-	if want, _ := strconv.Atoi(os.Getenv("OMPI_COMM_WORLD_RANK")); job.Launcher != "PMIx" || rank != want {
-		return fail(fmt.Errorf("FromEnv: rank %d from %q, Open MPI says %d", rank, job.Launcher, want))
+	launcher, rankVar, sizeVar := "Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"
+	if os.Getenv(rankVar) == "" {
+		launcher, rankVar, sizeVar = "Slurm", "SLURM_PROCID", "SLURM_NTASKS"
 	}
-	if want, _ := strconv.Atoi(os.Getenv("OMPI_COMM_WORLD_SIZE")); job.Size() != want {
-		return fail(fmt.Errorf("FromEnv: size %d, Open MPI says %d", job.Size(), want))
+	if want, _ := strconv.Atoi(os.Getenv(rankVar)); job.Launcher != "PMIx" || rank != want {
+		return fail(fmt.Errorf("FromEnv: rank %d from %q, %s says %d", rank, job.Launcher, launcher, want))
+	}
+	if want, _ := strconv.Atoi(os.Getenv(sizeVar)); job.Size() != want {
+		return fail(fmt.Errorf("FromEnv: size %d, %s says %d", job.Size(), launcher, want))
 	}
 	bad := rank == victim
 	switch {
+	case mode == "lost": // the victim is the one victimEnv names
+		v, err := strconv.Atoi(os.Getenv(victimEnv))
+		if err != nil {
+			return fail(fmt.Errorf("%s=%q: %v", victimEnv, os.Getenv(victimEnv), err))
+		}
+		return lostRank(job, v)
 	case mode == "stall" && bad:
 		time.Sleep(time.Hour)
 	case mode == "exit" && bad:
@@ -135,10 +145,15 @@ func mpirun(t testing.TB, np int, mode string, env ...string) result {
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
-	r := result{out: string(out), err: err, took: time.Since(start), pids: map[int]int{}, ok: map[int]bool{}, errs: map[int]string{}}
 	if ctx.Err() != nil {
 		t.Fatalf("mpirun -np %d (%s) still running after 2 minutes: killed; it printed:\n%s", np, mode, out)
 	}
+	return parseRun(out, err, time.Since(start))
+}
+
+// parseRun is what the ranks of a run printed.
+func parseRun(out []byte, err error, took time.Duration) result {
+	r := result{out: string(out), err: err, took: took, pids: map[int]int{}, ok: map[int]bool{}, errs: map[int]string{}}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		m := linePat.FindStringSubmatch(sc.Text())
