@@ -20,6 +20,8 @@
 #                                     and srun --mpi=pmix -n 2, 4, 8 on a one-node Slurm cluster
 #                                     of its own, one table (PMIx exchange; installs libpmix,
 #                                     mpirun and Slurm as make test does)
+#   make softdev [OFED_DEBS=DIR]      softdev exec and its driver for MLNX_OFED 4.9's libibverbs
+#                                     (.tmp/softdev/; the packages default to ../shared/ofed-4.9)
 #   make examples                     run the cross-channel examples on the software device
 #                                     (ccpingpong as two processes, and in two network
 #                                     namespaces when run as root)
@@ -47,11 +49,20 @@ ABI_ACK      ?= tests/testdata/baseline/ack.txt
 # The runtime, its software device, the shims' tests and the examples run
 # under the race detector and with cgocheck2 (Go pointers in C memory).
 RUNTIME_PKGS := ./runtime/... ./internal/shimtest ./examples/...
+# The launcher's tests run the vendor's C programs: the race detector and
+# cgocheck2 have nothing of theirs to watch.
+RACE_PKGS     = $$($(GO) list $(RUNTIME_PKGS) | grep -v /runtime/softdev/launch)
 COUNT        ?= 5
 # Interleaved runs of each make bench-gen scenario (medians are printed).
 BENCH_GEN_RUNS ?= 7
 
-.PHONY: generate test vet staticcheck fmt-check bench-gen toolchains launchers abi-check abi-baseline test-runtime bench bench-mpirun examples origin-test origin-abi-check
+# MLNX_OFED 4.9's own user space (its .deb packages, unpacked into a
+# cache, never installed): softdev's driver is built against it and its
+# programs judge the device (runtime/softdev/launch's tests).
+OFED_DEBS    ?= $(abspath $(CURDIR)/../shared/ofed-4.9/debs)
+export OFED_DEBS
+
+.PHONY: generate test vet softdev staticcheck fmt-check bench-gen toolchains launchers abi-check abi-baseline test-runtime bench bench-mpirun examples origin-test origin-abi-check
 
 toolchains:
 	@scripts/ensure-toolchains
@@ -114,7 +125,7 @@ CGO_ENV      := $(if $(OFED_INCLUDE),CGO_CFLAGS="-O2 -g \"-I$(ABS_HEADERS)\"")
 # TestPrintedNextSteps): more than go test's default 10 minutes on 2 cores.
 test: toolchains launchers origin-test fmt-check vet staticcheck
 	@echo "== make test: go test ./... (against $(HEADERS))"
-	VERBSEXP_HEADERS="$(ABS_HEADERS)" VERBSEXP_ACK_BREAKING=$(ACK_BREAKING) $(CGO_ENV) $(GO) test -timeout 40m ./... $(GOLDEN_CGO)
+	VERBSEXP_HEADERS="$(ABS_HEADERS)" VERBSEXP_ACK_BREAKING=$(ACK_BREAKING) VERBSEXP_REQUIRE_OFED=1 $(CGO_ENV) $(GO) test -timeout 40m ./... $(GOLDEN_CGO)
 	@echo "== make test: runtime under -race and cgocheck2"
 	@$(MAKE) --no-print-directory test-runtime
 	@echo "== make test: abi-check"
@@ -128,8 +139,8 @@ bench-gen: toolchains
 # launcher, and the ranks' code under the race detector and cgocheck2 is
 # the mpirun and multi-process tests' (this saves about 35 s).
 test-runtime:
-	$(CGO_ENV) $(GO) test -race -skip '^TestSrun' $(RUNTIME_PKGS)
-	$(CGO_ENV) GOEXPERIMENT=cgocheck2 $(GO) test -skip '^TestSrun' $(RUNTIME_PKGS)
+	$(CGO_ENV) $(GO) test -race -skip '^TestSrun' $(RACE_PKGS)
+	$(CGO_ENV) GOEXPERIMENT=cgocheck2 $(GO) test -skip '^TestSrun' $(RACE_PKGS)
 
 # Benchmarks with allocations, COUNT runs each: quote medians. The
 # collectives across processes run once (8 processes; their rounds are
@@ -187,3 +198,10 @@ fuzz: toolchains
 # with the fitted exponent of time vs size.
 bench-scale: toolchains
 	$(GO) test ./gen -run '^$$' -bench BenchmarkGenerateScale -benchtime 1x
+
+# softdev exec and its driver, side by side (the launcher looks for the
+# driver beside itself).
+softdev:
+	$(GO) build -o .tmp/softdev/softdev ./runtime/softdev/cmd/softdev
+	.tmp/softdev/softdev build-driver -ofed-debs "$(OFED_DEBS)" -src runtime/softdev -o .tmp/softdev/libsoftdev-rdmav2.so
+	@echo "built .tmp/softdev/softdev and .tmp/softdev/libsoftdev-rdmav2.so"

@@ -7,8 +7,8 @@
 //
 //   - Provided functions. A provider that stands in for a library's
 //     functions (runtime/softdev, a software verbs device without
-//     libibverbs) registers its own with Provide, from its package init,
-//     before the first lookup. Lookup returns them instead of the
+//     libibverbs) registers its own with Provide before the first lookup
+//     of them (softdev: at its first Open). Lookup returns them instead of the
 //     library's; so do the weak stubs generated packages compile (they
 //     call the C side, dynlib.h), and the provider forwards what is not
 //     its own to the library's real function (verbsexp_dynlib_real).
@@ -211,6 +211,12 @@ func Provide(lib, marker, name string, fn unsafe.Pointer) error {
 		return fmt.Errorf("dynlib: provide %s of %s: %w", name, lib, e)
 	}
 }
+
+// ProvidedCount is how many functions Provide has registered in this
+// process: 0 means every lookup reaches a real library (a program using
+// a device through the vendor's libibverbs and its provider, not
+// softdev's in-process stand-ins, can check it).
+func ProvidedCount() int { return int(C.verbsexp_dynlib_count_provided()) }
 
 // Sym is one function of a Lib, resolved once and cached.
 type Sym struct {

@@ -44,4 +44,7 @@ VERBSEXP_DYNLIB_API void *verbsexp_dynlib_real(const char *const *names, const c
 VERBSEXP_DYNLIB_API void *verbsexp_dynlib_resolve(const char *const *names, const char *marker,
                                                   const char *name);
 
+/* How many functions are registered (dynlib.ProvidedCount). */
+VERBSEXP_DYNLIB_API int verbsexp_dynlib_count_provided(void);
+
 #endif /* VERBSEXP_DYNLIB_H */

@@ -105,3 +105,14 @@ void *verbsexp_dynlib_resolve(const char *const *names, const char *marker, cons
 	void *fn = verbsexp_dynlib_provided(names, marker, name);
 	return fn != NULL ? fn : verbsexp_dynlib_real(names, marker, name);
 }
+
+int verbsexp_dynlib_count_provided(void)
+{
+	int n = 0;
+	pthread_mutex_lock(&mu);
+	for (struct entry *e = entries; e != NULL; e = e->next)
+		if (e->fn != NULL)
+			n++;
+	pthread_mutex_unlock(&mu);
+	return n;
+}

@@ -25,8 +25,10 @@
 // The exported verbs (ibv_alloc_pd, ibv_reg_mr, ibv_create_cq,
 // ibv_modify_qp, ibv_query_port, ibv_get_async_event, …) live in
 // libibverbs, which this device does not need: it supplies them itself
-// (libverbs.c). This package's init registers each with dynlib.Provide
-// for the legacy verbs ABI, so the generated wrappers (verbs.AllocPD,
+// (libverbs.c). The first Open registers each with dynlib.Provide for
+// the legacy verbs ABI (a program that opens none has no stand-in between
+// it and the library: see package launch for softdev behind the vendor's
+// libibverbs), so the generated wrappers (verbs.AllocPD,
 // verbs.CreateCQ, verbs.ModifyQP, verbs.QueryPort, verbs.GetAsyncEvent,
 // …) find them before any library, and so do the generated stubs the
 // headers' inline verbs call (verbs.IbvQueryPort reaches ibv_query_port,

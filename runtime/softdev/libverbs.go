@@ -13,35 +13,44 @@ import (
 	"errors"
 	"fmt"
 	"runtime/cgo"
+	"sync"
 	"syscall"
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/abiutil/dynlib"
 )
 
-// provideErr is why the exported verbs could not be registered (they were
-// looked up before this package's init ran); Open then fails with it.
-var provideErr error
-
 // The exported verbs of libibverbs reach this device through functions of
-// its own (libverbs.c), registered here for the legacy verbs ABI before
-// any lookup: the generated wrappers (verbs.AllocPD, verbs.ModifyQP, …)
-// and the weak stubs behind the headers' inline verbs find them instead of
-// the system library's.
-func init() {
-	var lib, marker *C.char
-	var n C.int
-	table := unsafe.Slice(C.sdl_exports(&lib, &marker, &n), int(n))
-	for _, e := range table {
-		if err := dynlib.Provide(C.GoString(lib), C.GoString(marker), C.GoString(e.name), e.fn); err != nil {
-			provideErr = errors.Join(provideErr, err)
+// its own (libverbs.c), registered with dynlib for the legacy verbs ABI
+// by the first Open: the generated wrappers (verbs.AllocPD,
+// verbs.ModifyQP, …) and the weak stubs behind the headers' inline verbs
+// find them instead of the system library's. Not before: a program that
+// never opens a device of this package (one that runs on the vendor's
+// libibverbs and a provider) has no stand-in between it and the library
+// (dynlib.ProvidedCount is 0). provideErr is why they could not be
+// registered (looked up before the first Open); Open then fails with it.
+var (
+	provideOnce sync.Once
+	provideErr  error
+)
+
+func provide() error {
+	provideOnce.Do(func() {
+		var lib, marker *C.char
+		var n C.int
+		table := unsafe.Slice(C.sdl_exports(&lib, &marker, &n), int(n))
+		for _, e := range table {
+			if err := dynlib.Provide(C.GoString(lib), C.GoString(marker), C.GoString(e.name), e.fn); err != nil {
+				provideErr = errors.Join(provideErr, err)
+			}
 		}
-	}
+	})
+	return provideErr
 }
 
 // attach makes the device's objects known to the exported verbs.
 func (d *Device) attach() error {
-	if provideErr != nil {
+	if provideErr := provide(); provideErr != nil {
 		return fmt.Errorf("softdev: open: the exported verbs (verbs.AllocPD, …) cannot reach this device: %w", provideErr)
 	}
 	d.handle = cgo.NewHandle(d)

@@ -131,7 +131,7 @@ func exports(path string) (legacy, rdmaCore bool, err error) {
 func UnpackDebs(dir string) (string, error) {
 	debs, err := filepath.Glob(filepath.Join(dir, "*.deb"))
 	if err != nil || len(debs) == 0 {
-		return "", fmt.Errorf("%s holds no .deb packages (want MLNX_OFED's DEBS/MLNX_LIBS: libibverbs1, ibverbs-utils, …)", dir)
+		return "", fmt.Errorf("%s holds no .deb packages: point OFED_DEBS (or -ofed-debs) at MLNX_OFED's DEBS/MLNX_LIBS directory (libibverbs1, libibverbs-dev, ibverbs-utils, perftest, …)", dir)
 	}
 	sort.Strings(debs)
 	h := sha256.New()

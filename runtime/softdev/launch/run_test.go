@@ -23,15 +23,15 @@ type run struct {
 	done chan struct{}
 }
 
-// launched is the command line `softdev exec … -- prog args` runs, in a
-// network namespace when wrap (ip netns exec NS) is given.
+// launched is the command line `softdev exec … -- prog args` (prog a
+// path), in a network namespace when wrap (ip netns exec NS) is given.
 func launched(wrap []string, addr, prog string, args ...string) *exec.Cmd {
 	line := append([]string{}, wrap...)
 	line = append(line, vendor.softdev, "exec", "-ofed", vendor.root, "-driver", vendor.driver)
 	if addr != "" {
 		line = append(line, "-addr", addr)
 	}
-	line = append(line, "--", bin(prog))
+	line = append(line, "--", prog)
 	line = append(line, args...)
 	cmd := exec.Command(line[0], line[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -133,7 +133,7 @@ func (p pair) run(t *testing.T) (server, client string) {
 	t.Helper()
 	port := freePort(t)
 	args := append(append([]string{}, p.args...), p.portFlag, strconv.Itoa(port))
-	srv := start(t, launched(p.wrap[0], p.addr[0], p.prog, args...))
+	srv := start(t, launched(p.wrap[0], p.addr[0], bin(p.prog), args...))
 	ctx, cancel := context.WithTimeout(context.Background(), p.d)
 	defer cancel()
 	if !listening(srv, port, p.d) {
@@ -145,7 +145,7 @@ func (p pair) run(t *testing.T) (server, client string) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	cli := start(t, launched(p.wrap[1], p.addr[1], p.prog, append(args, host)...))
+	cli := start(t, launched(p.wrap[1], p.addr[1], bin(p.prog), append(args, host)...))
 	left := time.Until(deadline(ctx))
 	cli.wait(t, p.prog+" client", left)
 	srv.wait(t, p.prog+" server", time.Until(deadline(ctx))+time.Second)

@@ -15,7 +15,7 @@ import (
 // gives (derived from the address).
 func TestDevices(t *testing.T) {
 	needVendor(t)
-	out, err := launched(nil, "127.0.0.2", "ibv_devices").CombinedOutput()
+	out, err := launched(nil, "127.0.0.2", bin("ibv_devices")).CombinedOutput()
 	if err != nil {
 		if strings.Contains(string(out), "already served") {
 			t.Skipf("SKIPPED: 127.0.0.2 is in use by another softdev on this host: %s", out)
@@ -149,7 +149,7 @@ func perftestRow(out string) string {
 // tree's node GUID, LID, link layer and GID, and the engine's limits.
 func TestDevinfo(t *testing.T) {
 	needVendor(t)
-	out, err := launched(nil, "127.0.0.2", "ibv_devinfo", "-v").CombinedOutput()
+	out, err := launched(nil, "127.0.0.2", bin("ibv_devinfo"), "-v").CombinedOutput()
 	if err != nil {
 		if strings.Contains(string(out), "already served") {
 			t.Skipf("SKIPPED: 127.0.0.2 is in use by another softdev on this host: %s", out)
