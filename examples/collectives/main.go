@@ -27,6 +27,7 @@
 // retransmissions (coll's ready messages keep both at 0):
 //
 //	mpirun -np 4 collectives -launch env
+//	mpirun -np 4 softdev exec -- collectives -launch env -device verbs
 //	MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 WORLD_SIZE=4 RANK=r collectives -launch env  (r = 0…3)
 package main
 
@@ -40,6 +41,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
@@ -47,6 +49,7 @@ import (
 	"github.com/verbsexp/verbsexp/runtime/coll"
 	"github.com/verbsexp/verbsexp/runtime/coll/collsoft"
 	_ "github.com/verbsexp/verbsexp/runtime/coll/pmix" // FromEnv under mpirun and srun
+	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 )
@@ -58,13 +61,14 @@ type config struct {
 	bytes              int    // broadcast length
 	block              int    // allgather bytes per rank
 	launch             string // "": in process; "env": one rank per process (coll.FromEnv)
+	device             string // "": softdev in process; "verbs[:NAME]": through libibverbs
 }
 
 func main() {
-	examplecli.Usage("collectives", "Runs the four standing collectives of runtime/coll (barrier, allreduce,\nbroadcast, allgather) over -ranks ranks on the software device, -iters\nruns each, checks every result and prints the median time per collective.")
 	var c config
-	examplecli.Usage("collectives", "Runs the four standing collectives of runtime/coll (barrier, allreduce,\nbroadcast, allgather) over -ranks ranks on the software device, -iters\nruns each, checks every result and prints the median time per collective.\nWith -launch env each process is one rank of a job a launcher started\n(mpirun, srun --mpi=pmix, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT),\non a softdev device of its own.")
+	examplecli.Usage("collectives", "Runs the four standing collectives of runtime/coll (barrier, allreduce,\nbroadcast, allgather) over -ranks ranks on the software device, -iters\nruns each, checks every result and prints the median time per collective.\nWith -launch env each process is one rank of a job a launcher started\n(mpirun, srun --mpi=pmix, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT),\non a softdev device of its own, or with -device verbs on the device\nlibibverbs lists (an HCA, or softdev under softdev exec).")
 	flag.StringVar(&c.launch, "launch", "", `"env": this process is one rank of a job its launcher started (mpirun, srun, or MASTER_ADDR/MASTER_PORT with RANK and WORLD_SIZE); -ranks is then the job's size`)
+	flag.StringVar(&c.device, "device", "", `with -launch env: "" (a softdev device in this process), "verbs" (the first device libibverbs lists: an HCA, or softdev under softdev exec), or "verbs:NAME"`)
 	flag.IntVar(&c.ranks, "ranks", 8, "number of ranks, 1 or more (in one process)")
 	flag.IntVar(&c.iters, "iters", 100, "runs of each collective")
 	flag.IntVar(&c.root, "root", 0, "the broadcast's root rank")
@@ -100,7 +104,8 @@ type collective struct {
 // world is the device, this process's ranks' communicators and what
 // they registered.
 type world struct {
-	dev   *softdev.Device
+	dev   *softdev.Device // in process, or nil
+	vdev  *device.Device  // through libibverbs (-device verbs), or nil
 	w     *collsoft.World // in one process
 	job   *coll.Job       // -launch env
 	local []*coll.Comm    // the ranks this process runs (all of them, or its own)
@@ -160,6 +165,9 @@ func (w *world) close() error {
 	}
 	if w.job != nil {
 		errs = append(errs, w.job.Close())
+	}
+	if w.vdev != nil {
+		return errors.Join(append(errs, w.vdev.Close())...)
 	}
 	return errors.Join(append(errs, w.dev.Close())...)
 }
@@ -236,11 +244,22 @@ func runRank(cfg config, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	dev, err := softdev.Open()
-	if err != nil {
-		return errors.Join(err, job.Close())
+	w := &world{job: job}
+	var ctx *verbs.Context
+	switch name, ok := strings.CutPrefix(cfg.device, "verbs"); {
+	case cfg.device == "":
+		if w.dev, err = softdev.Open(); err != nil {
+			return errors.Join(err, job.Close())
+		}
+		ctx = w.dev.Context()
+	case ok && (name == "" || name[0] == ':'):
+		if w.vdev, err = device.Open(strings.TrimPrefix(name, ":")); err != nil {
+			return errors.Join(err, job.Close())
+		}
+		ctx = w.vdev.Context
+	default:
+		return errors.Join(fmt.Errorf(`-device %q: want "", "verbs" or "verbs:NAME"`, cfg.device), job.Close())
 	}
-	w := &world{dev: dev, job: job}
 	defer func() { err = errors.Join(err, w.close()) }()
 	cfg.ranks = job.Size()
 	switch {
@@ -252,7 +271,7 @@ func runRank(cfg config, out io.Writer) (err error) {
 		return fmt.Errorf("need 1 ≤ -count ≤ %d, -bytes ≥ 1 and -block ≥ 1", coll.DefaultDepth)
 	}
 	start := time.Now()
-	c, err := coll.New(dev.Context(), job.Rank(), job.Size(), job.Exchange, coll.Options{})
+	c, err := coll.New(ctx, job.Rank(), job.Size(), job.Exchange, coll.Options{})
 	if err != nil {
 		return fmt.Errorf("rank %d (%s): %w", job.Rank(), job.Launcher, err)
 	}
@@ -277,9 +296,18 @@ func runRank(cfg config, out io.Writer) (err error) {
 			}
 		}
 	}
+	if w.dev == nil {
+		if c.Rank() == 0 {
+			fmt.Fprintf(out, "%d ranks, one per process (%s), each on device %s through libibverbs; New took %v; %d runs of each collective, every result checked on every rank; rank 0's times:\n",
+				cfg.ranks, job.Launcher, w.vdev.Name, boot.Round(time.Microsecond), cfg.iters)
+			w.table(out)
+		}
+		return nil
+	}
 	// What the wire did, summed over the ranks: a run whose sends
-	// outran a peer's receives shows as RNR NAKs.
-	ws := dev.Wire().QPs
+	// outran a peer's receives shows as RNR NAKs (counters an in-process
+	// softdev device has; through libibverbs a device has none to give).
+	ws := w.dev.Wire().QPs
 	all, err := job.Exchange(binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, ws.RNRNaksReceived), ws.Retransmitted))
 	if err != nil {
 		return fmt.Errorf("rank %d: exchange the wire counters: %w", c.Rank(), err)
