@@ -62,6 +62,7 @@ import (
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 )
 
@@ -154,7 +155,7 @@ func parseArgs(args []string, stderr io.Writer) (*config, *flags, error) {
 	f := &flags{fs: flag.NewFlagSet("ccpingpong", flag.ContinueOnError)}
 	f.fs.SetOutput(io.Discard)
 	f.intVar(&c.port, "p", "port", "PORT", 18515, "TCP port of the handshake: the server listens on it at its device's address")
-	f.strVar(&c.ibDev, "d", "ib-dev", "DEV", "verbs device: only softdev, the software device this program opens (its devices are not listed)")
+	f.strVar(&c.ibDev, "d", "ib-dev", "DEV", "verbs device: softdev (the default), a software device this program opens; any other name is a device libibverbs lists (an HCA, or softdev0 under softdev exec), opened through it")
 	f.intVar(&c.ibPort, "i", "ib-port", "PORT", 1, "port of the device (the software device has port 1)")
 	f.intVar(&c.size, "s", "size", "SIZE", 4096, "bytes of the buffer every receive takes and of a plain message; at least 16 and 16 per operand")
 	f.intVar(&c.mtu, "m", "mtu", "MTU", 1024, "path MTU: 256, 512, 1024, 2048 or 4096, at most the port's active MTU")
@@ -170,7 +171,7 @@ func parseArgs(args []string, stderr io.Writer) (*config, *flags, error) {
 	f.boolVar(&c.verify, "V", "verify", "verify the calc results (always done)")
 	f.intVar(&c.gidIndex, "g", "gid-index", "INDEX", 0, "GID index of the port to send from")
 	f.strVar(&c.dgid, "G", "dgid", "GID", "the peer's GID (IPv6 or IPv4 notation) instead of the one the handshake gives")
-	f.add(option{"", "addr", "IP", "the software device's address (default $" + softdev.AddrEnv + ", else a loopback address of its own)"},
+	f.add(option{"", "addr", "IP", "the software device's address, with -d softdev (default $" + softdev.AddrEnv + ", else a loopback address of its own)"},
 		func(n string) { f.fs.StringVar(&c.addr, n, "", "") })
 	if err := f.fs.Parse(args); err != nil {
 		return nil, f, err
@@ -190,8 +191,6 @@ func (c *config) check() error {
 	switch {
 	case c.port < 1 || c.port > 65535:
 		return fmt.Errorf("-p %d: want a TCP port, 1 to 65535", c.port)
-	case c.ibDev != "" && c.ibDev != "softdev":
-		return fmt.Errorf("-d %s: this program runs on the software device (runtime/softdev), which no device list names; leave -d out, or give -d softdev", c.ibDev)
 	case c.size < 16 || c.size > 1<<30:
 		return fmt.Errorf("-s %d: want 16 to %d bytes", c.size, 1<<30)
 	case mtuEnum(c.mtu) < 0:
@@ -282,18 +281,28 @@ func ccpingpong(args []string, stdout, stderr io.Writer) int {
 }
 
 func run(cfg *config, out io.Writer) (err error) {
-	var opts []softdev.DeviceOption
-	if cfg.addr != "" {
-		opts = append(opts, softdev.Address(cfg.addr))
+	s := &side{}
+	if cfg.ibDev == "" || cfg.ibDev == "softdev" {
+		var opts []softdev.DeviceOption
+		if cfg.addr != "" {
+			opts = append(opts, softdev.Address(cfg.addr))
+		}
+		// Like an HCA, the device runs its queues on its own.
+		if s.dev, err = softdev.Open(append(opts, softdev.Autonomous())...); err != nil {
+			return err
+		}
+		s.ctx = s.dev.Context()
+	} else {
+		if cfg.addr != "" {
+			return fmt.Errorf("-addr is the software device's (-d softdev); -d %s is a device libibverbs lists", cfg.ibDev)
+		}
+		if s.vdev, err = device.Open(cfg.ibDev); err != nil {
+			return fmt.Errorf("-d %s: %w", cfg.ibDev, err)
+		}
+		s.ctx = s.vdev.Context
 	}
-	// Like an HCA, the device runs its queues on its own.
-	dev, err := softdev.Open(append(opts, softdev.Autonomous())...)
-	if err != nil {
-		return err
-	}
-	s := &side{dev: dev}
 	defer func() { err = errors.Join(err, s.close()) }()
-	ctx := dev.Context()
+	ctx := s.ctx
 	local, global, err := portInfo(ctx, cfg)
 	if err != nil {
 		return err
@@ -330,7 +339,11 @@ func run(cfg *config, out io.Writer) (err error) {
 	}
 	var remote endpoint
 	if cfg.server == "" {
-		ln, err := listen(dev.Addr(), cfg.port)
+		at := netip.IPv4Unspecified() // through libibverbs: every address, as the vendor's program
+		if s.dev != nil {
+			at = s.dev.Addr()
+		}
+		ln, err := listen(at, cfg.port)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 )
@@ -44,7 +45,8 @@ const maxOperands = 16
 // calc operands at its start (16 bytes each) and takes every receive, so
 // each result lands on the first operand of the next SEND.
 type side struct {
-	dev     *softdev.Device
+	dev     *softdev.Device // -d softdev, or nil
+	vdev    *device.Device  // a device through libibverbs, or nil
 	ctx     *verbs.Context
 	pd      *verbs.PD
 	buf     *lease.Buffer
@@ -76,7 +78,6 @@ func cslice[T any](s *side, n int) []T {
 // open creates the side's objects on its device, both QPs in INIT; close
 // undoes it and closes the device, also after a failure part way.
 func (s *side) open(cfg *config) error {
-	s.ctx = s.dev.Context()
 	var err error
 	if s.pd, err = verbs.AllocPD(s.ctx); err != nil {
 		return err
@@ -288,6 +289,9 @@ func (s *side) close() error {
 	}
 	if s.dev != nil {
 		add("close device", s.dev.Close())
+	}
+	if s.vdev != nil {
+		add("close device", s.vdev.Close())
 	}
 	return errors.Join(errs...)
 }
