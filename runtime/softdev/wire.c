@@ -754,11 +754,18 @@ void sd_net_timer_armed(struct sd_device *d, uint64_t deadline)
 /* The transport thread                                                 */
 /* ------------------------------------------------------------------ */
 
+/* Is the port's interface looked at? While the device has peers on the
+ * wire, and always behind libibverbs, where a program may watch the port
+ * alone (ibv_asyncwatch). */
+static int watched_port(const struct sd_device *d)
+{
+	return d->links != NULL || d->kernel_events;
+}
+
 /* The port follows the interface holding the device's address: when it
  * goes down (or the address leaves it) the device raises
  * IBV_EVENT_PORT_ERR, when it is back IBV_EVENT_PORT_ACTIVE, as an HCA
- * does for its link. Checked while the device has peers on the wire.
- * Device lock held. */
+ * does for its link (checked when watched_port). Device lock held. */
 static void watch_port(struct sd_device *d)
 {
 	int active, mtu;
@@ -783,7 +790,7 @@ static void *transport(void *arg)
 		uint64_t now = sd_now(), until = UINT64_MAX;
 		if (d->timers > 0)
 			until = d->next_deadline;
-		if (d->links != NULL && n->port_check < until)
+		if (watched_port(d) && n->port_check < until)
 			until = n->port_check;
 		if (n->hellos > 0 && now + SD_HELLO_NS < until)
 			until = now + SD_HELLO_NS;
@@ -831,7 +838,7 @@ static void *transport(void *arg)
 		if (d->timers > 0 && sd_rc_timers(d, now))
 			did = 1;
 		expire_hellos(d, now);
-		if (d->links != NULL && now >= n->port_check) {
+		if (watched_port(d) && now >= n->port_check) {
 			watch_port(d);
 			n->port_check = now + SD_PORT_CHECK_NS;
 		}

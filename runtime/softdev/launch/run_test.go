@@ -88,8 +88,9 @@ func freePort(t *testing.T) int {
 }
 
 // listening waits until some socket listens on TCP port (any address),
-// read from /proc/net/tcp{,6} so that nothing connects to the server
-// before its client does; false if the run ended first or after d.
+// read from /proc/PID/net/tcp{,6} (the run's network namespace's) so that
+// nothing connects to the server before its client does; false if the
+// run ended first or after d.
 func listening(r *run, port int, d time.Duration) bool {
 	end := time.Now().Add(d)
 	hex := fmt.Sprintf(":%04X ", port)
@@ -99,8 +100,8 @@ func listening(r *run, port int, d time.Duration) bool {
 			return false
 		default:
 		}
-		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-			b, _ := os.ReadFile(f)
+		for _, f := range []string{"tcp", "tcp6"} {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", r.cmd.Process.Pid, f))
 			sc := bufio.NewScanner(bytes.NewReader(b))
 			for sc.Scan() {
 				fields := strings.Fields(sc.Text())
