@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,9 +19,27 @@ import (
 // run is one vendor program run through `softdev exec`.
 type run struct {
 	cmd  *exec.Cmd
-	out  bytes.Buffer
+	out  output
 	err  error
 	done chan struct{}
+}
+
+// output collects what a run prints, readable while it runs.
+type output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
 }
 
 // launched is the command line `softdev exec … -- prog args` (prog a
