@@ -17,7 +17,9 @@
 //     overlay of /dev adds it, with /dev's own mounts kept);
 //   - /etc/libibverbs.d holding only softdev's driver line (the system's
 //     hidden, so no driver it names is missing);
-//   - the legacy library first on LD_LIBRARY_PATH, and the driver
+//   - the legacy library first on LD_LIBRARY_PATH (with unpacked
+//     packages, their usr/bin first on PATH: ibv_rc_pingpong, ib_send_lat,
+//     … run by name), and the driver
 //     preloaded (LD_PRELOAD): preloaded, it serves the calls libibverbs
 //     would send to a kernel (ibv_create_comp_channel), so completion
 //     events work (see driver/driver.c);
@@ -81,6 +83,7 @@ type Device struct {
 	Addr     netip.Addr
 	LID      uint16 // 0 on an Ethernet port
 	Lib      string // the legacy libibverbs.so.1 programs load
+	Bin      string // the vendor's programs beside it (unpacked packages), or ""
 	Driver   string
 	ethernet bool
 	listener *os.File
@@ -116,6 +119,11 @@ func Prepare(o Options) (*Device, error) {
 	}
 	sweepScratch()
 	d := &Device{Lib: lib, Driver: driver, ethernet: o.Ethernet}
+	if o.OFED != "" {
+		if bin := filepath.Join(o.OFED, "usr/bin"); isDir(bin) {
+			d.Bin = bin // the packages' programs: ibv_rc_pingpong, ib_send_lat, …
+		}
+	}
 	if d.listener, d.Addr, err = hold(o.Addr); err != nil {
 		return nil, fmt.Errorf("softdev exec: %w", err)
 	}
@@ -123,6 +131,11 @@ func Prepare(o Options) (*Device, error) {
 		d.LID = lidOf(d.Addr)
 	}
 	return d, nil
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 // findDriver returns the driver's path, or an error that names the make
@@ -229,6 +242,7 @@ func (d *Device) Command(name string, args ...string) (*exec.Cmd, error) {
 		Scratch:  scratch,
 		Tree:     sysfsTree(d.Addr, d.ethernet),
 		Lib:      d.Lib,
+		Bin:      d.Bin,
 		Driver:   d.Driver,
 		Program:  name,
 		Args:     args,

@@ -22,6 +22,7 @@ type plan struct {
 	Scratch  string            // an empty directory: the tmpfs goes here
 	Tree     map[string]string // the sysfs tree, relative to Scratch/sys
 	Lib      string            // the legacy libibverbs.so.1
+	Bin      string            // put first on PATH (the unpacked packages' programs), or ""
 	Driver   string            // libsoftdev-rdmav2.so
 	Program  string
 	Args     []string
@@ -46,6 +47,9 @@ func init() {
 // run makes the program's files in this (new) mount namespace and execs
 // it; it returns only on failure.
 func (p *plan) run() error {
+	if p.Bin != "" {
+		os.Setenv("PATH", joinPath(p.Bin, os.Getenv("PATH")))
+	}
 	prog, err := exec.LookPath(p.Program)
 	if err != nil {
 		return err
