@@ -160,7 +160,7 @@ bench-mpirun: launchers
 # 8 ranks share fewer cores.
 MPIRUN_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-run-as-root) --oversubscribe
 
-examples: launchers
+examples: launchers softdev
 	$(GO) run ./examples/pingpong -rounds 1000 -size 64
 	$(GO) run ./examples/pingpong -rounds 20000 -max-wr 40000
 	@for op in sum max and or xor; do $(GO) run ./examples/allreduce -ranks 16 -op $$op -type uint || exit 1; done
@@ -175,6 +175,12 @@ examples: launchers
 		mpirun $(MPIRUN_FLAGS) -np $$n .tmp/collectives -launch env -iters 50 || exit 1; \
 	done
 	scripts/rendezvous-job 4 .tmp/collectives -launch env -iters 50
+	@# the same, each rank's device opened through MLNX_OFED 4.9's own
+	@# libibverbs with softdev as its driver (softdev exec), as on a cluster.
+	@for n in 2 4 8; do \
+		echo "mpirun -np $$n softdev exec -- .tmp/collectives -launch env -device verbs"; \
+		mpirun $(MPIRUN_FLAGS) -np $$n .tmp/softdev/softdev exec -- .tmp/collectives -launch env -device verbs -iters 50 || exit 1; \
+	done
 	@# ccpingpong: the built program as a server and a client process, on
 	@# loopback and (as root) in two network namespaces joined by a veth.
 	$(GO) build -o .tmp/ccpingpong ./examples/ccpingpong
