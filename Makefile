@@ -21,7 +21,8 @@
 #                                     of its own, one table (PMIx exchange; installs libpmix,
 #                                     mpirun and Slurm as make test does)
 #   make softdev [OFED_DEBS=DIR]      softdev exec and its driver for MLNX_OFED 4.9's libibverbs
-#                                     (.tmp/softdev/; the packages default to ../shared/ofed-4.9)
+#                                     (.tmp/softdev/; the packages default to ../shared/ofed-4.9;
+#                                     OFED_INCLUDE=/usr/include: an installed MLNX_OFED's)
 #   make examples                     run the cross-channel examples on the software device
 #                                     (ccpingpong as two processes, and in two network
 #                                     namespaces when run as root)
@@ -209,5 +210,5 @@ bench-scale: toolchains
 # driver beside itself).
 softdev:
 	$(GO) build -o .tmp/softdev/softdev ./runtime/softdev/cmd/softdev
-	.tmp/softdev/softdev build-driver -ofed-debs "$(OFED_DEBS)" -src runtime/softdev -o .tmp/softdev/libsoftdev-rdmav2.so
+	.tmp/softdev/softdev build-driver $(if $(OFED_INCLUDE),-include "$(OFED_INCLUDE)",-ofed-debs "$(OFED_DEBS)") -src runtime/softdev -o .tmp/softdev/libsoftdev-rdmav2.so
 	@echo "built .tmp/softdev/softdev and .tmp/softdev/libsoftdev-rdmav2.so"

@@ -24,6 +24,9 @@ type Build struct {
 	// linked against its libibverbs.so.1, which it then needs at run
 	// time (found as findLibrary finds it).
 	OFED string
+	// Include, if set, is the directory holding infiniband/driver.h
+	// instead of OFED's (an installed MLNX_OFED's OFED_INCLUDE).
+	Include string
 	// Out is the file to write (DriverFile, by the launcher's
 	// convention, beside the softdev command).
 	Out string
@@ -49,7 +52,11 @@ func SourceDir() (string, error) {
 // Driver builds the driver: one compiler run, written to a temporary file
 // beside Out and renamed, so Out is never half-written.
 func (b Build) Driver() error {
-	include, err := firstDir(b.OFED, "usr/include/infiniband/driver.h", "include/infiniband/driver.h", "infiniband/driver.h")
+	root, rels := b.OFED, []string{"usr/include/infiniband/driver.h", "include/infiniband/driver.h", "infiniband/driver.h"}
+	if b.Include != "" {
+		root, rels = b.Include, []string{"infiniband/driver.h"}
+	}
+	include, err := firstDir(root, rels...)
 	if err != nil {
 		return fmt.Errorf("building the softdev driver needs MLNX_OFED's driver.h (its libibverbs-dev package): %w", err)
 	}

@@ -5,7 +5,7 @@
 //
 // It exits with the program's status (128 plus the signal that ended it).
 //
-//	softdev build-driver [-ofed DIR | -ofed-debs DIR] [-o FILE]
+//	softdev build-driver [-ofed DIR | -ofed-debs DIR] [-include DIR] [-o FILE]
 //
 // builds the driver it loads (libsoftdev-rdmav2.so, from softdev's C
 // engine) against MLNX_OFED's headers and library; `make softdev` builds
@@ -89,6 +89,7 @@ func buildDriver(args []string) int {
 	b := launch.Build{}
 	debs := fs.String("ofed-debs", os.Getenv("OFED_DEBS"), "a directory of MLNX_OFED .deb packages to unpack (into a cache) and build against (default $OFED_DEBS)")
 	fs.StringVar(&b.OFED, "ofed", "", "the root of an MLNX_OFED install or of its unpacked packages (default /: the installed MLNX_OFED)")
+	fs.StringVar(&b.Include, "include", "", "the directory holding infiniband/driver.h, if not under -ofed (OFED_INCLUDE)")
 	fs.StringVar(&b.Out, "o", launch.DriverFile, "the file to write")
 	fs.StringVar(&b.Src, "src", "", "runtime/softdev's directory (default: found with go list)")
 	if err := fs.Parse(args); err != nil {
