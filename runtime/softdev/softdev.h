@@ -493,8 +493,14 @@ struct sd_config {
 	double   timescale;     /* transport timers are multiplied by it (1: as on an HCA) */
 };
 
+/* Not an errno: with auto_loopback, SD_WIRE_PORT is taken at every
+ * loopback address at once (a listener at the wildcard address,
+ * 0.0.0.0 or a [::] that takes IPv4 too), so no address can be had. */
+enum { SD_ERR_PORT_EVERYWHERE = 1 << 16 };
+
 /* NULL with *err the errno (ENOMEM, EMFILE/ENFILE when no file
- * descriptor is left, the listener's bind error). */
+ * descriptor is left, the listener's bind error, EAGAIN when the
+ * transport thread cannot start) or SD_ERR_PORT_EVERYWHERE. */
 struct ibv_context *sd_open(const struct sd_config *cfg, int *err);
 /* Closes a device that was handed out: see sd_close in provider.c for
  * what outlives it. */
