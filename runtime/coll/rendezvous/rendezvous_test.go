@@ -35,7 +35,7 @@ func contribution(rank, round, max int) []byte {
 
 // job joins size ranks on loopback, the root first: by rank. Each of
 // first runs with the root's address before the other ranks join (they
-// connect at once, and the root stops listening when all have).
+// connect at once; the root listens until Close).
 func job(t testing.TB, size int, opts rendezvous.Options, first ...func(addr string)) []*rendezvous.Rendezvous {
 	t.Helper()
 	root, err := rendezvous.Join("127.0.0.1:0", 0, size, opts)
