@@ -47,22 +47,7 @@ func (h Host) SetLink(t testing.TB, up bool) {
 // subnet is three octets of a private range ("10.213.7").
 func Hosts(t testing.TB, n int, subnet string) []Host {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: network namespaces need root (ip netns add); CI runs this as root")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("SKIPPED: network namespaces need iproute2's ip (apt-get install iproute2; .ci/run installs it)")
-	}
-	sweep(t)
-	var r [4]byte
-	rand.Read(r[:])
-	tag := fmt.Sprintf("%d-%s", os.Getpid(), hex.EncodeToString(r[:]))
-	add := func(name string) {
-		if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-			t.Skipf("SKIPPED: ip netns add %s: %v: %s (no CAP_SYS_ADMIN here?)", name, err, out)
-		}
-		t.Cleanup(func() { del(t, name) })
-	}
+	tag, r, add := start(t)
 	hosts := make([]Host, n)
 	for i := range hosts {
 		hosts[i] = Host{Name: fmt.Sprintf("%s%s-%d", prefix, tag, i), Addr: fmt.Sprintf("%s.%d", subnet, i+1),
@@ -89,6 +74,45 @@ func Hosts(t testing.TB, n int, subnet string) []Host {
 		run(t, "-n", h.Name, "link", "set", h.Dev, "up")
 	}
 	return hosts
+}
+
+// Isolated creates one namespace with nothing but its loopback
+// interface, up: a host of its own, for tests that hold or fill this
+// host's loopback addresses and ports (wildcard listeners, hundreds of
+// devices) without touching those of anything else running here. Its
+// Addr is 127.0.0.1 and its Dev lo.
+func Isolated(t testing.TB) Host {
+	t.Helper()
+	tag, _, add := start(t)
+	h := Host{Name: fmt.Sprintf("%s%s-0", prefix, tag), Addr: "127.0.0.1", Dev: "lo"}
+	add(h.Name)
+	run(t, "-n", h.Name, "link", "set", "lo", "up")
+	return h
+}
+
+// start checks that namespaces can be made here (skipping the test,
+// saying why, if not), deletes those that dead runs left, and returns
+// this run's tag (in every name it makes), random bytes for device
+// names, and add, which creates a namespace that the test's end deletes.
+func start(t testing.TB) (tag string, r [4]byte, add func(name string)) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: network namespaces need root (ip netns add); CI runs this as root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("SKIPPED: network namespaces need iproute2's ip (apt-get install iproute2; .ci/run installs it)")
+	}
+	sweep(t)
+	rand.Read(r[:])
+	tag = fmt.Sprintf("%d-%s", os.Getpid(), hex.EncodeToString(r[:]))
+	add = func(name string) {
+		t.Helper()
+		if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+			t.Skipf("SKIPPED: ip netns add %s: %v: %s (no CAP_SYS_ADMIN here?)", name, err, out)
+		}
+		t.Cleanup(func() { del(t, name) })
+	}
+	return tag, r, add
 }
 
 func run(t testing.TB, args ...string) {

@@ -28,7 +28,8 @@ type Member interface {
 type Job struct {
 	Member
 	// Launcher names the source, as "PMIx" or "TCP rendezvous at
-	// node01:29500 (RANK, WORLD_SIZE)".
+	// node01:29500 (RANK, WORLD_SIZE)", with ", job ID" after it when
+	// the rendezvous has a job identity.
 	Launcher string
 }
 
@@ -41,6 +42,39 @@ type JobOptions struct {
 	// Token is the TCP rendezvous's job secret; default the value of
 	// TokenEnv. Required unless MASTER_ADDR is loopback.
 	Token []byte
+	// Job is the TCP rendezvous's job identity (rendezvous.Options.Job):
+	// two jobs given one MASTER_ADDR:MASTER_PORT refuse each other's
+	// ranks. Default: what the launcher says, the first set of
+	// JobIDEnv (VERBSEXP_JOB_ID), TORCHELASTIC_RUN_ID (unless "none",
+	// torchrun's default without --rdzv-id), PMIX_NAMESPACE,
+	// OMPI_MCA_ess_base_jobid, SLURM_JOB_ID with SLURM_STEP_ID, as
+	// "NAME=value"; else one derived from the token; else none.
+	Job string
+}
+
+// JobIDEnv is the environment variable that gives a job its identity
+// for the TCP rendezvous when its launcher does not: the same on every
+// rank, different for every job (scripts/rendezvous-job sets it).
+const JobIDEnv = "VERBSEXP_JOB_ID"
+
+// jobFromEnv is the job identity the launcher's variables give, or "".
+func jobFromEnv() string {
+	for _, name := range []string{JobIDEnv, "TORCHELASTIC_RUN_ID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"} {
+		if v := os.Getenv(name); v != "" && !(name == "TORCHELASTIC_RUN_ID" && v == "none") {
+			return name + "=" + v
+		}
+	}
+	if job := os.Getenv("SLURM_JOB_ID"); job != "" {
+		step := os.Getenv("SLURM_STEP_ID")
+		if step == "" {
+			step = os.Getenv("SLURM_STEPID")
+		}
+		if step != "" {
+			return "SLURM_JOB_ID=" + job + " SLURM_STEP_ID=" + step
+		}
+		return "SLURM_JOB_ID=" + job
+	}
+	return ""
 }
 
 // TokenEnv is the environment variable FromEnv reads the rendezvous's
@@ -75,7 +109,9 @@ func setPMIx(join func(timeout time.Duration) (Member, error)) (previous func(ti
 //     rendezvous) with rank 0 listening there, rank and size from RANK
 //     and WORLD_SIZE, or else from OMPI_COMM_WORLD_RANK and _SIZE or
 //     SLURM_PROCID and SLURM_NTASKS; the token from JobOptions.Token or
-//     VERBSEXP_JOB_TOKEN.
+//     VERBSEXP_JOB_TOKEN; the job's identity from JobOptions.Job or the
+//     launcher (see JobOptions.Job), so that two jobs given one address
+//     refuse each other's ranks.
 //   - PMIX_NAMESPACE or PMIX_RANK (Open MPI's mpirun, srun --mpi=pmix):
 //     the launcher's PMIx server, through package pmix, which must be
 //     imported for it (it needs libpmix).
@@ -107,12 +143,23 @@ func FromEnv(opts JobOptions) (*Job, error) {
 		if token == nil && os.Getenv(TokenEnv) != "" {
 			token = []byte(os.Getenv(TokenEnv))
 		}
+		job := opts.Job
+		if job == "" {
+			job = jobFromEnv()
+		}
+		if len(job) > rendezvous.MaxJob {
+			return nil, fmt.Errorf("coll: FromEnv: the job identity %.40q… is %d bytes, more than %d", job, len(job), rendezvous.MaxJob)
+		}
 		at := net.JoinHostPort(addr, port)
-		r, err := rendezvous.Join(at, rank, size, rendezvous.Options{Token: token, Timeout: opts.Timeout})
+		r, err := rendezvous.Join(at, rank, size, rendezvous.Options{Token: token, Timeout: opts.Timeout, Job: job})
 		if err != nil {
 			return nil, fmt.Errorf("coll: FromEnv: rank %d of %d (%s): %w", rank, size, from, err)
 		}
-		return &Job{Member: r, Launcher: fmt.Sprintf("TCP rendezvous at %s (%s)", at, from)}, nil
+		launcher := fmt.Sprintf("TCP rendezvous at %s (%s)", at, from)
+		if r.Job() != "" {
+			launcher += ", job " + r.Job()
+		}
+		return &Job{Member: r, Launcher: launcher}, nil
 	case pmixSet:
 		pmix.Lock()
 		join := pmix.join

@@ -15,7 +15,8 @@ import (
 
 // launcherVars is every variable FromEnv reads.
 var launcherVars = []string{"PMIX_NAMESPACE", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-	"SLURM_PROCID", "SLURM_NTASKS", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", coll.TokenEnv}
+	"SLURM_PROCID", "SLURM_NTASKS", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", coll.TokenEnv,
+	coll.JobIDEnv, "TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_STEPID"}
 
 // env clears every launcher variable for the test, then sets kv
 // ("NAME=value" each).
@@ -142,6 +143,49 @@ func TestFromEnvRendezvous(t *testing.T) {
 		t.Errorf("rank %d of %d from %q", job.Rank(), job.Size(), job.Launcher)
 	}
 	job.Close()
+}
+
+// TestFromEnvJobIdentity: the rendezvous's job identity comes from
+// JobOptions.Job, else the first launcher variable that gives one (in
+// the documented order, torchrun's "none" being none), else the token;
+// Launcher names it. Two jobs given one address then refuse each other's
+// ranks (package rendezvous's tests).
+func TestFromEnvJobIdentity(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		opts coll.JobOptions
+		want string // after "TCP rendezvous at 127.0.0.1:PORT (RANK, WORLD_SIZE)"
+	}{
+		{nil, coll.JobOptions{}, ""},
+		{[]string{"TORCHELASTIC_RUN_ID=none"}, coll.JobOptions{}, ""},
+		{[]string{"TORCHELASTIC_RUN_ID=6bd1"}, coll.JobOptions{}, ", job TORCHELASTIC_RUN_ID=6bd1"},
+		{[]string{"SLURM_JOB_ID=77", "SLURM_STEP_ID=3"}, coll.JobOptions{}, ", job SLURM_JOB_ID=77 SLURM_STEP_ID=3"},
+		{[]string{"SLURM_JOB_ID=77", "SLURM_STEPID=4"}, coll.JobOptions{}, ", job SLURM_JOB_ID=77 SLURM_STEP_ID=4"},
+		{[]string{"SLURM_JOB_ID=77"}, coll.JobOptions{}, ", job SLURM_JOB_ID=77"},
+		{[]string{"PMIX_NAMESPACE=prterun-h-81@1", "OMPI_MCA_ess_base_jobid=5"}, coll.JobOptions{}, ", job PMIX_NAMESPACE=prterun-h-81@1"},
+		{[]string{"OMPI_MCA_ess_base_jobid=5", "SLURM_JOB_ID=77"}, coll.JobOptions{}, ", job OMPI_MCA_ess_base_jobid=5"},
+		{[]string{"TORCHELASTIC_RUN_ID=6bd1", "SLURM_JOB_ID=77"}, coll.JobOptions{}, ", job TORCHELASTIC_RUN_ID=6bd1"},
+		{[]string{coll.JobIDEnv + "=nightly-3", "TORCHELASTIC_RUN_ID=6bd1"}, coll.JobOptions{}, ", job VERBSEXP_JOB_ID=nightly-3"},
+		{[]string{coll.JobIDEnv + "=nightly-3"}, coll.JobOptions{Job: "given"}, ", job given"},
+		// A digest of the token, the same from every build (ranks of one
+		// job must agree): SHA-256 of a fixed prefix and the token, 8 bytes.
+		{[]string{coll.TokenEnv + "=0123456789abcdef0123"}, coll.JobOptions{}, ", job token 629da13af2a17fd8"},
+	} {
+		port := freePort(t)
+		env(t, append([]string{"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port}, tc.env...)...)
+		job, err := coll.FromEnv(tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "TCP rendezvous at 127.0.0.1:" + port + " (RANK, WORLD_SIZE)" + tc.want; job.Launcher != want {
+			t.Errorf("%q, %+v: %q, want %q", tc.env, tc.opts, job.Launcher, want)
+		}
+		job.Close()
+	}
+	env(t, "RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1", coll.JobIDEnv+"="+strings.Repeat("x", 300))
+	if _, err := coll.FromEnv(coll.JobOptions{}); err == nil || !strings.Contains(err.Error(), "more than 200") {
+		t.Errorf("a job identity of 300 bytes: %v", err)
+	}
 }
 
 // fakePMIx stands in for package pmix.

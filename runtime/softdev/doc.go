@@ -63,7 +63,10 @@
 //
 // A schedule's objects and the verbs on them, as Example runs it:
 //
-//	d, _ := softdev.Open()
+//	d, err := softdev.Open()
+//	if err != nil {
+//		log.Fatal(err) // it says why: an address or a port taken (and by whom), no file descriptors, …
+//	}
 //	pd, _ := d.AllocPD()
 //	buf := softdev.CallocSlice[byte](4096) // C memory, registered below
 //	mr, _ := d.RegMR(pd, unsafe.Pointer(&buf[0]), len(buf), verbs.AccessLocalWrite)
@@ -418,7 +421,14 @@
 // (Address, else $VERBSEXP_SOFTDEV_ADDR (AddrEnv), else a loopback
 // address of its own: 127.0.0.2, .3, …), its GID is that address
 // (IPv4-mapped, as RoCE v2 forms it, or IPv6) and it listens there on
-// TCP port WirePort (4791, RoCE v2's UDP port). A QP moved to RTR with a
+// TCP port WirePort (4791, RoCE v2's UDP port). A loopback address
+// where anything listens at that port (another process's device, any
+// other program) is skipped, and processes opening devices at the same
+// moment each get one of their own; Open returns a device or an error,
+// never neither. When a program listens at the port's wildcard address
+// (0.0.0.0, or [::] taking IPv4 too), no loopback address can be had:
+// Open then fails at once with EADDRINUSE naming that listener and its
+// process (it used to try all 16.7 million addresses first, 90 s). A QP moved to RTR with a
 // GRH whose dgid is another device's GID (sgid_index 0, port 1: what
 // ibv_modify_qp on a RoCE port requires; Connect builds it) is connected
 // to that device's QP dest_qp_num, in this process or another, on this

@@ -4,6 +4,7 @@ package softdev_test
 
 import (
 	"fmt"
+	"log"
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
@@ -14,7 +15,10 @@ import (
 // managed QP's send, held until a manager's SEND_ENABLE releases it.
 // Its body is the package documentation's snippet.
 func Example() {
-	d, _ := softdev.Open()
+	d, err := softdev.Open()
+	if err != nil {
+		log.Fatal(err) // it says why: an address or a port taken (and by whom), no file descriptors, …
+	}
 	pd, _ := d.AllocPD()
 	buf := softdev.CallocSlice[byte](4096) // C memory, registered below
 	mr, _ := d.RegMR(pd, unsafe.Pointer(&buf[0]), len(buf), verbs.AccessLocalWrite)

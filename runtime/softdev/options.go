@@ -119,8 +119,9 @@ func MaxCQE(n int) DeviceOption { return func(c *deviceConfig) { c.limits.MaxCQE
 // WirePort) and its GID. It must be an address of this host that no
 // other device uses (one device per address, as one RoCE port has one).
 // Without it, Open uses $VERBSEXP_SOFTDEV_ADDR, and if that is unset a
-// loopback address of the device's own (127.0.0.2, then .3, ...): then
-// only devices on this host can reach it.
+// loopback address of the device's own (127.0.0.2, then .3, ..., the
+// first where nothing listens at WirePort): then only devices on this
+// host can reach it.
 func Address(ip string) DeviceOption {
 	return func(c *deviceConfig) { c.addr, c.addrSet = ip, true }
 }

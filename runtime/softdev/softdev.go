@@ -86,7 +86,7 @@ func Open(opts ...DeviceOption) (*Device, error) {
 	var e C.int
 	ctx := C.sd_open(&c, &e)
 	if ctx == nil {
-		return nil, openErr(addr, where, syscall.Errno(e))
+		return nil, openErr(addr, where, int(e))
 	}
 	d := &Device{&device{ctx: ctx}}
 	if err := d.attach(); err != nil {
@@ -96,19 +96,45 @@ func Open(opts ...DeviceOption) (*Device, error) {
 	return d, nil
 }
 
-// openErr says why a device could not be opened at addr.
-func openErr(addr, where string, e syscall.Errno) error {
-	switch {
-	case addr == "" && e == syscall.EADDRINUSE:
-		return fmt.Errorf("softdev: open: every loopback address 127.0.0.2 ... 127.255.255.254 has a listener at port %d: %w", WirePort, e)
-	case e == syscall.EADDRINUSE:
-		return fmt.Errorf("softdev: open: %s %s: port %d there is taken (another device, or another program, listens on it; one device per address): %w", where, addr, WirePort, e)
-	case e == syscall.EADDRNOTAVAIL:
-		return fmt.Errorf("softdev: open: %s %s is not an address of this host (ip addr shows them): %w", where, addr, e)
-	case e == syscall.EMFILE || e == syscall.ENFILE:
-		return fmt.Errorf("softdev: open: out of file descriptors (a device needs 6; ulimit -n): %w", e)
+// errPortEverywhere is sd_open's error for a port taken at every
+// loopback address (not an errno).
+const errPortEverywhere = int(C.SD_ERR_PORT_EVERYWHERE)
+
+// openErr says why a device could not be opened at addr ("": a loopback
+// address of its own), from sd_open's error e, and what to do.
+func openErr(addr, where string, e int) error {
+	errno := syscall.Errno(e)
+	if e == errPortEverywhere {
+		errno = syscall.EADDRINUSE
 	}
-	return fmt.Errorf("softdev: open: %w", e)
+	holders := func(ip netip.Addr) string {
+		if ls := listenersAt(ip, WirePort); len(ls) > 0 {
+			return ": " + describeListeners(ls) + " listens there"
+		}
+		return " (another device, or another program, listens there)"
+	}
+	first := netip.MustParseAddr("127.0.0.2")
+	switch {
+	case e == errPortEverywhere:
+		return fmt.Errorf("softdev: open: port %d is taken at every loopback address at once, as a program listening on it at a wildcard address does%s; "+
+			"no device can listen at a loopback address until it stops (or give the device an address where the port is free: Address, $%s): %w",
+			WirePort, holders(first), AddrEnv, errno)
+	case addr == "" && errno == syscall.EADDRINUSE:
+		return fmt.Errorf("softdev: open: every loopback address 127.0.0.2 ... 127.255.255.254 has a listener at port %d: %w", WirePort, errno)
+	case addr == "" && errno == syscall.EADDRNOTAVAIL:
+		return fmt.Errorf("softdev: open: this host does not let a program listen at loopback address 127.0.0.2 (only 127.0.0.1 is there?): "+
+			"give the device an address of this host (Address, $%s): %w", AddrEnv, errno)
+	case errno == syscall.EADDRINUSE:
+		ip, _ := netip.ParseAddr(addr)
+		return fmt.Errorf("softdev: open: %s %s: port %d there is taken%s; one device per address: %w", where, addr, WirePort, holders(ip), errno)
+	case errno == syscall.EADDRNOTAVAIL:
+		return fmt.Errorf("softdev: open: %s %s is not an address of this host (ip addr shows them): %w", where, addr, errno)
+	case errno == syscall.EMFILE || errno == syscall.ENFILE:
+		return fmt.Errorf("softdev: open: out of file descriptors (a device needs 6; ulimit -n): %w", errno)
+	case errno == syscall.EAGAIN:
+		return fmt.Errorf("softdev: open: cannot start the device's transport thread (the limit on threads: ulimit -u, or the cgroup's pids.max): %w", errno)
+	}
+	return fmt.Errorf("softdev: open: %w", errno)
 }
 
 // GID returns the device's GID (its port's GID table entry 0): its IP

@@ -514,8 +514,14 @@ struct sd_config {
 	int      kernel_events; /* async_fd as the kernel's: event records, read by libibverbs */
 };
 
+/* Not an errno: with auto_loopback, SD_WIRE_PORT is taken at every
+ * loopback address at once (a listener at the wildcard address,
+ * 0.0.0.0 or a [::] that takes IPv4 too), so no address can be had. */
+enum { SD_ERR_PORT_EVERYWHERE = 1 << 16 };
+
 /* NULL with *err the errno (ENOMEM, EMFILE/ENFILE when no file
- * descriptor is left, the listener's bind error). */
+ * descriptor is left, the listener's bind error, EAGAIN when the
+ * transport thread cannot start) or SD_ERR_PORT_EVERYWHERE. */
 struct ibv_context *sd_open(const struct sd_config *cfg, int *err);
 /* The same for a device whose record the caller allocated, zeroed but for
  * what libibverbs set in the verbs and exp contexts (the provider front

@@ -39,6 +39,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,6 +57,7 @@ enum {
 	SD_BACKOFF_MAX  = 1000000000,       /* doubling up to 1 s */
 	SD_LINGER_NS    = 500000000,        /* Close waits this long for queued frames to leave */
 	SD_PORT_CHECK_NS = 200000000,       /* how often the port's interface is looked at */
+	SD_SCAN_PROBE   = 256,              /* taken loopback addresses between checks for a wildcard listener */
 };
 
 static const char sd_magic[8] = { 'V', 'X', 'S', 'D', 'W', 'I', 'R', 'E' };
@@ -240,6 +242,52 @@ static int listen_on(const uint8_t g[16])
 		return -1;
 	}
 	return fd;
+}
+
+/* The loopback address 127.x.y.z of k (x.y.z = k, from 2), as a GID. */
+static void loopback_gid(uint32_t k, uint8_t g[16])
+{
+	static const uint8_t pre[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	memcpy(g, pre, 12);
+	g[12] = 127;
+	g[13] = (uint8_t)(k >> 16);
+	g[14] = (uint8_t)(k >> 8);
+	g[15] = (uint8_t)k;
+}
+
+/* Whether SD_WIRE_PORT is taken at every IPv4 loopback address at once:
+ * what one listener at the wildcard address (0.0.0.0, or [::] taking
+ * IPv4 too) does, and then no device can listen anywhere. Two addresses
+ * drawn at random from 127.1.0.0 up are tried, bound but not listening:
+ * both taken is that listener (the scan from 127.0.0.2 puts devices
+ * there only once 65 000 are open, and other listeners at two random
+ * addresses of 16 million are not to be expected). Without this the
+ * scan would try all 16.7 million, a bind each (90 s on 2 cores), and
+ * then blame them all. */
+static int port_taken_everywhere(void)
+{
+	for (int i = 0; i < 2; i++) {
+		uint32_t r;
+		if (getrandom(&r, sizeof r, 0) != sizeof r)
+			r = (uint32_t)(sd_now() * 0x9e3779b97f4a7c15ull >> 32);
+		uint32_t k = (1u << 16) + r % ((1u << 24) - (1u << 16) - 1);
+		if ((uint8_t)k == 0 || (uint8_t)k == 255)
+			k ^= 1; /* .1 or .254: the scan skips .0 and .255 */
+		uint8_t g[16];
+		loopback_gid(k, g);
+		struct sockaddr_storage ss;
+		socklen_t sl = gid_sockaddr(g, SD_WIRE_PORT, &ss);
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return 0;
+		int one = 1;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		int taken = bind(fd, (struct sockaddr *)&ss, sl) != 0 && errno == EADDRINUSE;
+		close(fd);
+		if (!taken)
+			return 0;
+	}
+	return 1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -882,7 +930,8 @@ static int take_listener(int fd, const uint8_t g[16])
 
 /* Opens the device's network: a listener on addr (auto: the first free
  * 127.x.y.z from 127.0.0.2 on; listen_fd >= 0: that one, bound already),
- * the epoll set and the transport thread. Returns 0 or an errno. */
+ * the epoll set and the transport thread. Returns 0, an errno or
+ * SD_ERR_PORT_EVERYWHERE. */
 int sd_net_open(struct sd_device *d, const uint8_t addr[16], int auto_loopback, int listen_fd)
 {
 	struct sd_net *n = calloc(1, sizeof *n);
@@ -895,18 +944,26 @@ int sd_net_open(struct sd_device *d, const uint8_t addr[16], int auto_loopback, 
 	memcpy(g, addr, 16);
 	int err = 0;
 	if (auto_loopback) {
-		static const uint8_t pre[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-		memcpy(g, pre, 12);
+		/* Taken addresses are skipped (another device, or another
+		 * program, listens there); processes racing for one are
+		 * settled by listen, which only one of them passes. A port
+		 * taken everywhere is looked for at the first taken address
+		 * and every SD_SCAN_PROBE after it (a wildcard listener can
+		 * start only while no device listens, so it may come between
+		 * two taken addresses). */
+		uint32_t taken = 0;
 		for (uint32_t k = 2; k < (1u << 24) - 1; k++) {
-			g[12] = 127;
-			g[13] = (uint8_t)(k >> 16);
-			g[14] = (uint8_t)(k >> 8);
-			g[15] = (uint8_t)k;
 			if ((uint8_t)k == 0 || (uint8_t)k == 255)
 				continue;
+			loopback_gid(k, g);
 			n->lfd = listen_on(g);
 			if (n->lfd >= 0 || errno != EADDRINUSE)
 				break;
+			if (taken++ % SD_SCAN_PROBE == 0 && port_taken_everywhere()) {
+				err = SD_ERR_PORT_EVERYWHERE;
+				goto fail;
+			}
+			errno = EADDRINUSE;
 		}
 	} else if (listen_fd >= 0) {
 		n->lfd = take_listener(listen_fd, g);

@@ -32,13 +32,19 @@ type rawPeer struct {
 	in   chan []byte // frame bodies the device sent us
 }
 
-func newRawPeer(t *testing.T, ip string) *rawPeer {
+// newRawPeer is a raw peer at the first of 127.0.net.201, .202, … where
+// nothing listens at WirePort yet: other processes' devices and peers
+// hold loopback addresses too (tests of other packages and other
+// people's runs share this host).
+func newRawPeer(t testing.TB, net int) *rawPeer {
 	t.Helper()
-	p := tryRawPeer(t, ip)
-	if p == nil {
-		t.Fatalf("cannot listen at %s", ip)
+	for k := 201; k < 255; k++ {
+		if p := tryRawPeer(t, fmt.Sprintf("127.0.%d.%d", net, k)); p != nil {
+			return p
+		}
 	}
-	return p
+	t.Fatalf("no address from 127.0.%d.201 to .254 is free at port %d", net, WirePort)
+	return nil
 }
 
 // tryRawPeer is newRawPeer, or nil if the address is taken.
@@ -182,7 +188,7 @@ func safetyQP(t testing.TB, f *fixture, p *rawPeer) *verbs.QP {
 
 func TestWireSafety(t *testing.T) {
 	f := newFixture(t)
-	p := newRawPeer(t, "127.0.0.201")
+	p := newRawPeer(t, 0)
 	qp := safetyQP(t, f, p)
 	for i := range f.buf {
 		f.buf[i] = 0x5a
@@ -199,7 +205,7 @@ func TestWireSafety(t *testing.T) {
 	})
 	t.Run("a hello claiming another address", func(t *testing.T) {
 		c := p.dial(f.d)
-		c.Write(hello(f.d.GID())) // the device's own GID, from 127.0.0.201
+		c.Write(hello(f.d.GID())) // the device's own GID, from the peer's address
 		c.Write(frame{op: pktSendOnly, dst: qp.QPNum, src: 0x4242, psn: 1000, payload: []byte("x")}.bytes())
 		if !closedSoon(c, 2*time.Second) {
 			t.Error("the device kept a connection whose hello named a GID it does not come from")
@@ -305,10 +311,7 @@ func waitFor(t *testing.T, cond func() bool, what string, args ...any) {
 // connection per input.
 func FuzzWireFrames(f *testing.F) {
 	fx := newFixture(f)
-	var p *rawPeer
-	for k := 200; p == nil; k++ { // fuzzing processes take an address each
-		p = tryRawPeer(f, fmt.Sprintf("127.0.1.%d", k))
-	}
+	p := newRawPeer(f, 1) // fuzzing processes take an address each
 	qp := safetyQP(f, fx, p)
 	const span = 1 << 14
 	mem := allocN[byte](fx, 3*span)

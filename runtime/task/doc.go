@@ -25,7 +25,10 @@
 // the rules a device follows). A list on the software device, as Example
 // runs it:
 //
-//	dev, _ := softdev.Open()
+//	dev, err := softdev.Open()
+//	if err != nil {
+//		log.Fatal(err) // it says why: an address or a port taken (and by whom), …
+//	}
 //	defer dev.Close()
 //	pd, _ := dev.AllocPD()
 //	defer dev.DeallocPD(pd)
@@ -45,7 +48,7 @@
 //	l.Recv(1, verbs.SGE{Addr: buf.Addr() + 32, Length: 32, Lkey: mr.Lkey})
 //	l.SendTask(qp)
 //	l.Send(2, verbs.ExpSendSignaled, verbs.SGE{Addr: buf.Addr(), Length: 32, Lkey: mr.Lkey})
-//	err := l.Post() // one ibv_exp_post_task; a *task.PostError names the task that failed
+//	err = l.Post() // one ibv_exp_post_task; a *task.PostError names the task that failed
 //
 //	wc := softdev.CallocSlice[verbs.ExpWC](2)
 //	defer softdev.Free(unsafe.Pointer(&wc[0]))

@@ -16,10 +16,12 @@ import (
 // the rank, the size and the exchange, New does the rest. Under mpirun
 // or srun --mpi=pmix that is PMIx (this package, imported for its
 // effect); go test runs no launcher, so the example sets what a
-// torchrun-style launcher sets for a one-rank job, and FromEnv picks the
-// TCP rendezvous.
+// torchrun-style launcher sets for a one-rank job, and the job's
+// identity (which keeps two jobs given one address apart), and FromEnv
+// picks the TCP rendezvous.
 func Example() {
-	for _, kv := range [][2]string{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}} {
+	for _, kv := range [][2]string{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"},
+		{coll.JobIDEnv, "example-1"}} {
 		os.Setenv(kv[0], kv[1])
 		defer os.Unsetenv(kv[0])
 	}
@@ -43,5 +45,5 @@ func Example() {
 	check(c.Close())
 	check(dev.Close())
 	check(job.Close()) // under PMIx: PMIx_Finalize, which the launcher expects before exit
-	// Output: rank 0 of 1 (TCP rendezvous at 127.0.0.1:29500 (RANK, WORLD_SIZE)): barrier done
+	// Output: rank 0 of 1 (TCP rendezvous at 127.0.0.1:29500 (RANK, WORLD_SIZE), job VERBSEXP_JOB_ID=example-1): barrier done
 }

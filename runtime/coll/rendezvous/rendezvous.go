@@ -18,18 +18,55 @@
 // A round that is not complete by the deadline fails on every rank,
 // naming the ranks that never joined or never sent; a rank whose
 // connection ends mid-round (its process died) fails the round at once,
-// naming it. The root stops listening once every rank has joined, and
-// Close releases every connection.
+// naming it. Close releases every connection.
+//
+// # Two jobs at one address
+//
+// Two jobs on one host given the same MASTER_ADDR:MASTER_PORT (a port
+// reused by a script, two copies of one command line) must not mix their
+// ranks: one job's rank 0 listens, the other's cannot, and both jobs'
+// other ranks connect to the one that listens. So each job has an
+// identity (Options.Job; coll.FromEnv takes it from the launcher:
+// VERBSEXP_JOB_ID, torchrun's TORCHELASTIC_RUN_ID, PMIX_NAMESPACE, Open
+// MPI's job id, Slurm's job and step ids), else one derived from the
+// token, and it is in the handshake both ways: rank 0's challenge says
+// its job, every rank's hello says its own. A rank of another job is
+// refused by rank 0 (its job goes on, unharmed) and fails at once
+// itself, both naming the two jobs; the rank 0 that could not listen
+// fails naming the job that listens there (it asks what answers). With
+// an identity, ranks of two jobs never meet in a round. Rank 0 listens
+// until Close, so that a rank that comes late, of another job or a
+// second claimant of a rank of this one, is told why it is refused
+// instead of finding nobody (a connection that does not authenticate
+// costs the job nothing).
+//
+// Without one (no token, no launcher id: a shell loop on loopback) no
+// rank can tell its job's rank 0 from another job's, nor rank 0 tell two
+// jobs' rank 1s apart: they say the same. (A nonce made by rank 0 would
+// not help: both jobs' ranks would get it from whichever rank 0
+// listens.) What is detected then, and fails the job on every rank that
+// joined, naming the processes (address, pid and parent pid: a
+// launcher's children share a parent): two processes claiming one rank;
+// a rank 0 that could not listen, which tells the one that does (two
+// jobs at its address: it fails its job rather than risk running it with
+// the other's ranks); a rank claiming another size. Ranks of two such
+// jobs can still meet in the rounds that complete before the other
+// job's processes arrive: mixing is detected, not prevented. Give every
+// job an identity (the launchers above do; scripts/rendezvous-job sets
+// VERBSEXP_JOB_ID).
 package rendezvous
 
 import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,6 +90,11 @@ type Options struct {
 	// MaxBytes bounds one rank's contribution to a round (default
 	// DefaultMaxBytes); every rank must use the same.
 	MaxBytes int
+	// Job is the job's identity, at most MaxJob bytes: the same on every
+	// rank of the job, different for any two jobs that may meet at one
+	// address (see "Two jobs at one address"). Default: one derived from
+	// Token (a digest, not the token), or none without a token.
+	Job string
 }
 
 const (
@@ -62,6 +104,8 @@ const (
 	MaxRanks = 1 << 16
 	// MinToken is the shortest token accepted.
 	MinToken = 16
+	// MaxJob bounds a job identity's length.
+	MaxJob = 200
 	// handshakeTimeout bounds how long a connection may take to say who
 	// it is; maxPending how many may be doing so at once.
 	handshakeTimeout = 10 * time.Second
@@ -75,7 +119,7 @@ var ErrClosed = errors.New("rendezvous: closed")
 type Rendezvous struct {
 	addr       string
 	rank, size int
-	opts       Options
+	opts       Options       // Job is the job's identity, derived if need be
 	done       chan struct{} // closed by Close
 	closeOnce  sync.Once
 
@@ -112,6 +156,11 @@ func Join(addr string, rank, size int, opts Options) (*Rendezvous, error) {
 		return nil, fmt.Errorf("rendezvous: Timeout %v, MaxBytes %d: need 0 (default) or more", opts.Timeout, opts.MaxBytes)
 	case len(opts.Token) > 0 && len(opts.Token) < MinToken:
 		return nil, fmt.Errorf("rendezvous: a token of %d bytes is too short to keep the port closed: use at least %d (e.g. openssl rand -hex 32)", len(opts.Token), MinToken)
+	case len(opts.Job) > MaxJob:
+		return nil, fmt.Errorf("rendezvous: a job identity of %d bytes: at most %d", len(opts.Job), MaxJob)
+	}
+	if opts.Job == "" && len(opts.Token) > 0 {
+		opts.Job = tokenJob(opts.Token)
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
@@ -140,6 +189,12 @@ func Join(addr string, rank, size int, opts Options) (*Rendezvous, error) {
 		return r, nil
 	}
 	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		if other := r.whoListens(); other != "" {
+			return nil, fmt.Errorf("rendezvous: rank 0 of %s cannot listen at %s: %s: two jobs were given one address (MASTER_ADDR:MASTER_PORT): give each its own port: %w",
+				jobName(opts.Job), addr, other, err)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("rendezvous: rank 0 listens at %s: %w (the root must run on the host that address names, and nothing else may listen there)", addr, err)
 	}
@@ -149,6 +204,81 @@ func Join(addr string, rank, size int, opts Options) (*Rendezvous, error) {
 	}
 	r.root = newRoot(ln, size, opts, r.done)
 	return r, nil
+}
+
+// tokenJob is the identity of a job known only by its token: a digest
+// that does not give the token away.
+func tokenJob(token []byte) string {
+	sum := sha256.Sum256(append([]byte("verbsexp rendezvous job identity\x00"), token...))
+	return "token " + hex.EncodeToString(sum[:8])
+}
+
+// jobName is how messages name a job of identity job.
+func jobName(job string) string {
+	if job == "" {
+		return "a job without an identity"
+	}
+	return fmt.Sprintf("job %q", job)
+}
+
+// whoListens says what listens at the address this rank 0 could not
+// listen at, when it is another rendezvous: its job and rank 0, or "".
+// It tells that rendezvous it is a rank 0 too (a hello as rank 0): a
+// root of the same job, or of one without an identity like this, then
+// fails its job, which may otherwise go on with this job's ranks.
+func (r *Rendezvous) whoListens() string {
+	c, err := net.DialTimeout("tcp", r.addr, time.Second)
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second)) // a root answers at once
+	s := &session{key: r.opts.Token}
+	ch, err := readChallenge(c, s)
+	var other string
+	switch {
+	case ch == nil:
+		return "" // not a rendezvous, or one of another version
+	case err != nil:
+		return fmt.Sprintf("the rendezvous of %s (rank 0 is pid %d) listens there, and its messages do not authenticate with this job's token", jobName(ch.job), ch.pid)
+	case ch.job != r.opts.Job:
+		other = fmt.Sprintf("the rendezvous of %s (rank 0 is pid %d) listens there", jobName(ch.job), ch.pid)
+	case ch.job == "":
+		other = fmt.Sprintf("the rendezvous of another job without an identity (rank 0 is pid %d) listens there, and now fails its job", ch.pid)
+	default:
+		other = fmt.Sprintf("the rendezvous of another rank 0 of %s (pid %d) listens there, and now fails its job (two jobs with one identity?)", jobName(ch.job), ch.pid)
+	}
+	rand.Read(s.client[:])
+	s.write(c, kindHello, r.hello(s.client).body())
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.CloseWrite()
+	}
+	io.Copy(io.Discard, io.LimitReader(c, maxMessage+headerLen+macLen)) // its answer, until it closes
+	return other
+}
+
+// hello is this rank's hello on a connection whose nonce is nonce.
+func (r *Rendezvous) hello(nonce [nonceLen]byte) hello {
+	return hello{rank: r.rank, size: r.size, nonce: nonce, pid: os.Getpid(), ppid: os.Getppid(), job: r.opts.Job}
+}
+
+// readChallenge reads the root's challenge into s and authenticates it.
+// ch is nil when what came is no challenge of this version; err is then
+// errFrame's, or errAuth's with ch set.
+func readChallenge(c net.Conn, s *session) (ch *challenge, err error) {
+	f, err := readFrame(c, challengeMax, kindChallenge)
+	if err != nil {
+		return nil, err
+	}
+	got, err := parseChallenge(frameBody(f))
+	if err != nil {
+		return nil, err
+	}
+	s.root = got.nonce
+	if _, _, err := s.open(f); err != nil {
+		return &got, err
+	}
+	return &got, nil
 }
 
 func noToken(addr string) error {
@@ -187,6 +317,10 @@ func (r *Rendezvous) Addr() string {
 // Rank and Size are this rank's and the job's.
 func (r *Rendezvous) Rank() int { return r.rank }
 func (r *Rendezvous) Size() int { return r.size }
+
+// Job is the job's identity: Options.Job, or the one derived from the
+// token, or "" (none).
+func (r *Rendezvous) Job() string { return r.opts.Job }
 
 // Exchange contributes local to the next round and returns every rank's
 // contribution, indexed by rank. Every rank calls it the same number of
@@ -334,6 +468,11 @@ func (r *Rendezvous) dial() {
 			c.Close()
 			r.conn = nil
 			r.cmu.Unlock()
+			var other *otherJobError
+			if errors.As(err, &other) {
+				r.dialErr = err
+				return
+			}
 			if errors.Is(err, errAuth) || errors.Is(err, errFrame) {
 				r.dialErr = fmt.Errorf("what answers at %s is not this job's rendezvous: %w", r.addr, err)
 				return
@@ -358,26 +497,44 @@ func (r *Rendezvous) dial() {
 	}
 }
 
-// handshake reads the root's challenge and answers with this rank's hello.
+// otherJobError is a client's failure to join a rendezvous that is
+// another job's.
+type otherJobError struct {
+	addr      string
+	rank      int
+	job, root string // this rank's job, the root's
+	rootPid   int
+	auth      bool // the root's messages authenticate with this rank's token
+}
+
+func (e *otherJobError) Error() string {
+	at := fmt.Sprintf("the rendezvous at %s is %s's (its rank 0 is pid %d)", e.addr, jobName(e.root), e.rootPid)
+	if !e.auth {
+		return fmt.Sprintf("%s and its messages do not authenticate with the token of rank %d of %s: "+
+			"another job's rendezvous (two jobs given one address, MASTER_ADDR:MASTER_PORT), or this job's with a token this rank does not have", at, e.rank, jobName(e.job))
+	}
+	return fmt.Sprintf("%s, and this is rank %d of %s: two jobs were given one address (MASTER_ADDR:MASTER_PORT): give each its own port", at, e.rank, jobName(e.job))
+}
+
+// handshake reads the root's challenge and answers with this rank's
+// hello. A root of another job is told who this rank is (it refuses it,
+// and says so), and the rank fails with an *otherJobError.
 func (r *Rendezvous) handshake(c net.Conn) error {
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
 	s := &session{key: r.opts.Token}
-	f, err := readFrame(c, nonceLen, kindChallenge)
-	if err == nil && len(frameBody(f)) != nonceLen {
-		err = fmt.Errorf("%w: a challenge of %d bytes", errFrame, len(frameBody(f)))
-	}
-	if err == nil {
-		copy(s.root[:], frameBody(f))
-		_, _, err = s.open(f)
-	}
-	if err != nil {
+	ch, err := readChallenge(c, s)
+	other := ch != nil && (ch.job != r.opts.Job || err != nil)
+	if err != nil && !other {
 		return err
 	}
 	if _, err := rand.Read(s.client[:]); err != nil {
 		return err
 	}
-	if err := s.write(c, kindHello, hello{rank: r.rank, size: r.size, nonce: s.client}.body()); err != nil {
+	if err := s.write(c, kindHello, r.hello(s.client).body()); err != nil && !other {
 		return fmt.Errorf("introducing this rank to the root: %w", err)
+	}
+	if other {
+		return &otherJobError{addr: r.addr, rank: r.rank, job: r.opts.Job, root: ch.job, rootPid: ch.pid, auth: err == nil}
 	}
 	c.SetDeadline(time.Time{})
 	r.sess = s
@@ -414,6 +571,7 @@ type root struct {
 type peer struct {
 	rank  int
 	from  string // its address
+	who   string // its address and process
 	conn  net.Conn
 	sess  *session
 	wmu   sync.Mutex // writes
@@ -512,10 +670,10 @@ func (rt *root) introduce(c net.Conn) (*session, hello, error) {
 	if _, err := rand.Read(s.root[:]); err != nil {
 		return nil, hello{}, err
 	}
-	if err := s.write(c, kindChallenge, s.root[:]); err != nil {
+	if err := s.write(c, kindChallenge, challenge{nonce: s.root, pid: os.Getpid(), job: rt.opts.Job}.body()); err != nil {
 		return nil, hello{}, err
 	}
-	f, err := readFrame(c, helloLen, kindHello)
+	f, err := readFrame(c, helloMax, kindHello)
 	if err != nil {
 		return nil, hello{}, err
 	}
@@ -530,22 +688,35 @@ func (rt *root) introduce(c net.Conn) (*session, hello, error) {
 	return s, h, nil
 }
 
-// join admits an authenticated rank, or fails the job if its hello
+// join admits an authenticated rank of this job, refuses one of another
+// job (an error, the job going on), or fails the job if the hello
 // contradicts it.
 func (rt *root) join(h hello, c net.Conn, s *session) (*peer, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	from := c.RemoteAddr().String()
+	who := fmt.Sprintf("%s (pid %d, parent %d)", from, h.pid, h.ppid) // a launcher's children share a parent
+	if h.job != rt.opts.Job {
+		err := fmt.Errorf("rank %d of %s, at %s, was refused by rank 0 of %s (pid %d): two jobs were given one address (MASTER_ADDR:MASTER_PORT): give each its own port",
+			h.rank, jobName(h.job), who, jobName(rt.opts.Job), os.Getpid())
+		rt.dropped++
+		rt.lastDrop = err.Error()
+		return nil, err
+	}
 	var err error
+	hint := ""
+	if rt.opts.Job == "" {
+		hint = " (two jobs at one address? give each its own MASTER_PORT, and each job an identity, VERBSEXP_JOB_ID, so that each refuses the other's ranks)"
+	}
 	switch {
 	case h.size != rt.size:
-		err = fmt.Errorf("rank %d (at %s) says the job has %d ranks, rank 0 says %d", h.rank, from, h.size, rt.size)
+		err = fmt.Errorf("rank %d, at %s, says the job has %d ranks, rank 0 says %d%s", h.rank, who, h.size, rt.size, hint)
 	case h.rank == 0:
-		err = fmt.Errorf("a process at %s says it is rank 0, which is the root's", from)
+		err = fmt.Errorf("a process at %s says it is rank 0, which is the root's (pid %d)%s", who, os.Getpid(), hint)
 	case h.rank >= rt.size:
-		err = fmt.Errorf("a process at %s says it is rank %d of %d", from, h.rank, rt.size)
+		err = fmt.Errorf("a process at %s says it is rank %d of %d", who, h.rank, rt.size)
 	case rt.peers[h.rank] != nil:
-		err = fmt.Errorf("two processes say they are rank %d: at %s and at %s", h.rank, rt.peers[h.rank].from, from)
+		err = fmt.Errorf("two processes say they are rank %d: at %s and at %s%s", h.rank, rt.peers[h.rank].who, who, hint)
 	}
 	if err == nil {
 		err = rt.fatal // the job has failed: a late rank learns why
@@ -557,11 +728,9 @@ func (rt *root) join(h hello, c net.Conn, s *session) (*peer, error) {
 		}
 		return nil, err
 	}
-	p := &peer{rank: h.rank, from: from, conn: c, sess: s}
+	p := &peer{rank: h.rank, from: from, who: who, conn: c, sess: s}
 	rt.peers[h.rank] = p
-	if rt.joined++; rt.joined == rt.size-1 {
-		rt.stopListening() // everyone is here
-	}
+	rt.joined++
 	rt.notify()
 	return p, nil
 }
@@ -652,7 +821,7 @@ func (rt *root) collect(round uint32, local []byte, late bool) ([][]byte, error)
 		}
 		msg := fmt.Sprintf("%s within %v", strings.Join(parts, ", "), rt.opts.Timeout)
 		if rt.dropped > 0 && len(absent) > 0 {
-			msg += fmt.Sprintf(" (%d connections were dropped before joining, the last %s: a rank with another token is dropped so)", rt.dropped, rt.lastDrop)
+			msg += fmt.Sprintf(" (%d connections were dropped before joining, the last %s: a rank with another token, or of another job, is dropped so)", rt.dropped, rt.lastDrop)
 		}
 		return nil, errors.New(msg)
 	}

@@ -35,7 +35,7 @@ func contribution(rank, round, max int) []byte {
 
 // job joins size ranks on loopback, the root first: by rank. Each of
 // first runs with the root's address before the other ranks join (they
-// connect at once, and the root stops listening when all have).
+// connect at once; the root listens until Close).
 func job(t testing.TB, size int, opts rendezvous.Options, first ...func(addr string)) []*rendezvous.Rendezvous {
 	t.Helper()
 	root, err := rendezvous.Join("127.0.0.1:0", 0, size, opts)
@@ -128,8 +128,9 @@ func listening(addr string) bool {
 
 // TestRounds: every rank gets every rank's bytes, byte for byte, in
 // every round (empty and MaxBytes-long contributions included), at 1, 2,
-// 3, 8 and 33 ranks; the root stops listening once all have joined;
-// Close leaves no goroutine behind and a second Close is ErrClosed.
+// 3, 8 and 33 ranks; the root listens until Close (so that a rank that
+// comes late is told why it is refused), not after; Close leaves no
+// goroutine behind and a second Close is ErrClosed.
 func TestRounds(t *testing.T) {
 	base := runtime.NumGoroutine()
 	for _, size := range []int{1, 2, 3, 8, 33} {
@@ -141,10 +142,13 @@ func TestRounds(t *testing.T) {
 				t.Errorf("%d ranks: rank %d: %v", size, r, err)
 			}
 		}
-		if size > 1 && listening(addr) {
-			t.Errorf("%d ranks: the root still listens at %s after every rank joined", size, addr)
+		if size > 1 && !listening(addr) {
+			t.Errorf("%d ranks: the root stopped listening at %s before Close", size, addr)
 		}
 		closeAll(t, rs)
+		if size > 1 && listening(addr) {
+			t.Errorf("%d ranks: the root still listens at %s after Close", size, addr)
+		}
 	}
 	noGoroutinesLeft(t, base)
 }
@@ -304,8 +308,8 @@ func TestJobContradictions(t *testing.T) {
 		says       string
 	}{
 		{"rank claimed twice", 2, 4, "two processes say they are rank 2: at 127.0.0.1:"},
-		{"another size", 2, 5, "rank 2 (at 127.0.0.1:"},
-		{"out of range", 6, 8, "rank 6 (at 127.0.0.1:"},
+		{"another size", 2, 5, "rank 2, at 127.0.0.1:"},
+		{"out of range", 6, 8, "rank 6, at 127.0.0.1:"},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			const size = 4
@@ -326,9 +330,8 @@ func TestJobContradictions(t *testing.T) {
 			}
 			// The odd one and ranks 1 to 2 join; the last rank only once
 			// the root has taken their hellos (Join dials in the
-			// background): a claim the root took after every rank had
-			// joined would be refused alone, the job going on with the
-			// first claimant.
+			// background): a claim the root took after the round had
+			// completed would fail the job only at the next round.
 			odd = join(tc.rank, tc.size)
 			for r := 1; r < size-1; r++ {
 				rs = append(rs, join(r, size))
@@ -381,13 +384,13 @@ func TestStrangers(t *testing.T) {
 		dial() // says nothing
 		scanner, huge = dial(), dial()
 		scanner.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
-		huge.Write(bytes.Repeat([]byte("vxrv\x01\x02\xff\xff\xff\xff"), 100)) // a hello of 4 GiB
+		huge.Write(bytes.Repeat([]byte("vxrv\x02\x02\xff\xff\xff\xff"), 100)) // a hello of 4 GiB
 		// A rank with another token: its own Exchange fails.
 		other, err := rendezvous.Join(addr, 1, size, rendezvous.Options{Token: []byte("another token, also long enough"), Timeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := other.Exchange([]byte("x")); err == nil || !strings.Contains(err.Error(), "not this job's rendezvous") {
+		if _, err := other.Exchange([]byte("x")); err == nil || !strings.Contains(err.Error(), "do not authenticate with the token of rank 1") {
 			t.Errorf("a rank with another token: %v", err)
 		}
 		other.Close()
@@ -475,9 +478,28 @@ func TestJoinRefuses(t *testing.T) {
 			r.Close()
 		}
 	}
-	rs := job(t, 2, rendezvous.Options{}, func(addr string) {
-		if _, err := rendezvous.Join(addr, 0, 2, rendezvous.Options{}); err == nil || !strings.Contains(err.Error(), "nothing else may listen there") {
+	rs := job(t, 2, rendezvous.Options{Job: "first"}, func(addr string) {
+		if _, err := rendezvous.Join(addr, 0, 2, rendezvous.Options{Job: "second"}); err == nil ||
+			!strings.Contains(err.Error(), `rank 0 of job "second" cannot listen at `+addr+`: the rendezvous of job "first" (rank 0 is pid`) {
 			t.Errorf("a second root on the same port: %v", err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() { // not a rendezvous: an HTTP server, say
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Write([]byte("HTTP/1.0 400 Bad Request\r\n\r\n"))
+				c.Close()
+			}
+		}()
+		if _, err := rendezvous.Join(ln.Addr().String(), 0, 2, rendezvous.Options{}); err == nil || !strings.Contains(err.Error(), "nothing else may listen there") {
+			t.Errorf("a root where another program listens: %v", err)
 		}
 	})
 	if _, err := rs[1].Exchange(make([]byte, rendezvous.DefaultMaxBytes+1)); err == nil || !strings.Contains(err.Error(), "more than MaxBytes") {

@@ -9,7 +9,7 @@ import (
 	"io"
 )
 
-// The wire, version 1. Every message is one frame:
+// The wire, version 2. Every message is one frame:
 //
 //	"vxrv" | version (1 byte) | kind (1) | body length (4, big-endian) | body | HMAC-SHA256 (32)
 //
@@ -19,13 +19,16 @@ import (
 // So a frame from another connection, another job or an earlier point
 // of this connection does not authenticate: replaying a rank's hello
 // cannot claim its rank, and nothing is accepted from a sender without
-// the token. The root speaks first (a challenge with its nonce); the
-// client answers with a hello naming its rank, the job's size and its
-// nonce; then each round is one contribution from each client and one
-// result (or a failure naming what went wrong) from the root.
+// the token. The root speaks first (a challenge with its nonce, its
+// process id and the job's identity); the client answers with a hello
+// naming its rank, the job's size, its nonce, its process and parent
+// process ids and the job's identity as it knows it; then each round is
+// one contribution from each client and one result (or a failure naming
+// what went wrong) from the root. Version 2 added the identities and
+// process ids (version 1 ranks could not tell two jobs apart).
 const (
 	magic      = "vxrv"
-	version    = 1
+	version    = 2
 	headerLen  = 4 + 1 + 1 + 4
 	macLen     = sha256.Size
 	nonceLen   = 16
@@ -54,7 +57,7 @@ func kindName(k byte) string {
 var errAuth = errors.New("the message does not authenticate (another job token, or not this job's rendezvous)")
 
 // errFrame is wrapped by a frame that is not one of this version.
-var errFrame = errors.New("not a rendezvous message of version 1")
+var errFrame = errors.New("not a rendezvous message of version 2")
 
 // session is one connection's authentication state: the key, both
 // nonces and each direction's next sequence number.
@@ -161,29 +164,80 @@ func (s *session) open(f []byte) (byte, []byte, error) {
 	return kind, frameBody(f), nil
 }
 
+// challenge is the root's first frame: its nonce, its process id and
+// the job's identity ("": none).
+type challenge struct {
+	nonce [nonceLen]byte
+	pid   int
+	job   string
+}
+
+// challengeMax bounds a challenge's body.
+const challengeMax = nonceLen + 4 + 1 + MaxJob
+
+func (c challenge) body() []byte {
+	b := append(c.nonce[:0:0], c.nonce[:]...)
+	b = binary.BigEndian.AppendUint32(b, uint32(c.pid))
+	return appendJob(b, c.job)
+}
+
+func parseChallenge(b []byte) (challenge, error) {
+	var c challenge
+	if len(b) < nonceLen+4 {
+		return c, fmt.Errorf("%w: a challenge of %d bytes", errFrame, len(b))
+	}
+	copy(c.nonce[:], b)
+	c.pid = int(binary.BigEndian.Uint32(b[nonceLen:]))
+	var err error
+	c.job, err = parseJob(b[nonceLen+4:], "challenge")
+	return c, err
+}
+
 // hello is a client's first frame.
 type hello struct {
 	rank, size int
 	nonce      [nonceLen]byte
+	pid, ppid  int // for messages: a launcher's children share ppid
+	job        string
 }
 
-const helloLen = 4 + 4 + nonceLen
+// helloMax bounds a hello's body.
+const helloMax = 4 + 4 + nonceLen + 4 + 4 + 1 + MaxJob
 
 func (h hello) body() []byte {
 	b := binary.BigEndian.AppendUint32(nil, uint32(h.rank))
 	b = binary.BigEndian.AppendUint32(b, uint32(h.size))
-	return append(b, h.nonce[:]...)
+	b = append(b, h.nonce[:]...)
+	b = binary.BigEndian.AppendUint32(b, uint32(h.pid))
+	b = binary.BigEndian.AppendUint32(b, uint32(h.ppid))
+	return appendJob(b, h.job)
 }
 
 // parseHello decodes a hello's body. Its MAC cannot be checked before:
 // the client's nonce is in it.
 func parseHello(b []byte) (hello, error) {
-	if len(b) != helloLen {
-		return hello{}, fmt.Errorf("%w: a hello of %d bytes, want %d", errFrame, len(b), helloLen)
+	const fixed = 4 + 4 + nonceLen + 4 + 4
+	if len(b) < fixed {
+		return hello{}, fmt.Errorf("%w: a hello of %d bytes, want at least %d", errFrame, len(b), fixed)
 	}
 	h := hello{rank: int(binary.BigEndian.Uint32(b)), size: int(binary.BigEndian.Uint32(b[4:]))}
 	copy(h.nonce[:], b[8:])
-	return h, nil
+	h.pid = int(binary.BigEndian.Uint32(b[8+nonceLen:]))
+	h.ppid = int(binary.BigEndian.Uint32(b[12+nonceLen:]))
+	var err error
+	h.job, err = parseJob(b[fixed:], "hello")
+	return h, err
+}
+
+// appendJob appends a job identity: its length (1 byte), then it.
+func appendJob(b []byte, job string) []byte { return append(append(b, byte(len(job))), job...) }
+
+// parseJob decodes what appendJob wrote, which must end the body.
+func parseJob(b []byte, in string) (string, error) {
+	if len(b) < 1 || len(b) != 1+int(b[0]) {
+		return "", fmt.Errorf("%w: a %s whose job identity does not end it (%d bytes after its fixed fields)", errFrame, in, len(b))
+	}
+	return string(b[1:]), nil
 }
 
 // failBody is a failure's body: what failed, cut to maxMessage bytes.

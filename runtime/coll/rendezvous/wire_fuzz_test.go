@@ -24,12 +24,14 @@ func pair() (rootEnd, clientEnd *session) {
 func FuzzFrame(f *testing.F) {
 	_, c := pair()
 	f.Add(c.encode(kindHello, hello{rank: 3, size: 8}.body()))
+	f.Add(c.encode(kindHello, hello{rank: 1, size: 2, pid: 4242, ppid: 1, job: "SLURM_JOB_ID=7 SLURM_STEP_ID=0"}.body()))
 	f.Add(c.encode(kindContrib, roundBody(1, []byte("endpoint"))))
 	r, _ := pair()
 	f.Add(r.encode(kindResult, resultBody(2, [][]byte{[]byte("a"), nil, []byte("ccc")})))
 	f.Add(r.encode(kindFail, failBody("rank 3 never joined")))
-	f.Add(r.encode(kindChallenge, make([]byte, nonceLen)))
-	f.Add([]byte("vxrv\x01\x03\xff\xff\xff\xff"))
+	f.Add(r.encode(kindChallenge, challenge{pid: 99}.body()))
+	f.Add(r.encode(kindChallenge, challenge{pid: 99, job: "VERBSEXP_JOB_ID=a"}.body()))
+	f.Add([]byte("vxrv\x02\x03\xff\xff\xff\xff"))
 	f.Add([]byte("GET / HTTP/1.1\r\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, end := range []struct {
@@ -62,6 +64,10 @@ func FuzzFrame(f *testing.F) {
 			case kindHello:
 				if h, err := parseHello(body); err == nil && !bytes.Equal(h.body(), body) {
 					t.Fatalf("hello %+v re-encodes differently", h)
+				}
+			case kindChallenge:
+				if ch, err := parseChallenge(body); err == nil && !bytes.Equal(ch.body(), body) {
+					t.Fatalf("challenge %+v re-encodes differently", ch)
 				}
 			case kindResult:
 				if round, all, err := parseResult(body, 3, maxBytes); err == nil && !bytes.Equal(resultBody(round, all), body) {
