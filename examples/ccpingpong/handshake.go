@@ -17,8 +17,21 @@ import (
 )
 
 // The handshake trades what an RC connection needs over a TCP connection
-// before any verbs traffic, as the vendor's program does (it trades
-// LID:QPN:PSN). Each side sends one line:
+// before any verbs traffic. Two forms:
+//
+// The vendor's, so that this program and ibv_cc_pingpong talk to each
+// other: the client sends "%04x:%06x:%06x" (LID:QPN:PSN) and its NUL, 19
+// bytes; the server connects its QP, answers the same way, and the
+// client ends with "done" and its NUL. It carries no GID, so it serves
+// an InfiniBand port, or a RoCE one given the peer's GID with -G (as the
+// vendor's program needs it there too), and nothing about the exchange:
+// each side assumes the other runs the same options (-n, -m, -c, -t,
+// -o), as the vendor's program does, and checks results against its own
+// operands. A client speaks it whenever it can (vendorHandshake); a
+// server answers in the form the client spoke.
+//
+// This program's own, for a RoCE port without -G: each side sends one
+// line:
 //
 //	ccpingpong/1 lid=0x0000 qpn=0x000101 psn=0x5c1e07 gid=00000000000000000000ffff7f000002 mtu=1024 size=4096 iters=1000 calc=ADD type=INT64 operands=<32 hex digits>,...
 //
@@ -227,6 +240,9 @@ func serve(ln net.Listener, local endpoint, connect func(endpoint) error) (endpo
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(handshakeTime))
 	r := bufio.NewReaderSize(conn, maxLine)
+	if head, err := r.Peek(len(handshakeMagic)); err == nil && string(head) != handshakeMagic {
+		return serveVendor(conn, r, local, connect)
+	}
 	line, err := readLine(r)
 	if err != nil {
 		return endpoint{}, err
@@ -256,8 +272,9 @@ func serve(ln net.Listener, local endpoint, connect func(endpoint) error) (endpo
 	return remote, nil
 }
 
-// dial trades endpoints with the server at host:port.
-func dial(host string, port int, local endpoint) (endpoint, error) {
+// dial trades endpoints with the server at host:port, in the vendor's
+// form if vendor.
+func dial(host string, port int, local endpoint, vendor bool) (endpoint, error) {
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
@@ -265,6 +282,9 @@ func dial(host string, port int, local endpoint) (endpoint, error) {
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(handshakeTime))
+	if vendor {
+		return dialVendor(conn, local)
+	}
 	if _, err := fmt.Fprintf(conn, "%s\n", local); err != nil {
 		return endpoint{}, fmt.Errorf("handshake: %w", err)
 	}
@@ -284,6 +304,69 @@ func dial(host string, port int, local endpoint) (endpoint, error) {
 		return endpoint{}, refuse(conn, err)
 	}
 	if _, err := fmt.Fprintln(conn, "done"); err != nil {
+		return endpoint{}, fmt.Errorf("handshake: %w", err)
+	}
+	return remote, nil
+}
+
+// vendorMsg is the vendor's message: LID:QPN:PSN and a NUL.
+const vendorMsg = len("0000:000000:000000") + 1
+
+func vendorBytes(e endpoint) []byte {
+	return append([]byte(fmt.Sprintf("%04x:%06x:%06x", e.lid, e.qpn&0xffffff, e.psn&0xffffff)), 0)
+}
+
+// parseVendor reads the vendor's message; the rest of the peer's
+// endpoint is local's (the same options, as the vendor's program
+// assumes).
+func parseVendor(b []byte, local endpoint) (endpoint, error) {
+	var lid, qpn, psn uint32
+	s := strings.TrimRight(string(b), "\x00")
+	if n, err := fmt.Sscanf(s, "%x:%x:%x", &lid, &qpn, &psn); n != 3 || err != nil || lid > 0xffff || len(b) != vendorMsg || b[vendorMsg-1] != 0 {
+		return endpoint{}, fmt.Errorf("handshake: the peer sent %q, neither this program's line nor the vendor's LID:QPN:PSN", clip(s))
+	}
+	e := local
+	e.lid, e.qpn, e.psn, e.gid = uint16(lid), qpn, psn, [16]byte{}
+	return e, nil
+}
+
+// serveVendor is serve's side of the vendor's handshake.
+func serveVendor(conn net.Conn, r io.Reader, local endpoint, connect func(endpoint) error) (endpoint, error) {
+	msg := make([]byte, vendorMsg)
+	if _, err := io.ReadFull(r, msg); err != nil {
+		return endpoint{}, fmt.Errorf("handshake: reading the client's LID:QPN:PSN: %w", err)
+	}
+	remote, err := parseVendor(msg, local)
+	if err != nil {
+		return endpoint{}, err
+	}
+	if err := connect(remote); err != nil {
+		return endpoint{}, fmt.Errorf("the server could not connect its QP: %w", err)
+	}
+	if _, err := conn.Write(vendorBytes(local)); err != nil {
+		return endpoint{}, fmt.Errorf("handshake: %w", err)
+	}
+	done := make([]byte, len("done")+1)
+	if _, err := io.ReadFull(r, done); err != nil || string(done) != "done\x00" {
+		return endpoint{}, fmt.Errorf("handshake: the client did not end with done (%q, %v)", done, err)
+	}
+	return remote, nil
+}
+
+// dialVendor is dial's side of the vendor's handshake.
+func dialVendor(conn net.Conn, local endpoint) (endpoint, error) {
+	if _, err := conn.Write(vendorBytes(local)); err != nil {
+		return endpoint{}, fmt.Errorf("handshake: %w", err)
+	}
+	msg := make([]byte, vendorMsg)
+	if _, err := io.ReadFull(conn, msg); err != nil {
+		return endpoint{}, fmt.Errorf("handshake: reading the server's LID:QPN:PSN (did it refuse? see its output): %w", err)
+	}
+	remote, err := parseVendor(msg, local)
+	if err != nil {
+		return endpoint{}, err
+	}
+	if _, err := conn.Write([]byte("done\x00")); err != nil {
 		return endpoint{}, fmt.Errorf("handshake: %w", err)
 	}
 	return remote, nil

@@ -352,7 +352,9 @@ func run(cfg *config, out io.Writer) (err error) {
 			return err
 		}
 	} else {
-		if remote, err = dial(cfg.server, cfg.port, local); err != nil {
+		// The vendor's handshake wherever it serves (see handshake.go).
+		vendor := !global || cfg.peerGID != nil
+		if remote, err = dial(cfg.server, cfg.port, local, vendor); err != nil {
 			return err
 		}
 	}
