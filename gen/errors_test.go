@@ -852,11 +852,19 @@ func interrupted(t *testing.T, bin string) (int, string) {
 				t.Logf("strace cannot trace here (%s): the kill at the swap is not tested", strings.TrimSpace(msg))
 				break
 			}
-			t.Logf("strace inject at rename #%s: exit %d", when, code)
+			left := scratchDirs(t, parent)
+			t.Logf("strace inject at rename #%s: exit %d, %d scratch directories left", when, code, len(left))
+			if when == "1" && len(left) == 0 {
+				t.Errorf("killed at the swap, the run left no scratch directory: the clean-up below is not tested")
+			}
 			state("at rename #" + when)
-			// Back to the previous package for the next kill point.
+			// Back to the previous package for the next kill point: this
+			// run removes what the killed one left.
 			if c, o := runCmd(t, gen(parent, "-q", "-I", good), nil); c != 0 {
 				t.Fatalf("restoring: %s", o)
+			}
+			if left := scratchDirs(t, parent); len(left) > 0 {
+				t.Errorf("the run after the kill at rename #%s left the killed run's scratch directories: %v", when, left)
 			}
 		}
 	}
@@ -890,13 +898,16 @@ func interrupted(t *testing.T, bin string) (int, string) {
 		}
 	}
 	left := scratchDirs(t, filepath.Dir(out))
-	t.Logf("scratch directories left by the kills (harmless): %d", len(left))
+	t.Logf("scratch directories left by the timed kills: %d", len(left))
 	code, msg := runCmd(t, gen(parent, "-q", "-I", newInc), nil)
 	if code != 0 {
 		t.Fatalf("the run after the kills failed: %s", msg)
 	}
 	if !equalSnapshots(snapshot(t, out), next) {
 		t.Errorf("the run after the kills did not write the new package")
+	}
+	if left := scratchDirs(t, filepath.Dir(out)); len(left) > 0 {
+		t.Errorf("the run after the kills left the killed runs' scratch directories: %v", left)
 	}
 	return killedStatus, ""
 }
