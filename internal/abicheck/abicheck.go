@@ -161,6 +161,32 @@ type compilation struct {
 // The error is for a run that could not happen or did not finish within
 // checkTimeout.
 func compile(cc string, t target.Target, src string, includes []string, flags ...string) (*compilation, error) {
+	return compileWith(cc, t, src, includes, append([]string{"-std=gnu11"}, flags...))
+}
+
+// Compiled is one run of a compiler on a scratch source file.
+type Compiled struct {
+	Out  string // what it printed (stdout and stderr)
+	File string // the scratch source file, as Out names it (removed)
+	Err  error  // its exit: nil when it accepted the source
+}
+
+// CompileObject compiles src with the compiler at path cc, which the
+// caller has proven to be t's, into the object file obj: cc -c in the
+// compiler's own default dialect (the one its predefined macros
+// describe), with includes searched first and flags added. The error is
+// for a run that could not happen or did not finish; a compiler that
+// refused src is a Compiled whose Err is set. SymbolData reads obj.
+func CompileObject(cc string, t target.Target, src, obj string, includes []string, flags ...string) (*Compiled, error) {
+	c, err := compileWith(cc, t, src, includes, append([]string{"-c", "-o", obj}, flags...))
+	if err != nil {
+		return nil, err
+	}
+	return &Compiled{Out: c.out, File: c.file, Err: c.err}, nil
+}
+
+// compileWith is compile with every flag the caller's.
+func compileWith(cc string, t target.Target, src string, includes []string, flags []string) (*compilation, error) {
 	dir, err := os.MkdirTemp("", "abicheck-")
 	if err != nil {
 		return nil, err
@@ -170,7 +196,7 @@ func compile(cc string, t target.Target, src string, includes []string, flags ..
 	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 		return nil, err
 	}
-	args := append([]string{"-std=gnu11"}, flags...)
+	args := append([]string(nil), flags...)
 	for _, d := range includes {
 		args = append(args, "-I", d)
 	}

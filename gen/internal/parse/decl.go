@@ -38,8 +38,16 @@ type Unit struct {
 	// p0, p1, …), sorted: the preamble #undefs them, or cgo's C would not
 	// compile.
 	CgoMacros []string
+	// Headers are the headers read in the -I directories (absolute, as
+	// opened, sorted), and Conds the conditional groups of theirs that
+	// the preprocessor took (cond.go, sorted): a target whose compiler
+	// takes the same groups of the same headers declares the same, and
+	// only its layout is asked of it (probe.go).
+	Headers []string
+	Conds   []string
 
-	stats inputStats // what reading the headers took (source.go)
+	stats     inputStats   // what reading the headers took (source.go)
+	probeDeps []dependency // a probed unit's files beyond the -I headers, until stored (units.go)
 }
 
 // Input is a header in scope.
@@ -131,7 +139,12 @@ type Type struct {
 	// Name is the C spelling for Opaque and the typedef name for others
 	// where the header used one (informative only).
 	Name string
-	Sig  *Signature // Function
+	// Spell is how C names the type at file scope after the headers
+	// (a typedef name, "struct tag", "unsigned long"), "" where it
+	// cannot (unnamed records, pointers, arrays, functions): what a
+	// target's probe asks its compiler the alignment of (probe.go).
+	Spell string
+	Sig   *Signature // Function
 	// Unsupported says which GCC attribute of the member's or its type's
 	// (vector_size, mode, …) the C front end does not apply as gcc does,
 	// and what gcc does: the layout cannot be trusted, and the generator
