@@ -216,6 +216,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		fmt.Fprintln(stderr, "gen:", err)
 		return 1
 	}
+	writeStages(res.Stages)
 	changed := !generate.Current(*out, res.Files)
 	if err := generate.Write(*out, res.Files); err != nil {
 		fmt.Fprintln(stderr, "gen:", err)
@@ -260,6 +261,23 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		}
 	}
 	return 0
+}
+
+// stagesEnv names a file to which a run writes the CPU time of each of
+// its stages (generate.Result.Stages), one "name<TAB>nanoseconds" line
+// each: make bench-gen prints them.
+const stagesEnv = "VERBSEXP_STAGE_CPU"
+
+func writeStages(stages []generate.Stage) {
+	path := os.Getenv(stagesEnv)
+	if path == "" {
+		return
+	}
+	var b strings.Builder
+	for _, s := range stages {
+		fmt.Fprintf(&b, "%s\t%d\n", s.Name, s.CPU.Nanoseconds())
+	}
+	os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // versionLine names the generator's module and version: the module

@@ -1,7 +1,9 @@
 package generate
 
 import (
+	"bytes"
 	"fmt"
+	"go/format"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -149,4 +151,100 @@ func firstDifference(a, b reflect.Value, path string) string {
 		return fmt.Sprintf("%s: %s vs %s", path, strings.TrimSpace(fmt.Sprint(a.Interface())), strings.TrimSpace(fmt.Sprint(b.Interface())))
 	}
 	return ""
+}
+
+// TestProbeDifferences: headers that declare otherwise on arm64 (an
+// #ifdef __aarch64__), or whose constant differs with char's signedness,
+// or whose constant the compiler cannot evaluate where the front end
+// can: the targets concerned are translated on their own, with a note
+// that says where and why, the others are probed, and the package is
+// the one translating every target on its own writes.
+func TestProbeDifferences(t *testing.T) {
+	const common = "#include <stdint.h>\nstruct base { uint32_t a; };\n"
+	for _, c := range []struct {
+		name, header string
+		own          []string // targets translated on their own
+		note         string   // in every note, with the target's name
+	}{
+		{"ifdef", common + "struct rec {\n\tuint32_t a;\n#ifdef __aarch64__\n\tuint32_t arm_only;\n#endif\n};\n",
+			[]string{"arm64"}, "t.h:5:1: linux/arm64 declares otherwise than linux/amd64: this conditional group is taken on linux/arm64, not on linux/amd64"},
+		{"char signedness", common + "#define CHAR_UNSIGNED ((char)-1 > 0)\n",
+			[]string{"arm64", "ppc64le"}, "t.h:3:9: linux/%s declares otherwise than linux/amd64: constant CHAR_UNSIGNED is 1 here"},
+		{"not a constant for the compiler", common + "#define COMMA (1, 2)\n",
+			[]string{"arm64", "ppc64le"}, "linux/%s declares otherwise than linux/amd64: the probe of constant COMMA does not compile with %s: initializer element is not constant"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := tree(t, map[string]string{"t.h": c.header})
+			opts := Options{Parse: parse.Options{IncludeDirs: []string{dir}, Entry: "t.h"}, Targets: target.All, Package: "p", Command: "test"}
+			t.Setenv("VERBSEXP_NO_PROBES", "1")
+			want := uncached(t, opts)
+			t.Setenv("VERBSEXP_NO_PROBES", "")
+			t.Setenv("VERBSEXP_NO_CACHE", "1")
+			res, err := Run(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, f := range res.Files {
+				got[f.Name] = string(f.Data)
+			}
+			same(t, "probed", got, want)
+			if res.Translated != 1+len(c.own) || res.Probed != 2-len(c.own) {
+				t.Errorf("translated %d, probed %d; want %d and %d", res.Translated, res.Probed, 1+len(c.own), 2-len(c.own))
+			}
+			for _, arch := range c.own {
+				tg, _ := target.Lookup(arch)
+				cc, _ := tg.Compiler()
+				want := c.note
+				if strings.Contains(want, "%s") {
+					want = fmt.Sprintf(want, append([]any{arch}, filepath.Base(cc))[:strings.Count(want, "%s")]...)
+				}
+				found := false
+				for _, n := range res.Notes {
+					found = found || strings.Contains(n.String(), want)
+				}
+				if !found {
+					t.Errorf("no note %q among %v", want, res.Notes)
+				}
+			}
+		})
+	}
+}
+
+// TestProbeRefusedHeaders: headers arm64's compiler refuses (#error on
+// __aarch64__) fail as they do without probes: with the C front end's
+// error of translating linux/arm64.
+func TestProbeRefusedHeaders(t *testing.T) {
+	dir := tree(t, map[string]string{"t.h": "struct rec { int a; };\n#ifdef __aarch64__\n#error not on arm64\n#endif\n"})
+	opts := Options{Parse: parse.Options{IncludeDirs: []string{dir}, Entry: "t.h"}, Targets: target.All, Package: "p", Command: "test"}
+	t.Setenv("VERBSEXP_NO_CACHE", "1")
+	t.Setenv("VERBSEXP_NO_PROBES", "1")
+	_, want := Run(opts)
+	t.Setenv("VERBSEXP_NO_PROBES", "")
+	_, got := Run(opts)
+	if want == nil || got == nil || got.Error() != want.Error() {
+		t.Errorf("with probes: %v\nwithout: %v", got, want)
+	}
+}
+
+// TestFilesFormatted: every Go file of headers/' package and of every
+// golden construct is as gofmt writes it, shims.go too, whose preamble
+// is put in after formatting (emit.Input.shimsFile).
+func TestFilesFormatted(t *testing.T) {
+	t.Setenv("VERBSEXP_NO_CACHE", "1")
+	for name, po := range goldenHeaders() {
+		res, err := Run(Options{Parse: po, Targets: target.All, Package: "p", Command: "test"})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, f := range res.Files {
+			if !strings.HasSuffix(f.Name, ".go") {
+				continue
+			}
+			b, err := format.Source(f.Data)
+			if err != nil || !bytes.Equal(b, f.Data) {
+				t.Errorf("%s: %s is not as gofmt writes it (%v)", name, f.Name, err)
+			}
+		}
+	}
 }

@@ -62,7 +62,12 @@ type Diag struct {
 	Msg string
 }
 
-func (d Diag) String() string { return d.Pos.String() + ": " + d.Msg }
+func (d Diag) String() string {
+	if d.Pos.File == "" {
+		return d.Msg // about no one place
+	}
+	return d.Pos.String() + ": " + d.Msg
+}
 
 // RecordKind tells structs from unions.
 type RecordKind string
