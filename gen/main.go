@@ -12,9 +12,13 @@
 //	gen module -I DIR -o OUTDIR
 //	gen -version
 //
-// Each target is read with its own C compiler (cc on the host,
+// Each target has its own C compiler (cc on the host,
 // aarch64-linux-gnu-gcc and powerpc64le-linux-gnu-gcc for the others), so
-// that its libc headers decide the layout. OUTDIR is replaced atomically.
+// that its libc headers decide the layout: the headers are translated
+// once, with the first target's, and every other target's compiler lays
+// the same declarations out, in a probe it compiles (a target whose
+// headers declare otherwise is translated on its own, with a note).
+// OUTDIR is replaced atomically.
 // gen check is the check for CI: the package is current, its abi.json
 // holds for every target's C compiler, and nothing breaks against a
 // baseline. gen diff classifies the changes between two manifests. gen

@@ -1,7 +1,10 @@
 // Package parse reads C headers with modernc.org/cc/v4 for one target and
 // returns the declarations in scope as plain data: records with the
-// target's layout, enums, integer macros and functions. It knows nothing of
-// Go; naming and representation are decided later (model, layout).
+// target's layout, enums, integer macros and functions; every other
+// target gets the same declarations laid out by its own compiler
+// (probe.go). It checks the inputs first, once (CheckInputs). It knows
+// nothing of Go; naming and representation are decided later (model,
+// layout).
 package parse
 
 import (
