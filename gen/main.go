@@ -57,8 +57,9 @@ import (
 func main() {
 	// GC percent 400 for small heaps, down to 50 for large ones: fewer
 	// collections on the real headers, RSS near what large inputs need
-	// (it replaces a fixed soft limit, see the package).
-	gctune.Start()
+	// (it replaces a fixed soft limit, see the package); none before the
+	// heap reaches 256 MiB.
+	gctune.StartQuiet()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -3,6 +3,7 @@ package emit
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/dave/jennifer/jen"
@@ -126,8 +127,16 @@ func (in Input) preamble() string {
 			kw = "#if"
 		}
 		fmt.Fprintf(&b, "%s %s\n", kw, t.CMacro)
-		for _, a := range abicheck.Assertions(m.Arches[arch], arch, "", rel) {
-			fmt.Fprintf(&b, "_Static_assert(%s, %q VERBSEXP_REGENERATE);\n", a.Cond, a.Msg)
+		as := abicheck.Assertions(m.Arches[arch], arch, "", rel)
+		if i == 0 {
+			b.Grow(len(in.Pkg.Arches) * len(as) * 160) // the asserts are most of it
+		}
+		for _, a := range as {
+			b.WriteString("_Static_assert(")
+			b.WriteString(a.Cond)
+			b.WriteString(", ")
+			b.WriteString(strconv.Quote(a.Msg)) // as %q
+			b.WriteString(" VERBSEXP_REGENERATE);\n")
 		}
 	}
 	b.WriteString("#else\n#error \"verbsexp: no layouts were generated for this architecture\"\n#endif\n\n")

@@ -1,15 +1,14 @@
 package parse
 
 import (
-	"bytes"
 	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
-	"encoding/gob"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -399,10 +398,7 @@ func (r *probeResult) readObject(obj string, plan *probePlan) error {
 // deriveUnit is first with goarch's layout from what its probe says, or
 // the first difference found.
 func deriveUnit(first *Unit, goarch string, plan *probePlan, res *probeResult, headersRead []string, markerPos map[string]Pos) (*Unit, *difference) {
-	u, err := copyUnit(first)
-	if err != nil {
-		return nil, &difference{Msg: "copying the declarations: " + err.Error()}
-	}
+	u := copyUnit(first)
 	u.GoArch = goarch
 	// The same -I headers, the same groups of them.
 	if d := sameHeaders(first.Headers, headersRead); d != nil {
@@ -508,18 +504,76 @@ func sameHeaders(first, read []string) *difference {
 	return nil
 }
 
-// copyUnit copies u deeply (as the cache stores it).
-func copyUnit(u *Unit) (*Unit, error) {
-	var b bytes.Buffer
-	if err := gob.NewEncoder(&b).Encode(u); err != nil {
-		return nil, err
+// copyUnit copies u deeply: the probed target's numbers go into the copy.
+func copyUnit(u *Unit) *Unit {
+	c := *u
+	c.Inputs = slices.Clone(u.Inputs)
+	c.Records = copyRecords(u.Records)
+	c.Opaque = copyRecords(u.Opaque)
+	c.Enums = copyEach(u.Enums, func(e *Enum) *Enum {
+		ce := *e
+		ce.Enumerators = copyEach(e.Enumerators, func(en *Enumerator) *Enumerator { c := *en; return &c })
+		return &ce
+	})
+	c.Macros = copyEach(u.Macros, func(m *Macro) *Macro { c := *m; return &c })
+	c.Funcs = copyEach(u.Funcs, func(f *Func) *Func {
+		cf := *f
+		cf.Sig = copySig(f.Sig)
+		return &cf
+	})
+	c.Notes = slices.Clone(u.Notes)
+	c.Read, c.CgoMacros = slices.Clone(u.Read), slices.Clone(u.CgoMacros)
+	c.Headers, c.Conds = slices.Clone(u.Headers), slices.Clone(u.Conds)
+	c.probeDeps = nil
+	return &c
+}
+
+// copyEach copies s with f (nil stays nil, as the cache's decoding has it).
+func copyEach[T any](s []T, f func(T) T) []T {
+	if s == nil {
+		return nil
 	}
-	var c Unit
-	if err := gob.NewDecoder(&b).Decode(&c); err != nil {
-		return nil, err
+	c := make([]T, len(s))
+	for i, x := range s {
+		c[i] = f(x)
 	}
-	c.stats = u.stats
-	return &c, nil
+	return c
+}
+
+func copyRecords(rs []*Record) []*Record { return copyEach(rs, copyRecord) }
+
+func copyRecord(r *Record) *Record {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Members = copyEach(r.Members, func(m *Member) *Member {
+		cm := *m
+		cm.Type = copyType(m.Type)
+		return &cm
+	})
+	return &c
+}
+
+func copyType(t *Type) *Type {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	c.Elem = copyType(t.Elem)
+	c.Record = copyRecord(t.Record)
+	c.Sig = copySig(t.Sig)
+	return &c
+}
+
+func copySig(s *Signature) *Signature {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	c.Result = copyType(s.Result)
+	c.Params = copyEach(s.Params, func(p Param) Param { return Param{Name: p.Name, Type: copyType(p.Type)} })
+	return &c
 }
 
 // layoutReader fills a copy of the first Unit's declarations with the

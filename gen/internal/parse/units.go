@@ -179,7 +179,9 @@ func (in *Inputs) probeOne(comp *Compiler, first *Unit, o *overlay) (*Unit, *dif
 	if d != nil {
 		return nil, d, nil
 	}
-	u.probeDeps = in.systemDeps(comp, res.read[1:], o)
+	if in.cache != nil {
+		u.probeDeps = in.systemDeps(comp, res.read[1:], o)
+	}
 	return u, nil, nil
 }
 
