@@ -34,8 +34,13 @@ var genScenarios = []string{"unchanged", "headers-changed", "fresh", "no-cache"}
 // in each scenario of genScenarios and `go tool cgo -godefs` producing one
 // target's structs for the same records, and prints each scenario's
 // median CPU time (user+system, compilers included) and wall time, and
-// their ratios to godefs'. Every run's package is compared byte for byte
-// with the one generated without the cache.
+// their ratios to godefs', then the median CPU time of each stage of
+// the run (generate.Result.Stages, which gen writes to
+// $VERBSEXP_STAGE_CPU: the input checks, the front end's one
+// translation, the other targets' probes, layout, rendering) and of the
+// rest (starting the process, the cache, writing the package). Every
+// run's package is compared byte for byte with the one generated without
+// the cache.
 //
 //	make bench-gen [OFED_INCLUDE=/work/ofed/4.6/include]
 func BenchmarkGenerateVsGodefs(b *testing.B) {

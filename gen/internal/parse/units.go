@@ -160,6 +160,9 @@ func (in *Inputs) probeOne(comp *Compiler, first *Unit, o *overlay) (*Unit, *dif
 		return nil, nil, err
 	}
 	defer os.RemoveAll(scratch)
+	if comp.Target.ByteOrder != "__ORDER_LITTLE_ENDIAN__" {
+		return nil, &difference{Msg: "its probe would be read little-endian"}, nil
+	}
 	plan := newProbePlan(first, in.Opts.Entry, comp.Target.GoArch, o.markers)
 	res, d, err := compileProbe(comp, plan, scratch, o.includes, o.real)
 	if err != nil || d != nil {
