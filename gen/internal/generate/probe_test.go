@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -246,5 +247,55 @@ func TestFilesFormatted(t *testing.T) {
 				t.Errorf("%s: %s is not as gofmt writes it (%v)", name, f.Name, err)
 			}
 		}
+	}
+}
+
+// TestProbesOnFuzzCorpus: on every input of FuzzGenerate's corpus
+// (gen/testdata/fuzz/FuzzGenerate: the odd headers fuzzing found, and
+// the golden constructs), generating for every target with the probes
+// writes what translating every target on its own writes, or fails with
+// the same error. (~1 minute: every input is generated twice.)
+func TestProbesOnFuzzCorpus(t *testing.T) {
+	files, err := filepath.Glob("../../testdata/fuzz/FuzzGenerate/*")
+	if err != nil || len(files) < 10 {
+		t.Fatalf("the fuzz corpus holds %d inputs (%v)", len(files), err)
+	}
+	t.Setenv("VERBSEXP_NO_CACHE", "1")
+	t.Setenv("VERBSEXP_FRONT_END_CPU", "4") // as FuzzGenerate: the inputs that hang the front end end sooner
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.SplitN(string(b), "\n", 3)
+		if len(lines) < 2 || !strings.HasPrefix(lines[1], "[]byte(") {
+			t.Fatalf("%s: not a corpus file of one []byte", f)
+		}
+		header, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(lines[1]), "[]byte("), ")"))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			dir := tree(t, map[string]string{"infiniband/verbs_exp.h": header})
+			opts := Options{Parse: parse.Options{IncludeDirs: []string{dir}, Entry: parse.DefaultEntry, ScopeDir: parse.DefaultScope}, Targets: target.All, Package: "p", Command: "test"}
+			t.Setenv("VERBSEXP_NO_PROBES", "1")
+			want, wantErr := Run(opts)
+			t.Setenv("VERBSEXP_NO_PROBES", "")
+			got, gotErr := Run(opts)
+			if (wantErr == nil) != (gotErr == nil) || wantErr != nil && wantErr.Error() != gotErr.Error() {
+				t.Fatalf("with the probes: %v\ntranslating every target: %v", gotErr, wantErr)
+			}
+			if wantErr != nil {
+				return
+			}
+			if len(got.Files) != len(want.Files) {
+				t.Fatalf("%d files, not %d", len(got.Files), len(want.Files))
+			}
+			for i, f := range want.Files {
+				if !bytes.Equal(got.Files[i].Data, f.Data) {
+					t.Errorf("%s differs", f.Name)
+				}
+			}
+		})
 	}
 }
