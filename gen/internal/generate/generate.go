@@ -84,21 +84,25 @@ func Run(opts Options) (*Result, error) {
 	c := cache.Open()
 	res := &Result{}
 	clock := startStages(&res.Stages)
+	// 1. Check the inputs.
 	in, err := parse.CheckInputs(opts.Parse, opts.Targets, c)
 	if err != nil {
 		return nil, err
 	}
 	clock.done("check inputs")
+	// 2. Translate once.
 	units, err := in.TranslateFirst()
 	if err != nil {
 		return nil, err
 	}
 	clock.done("front end")
+	// 3. Probe the other targets.
 	if err := in.Probe(units); err != nil {
 		return nil, err
 	}
 	clock.done("probes")
 	res.Cached.Units, res.Probed, res.Translated = units.Cached, units.Probed, units.Translated
+	// 4. Model.
 	pkg, err := model.Build(opts.Package, units.Units)
 	if err != nil {
 		return nil, err
@@ -126,6 +130,7 @@ func Run(opts Options) (*Result, error) {
 			return res, nil
 		}
 	}
+	// 5. Lay out.
 	plans := make([][]*layout.Plan, len(pkg.Arches))
 	for i := range pkg.Arches {
 		pl := layout.NewPlanner(pkg, i)
@@ -138,6 +143,7 @@ func Run(opts Options) (*Result, error) {
 		}
 	}
 	clock.done("model and layout")
+	// 6. Emit.
 	files, err := emit.Files(emit.Input{
 		Pkg: pkg, Plans: plans, Command: opts.Command, GoGenerate: opts.GoGenerate, Hashes: hashes,
 		Shims: shims, Entry: opts.Parse.Entry, CFlags: opts.CFlags,
