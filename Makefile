@@ -9,7 +9,8 @@
 #   make abi-check [OFED_INCLUDE=DIR] gen check: current, C layouts, baseline diff
 #   make abi-baseline                 accept generated/abi.json as the new baseline
 #   make staticcheck                  staticcheck (honnef.co/go/tools, pinned in internal/tools/go.mod)
-#   make bench-gen [OFED_INCLUDE=DIR] generation (cached, headers changed, fresh) vs go tool cgo -godefs
+#   make bench-gen [OFED_INCLUDE=DIR] generation (cached, headers changed, fresh) vs go tool cgo -godefs,
+#                                     and the CPU time of each stage (checks, front end, probes, emit)
 #   make fuzz [FUZZTIME=30s]          each fuzz target for FUZZTIME
 #   make bench-scale                  generation time and peak RSS vs header size
 #   make bench                        call shims, task posting (Go vs C vs floor), lease scaling,

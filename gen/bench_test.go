@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,8 +34,13 @@ var genScenarios = []string{"unchanged", "headers-changed", "fresh", "no-cache"}
 // in each scenario of genScenarios and `go tool cgo -godefs` producing one
 // target's structs for the same records, and prints each scenario's
 // median CPU time (user+system, compilers included) and wall time, and
-// their ratios to godefs'. Every run's package is compared byte for byte
-// with the one generated without the cache.
+// their ratios to godefs', then the median CPU time of each stage of
+// the run (generate.Result.Stages, which gen writes to
+// $VERBSEXP_STAGE_CPU: the input checks, the front end's one
+// translation, the other targets' probes, layout, rendering) and of the
+// rest (starting the process, the cache, writing the package). Every
+// run's package is compared byte for byte with the one generated without
+// the cache.
 //
 //	make bench-gen [OFED_INCLUDE=/work/ofed/4.6/include]
 func BenchmarkGenerateVsGodefs(b *testing.B) {
@@ -89,6 +95,10 @@ func benchSource(b *testing.B, bin, name, inc string) {
 	for _, s := range genScenarios {
 		caches[s] = filepath.Join(tmp, "cache-"+s)
 	}
+	// Each run writes the CPU time of its stages here (gen's
+	// VERBSEXP_STAGE_CPU).
+	stagesFile := filepath.Join(tmp, "stages")
+	stages := map[string]map[string][]time.Duration{} // scenario → stage → runs
 	// Every run writes "-o pkg" from a directory of its own, so that the
 	// recorded command, and so the bytes, are the same.
 	gen := func(scenario, headers, parent string) *exec.Cmd {
@@ -97,7 +107,7 @@ func benchSource(b *testing.B, bin, name, inc string) {
 		}
 		cmd := exec.Command(bin, "-q", "-I", headers, "-o", "pkg")
 		cmd.Dir = parent
-		cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+caches[scenario], "VERBSEXP_NO_CACHE=")
+		cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+caches[scenario], "VERBSEXP_NO_CACHE=", "VERBSEXP_STAGE_CPU="+stagesFile)
 		if scenario == "no-cache" {
 			cmd.Env = append(cmd.Env, "VERBSEXP_NO_CACHE=1")
 		}
@@ -134,7 +144,19 @@ func benchSource(b *testing.B, bin, name, inc string) {
 				}
 			}
 			out := filepath.Join(tmp, "out-"+s)
-			runs[s] = append(runs[s], measureRun(b, gen(s, headers, out)))
+			run := measureRun(b, gen(s, headers, out))
+			runs[s] = append(runs[s], run)
+			if stages[s] == nil {
+				stages[s] = map[string][]time.Duration{}
+			}
+			var staged time.Duration
+			for name, d := range readStages(b, stagesFile) {
+				stages[s][name] = append(stages[s][name], d)
+				staged += d
+			}
+			// The rest: starting the process, reading the cache,
+			// writing the package.
+			stages[s]["rest"] = append(stages[s]["rest"], run.cpu-staged)
 			if s != "headers-changed" && !equalSnapshots(snapshot(b, filepath.Join(out, "pkg")), want) {
 				b.Fatalf("%s: the package differs from the one generated without the cache", s)
 			}
@@ -164,6 +186,50 @@ func benchSource(b *testing.B, bin, name, inc string) {
 		b.ReportMetric(wallRatio, "wall-ratio-"+s)
 	}
 	fmt.Printf("goals (CPU ratio): unchanged ≤ 0.5, headers-changed ≤ 1.5, fresh ≤ 3\n\n")
+	// The design's split: where each scenario's CPU time goes (medians
+	// per stage, so they need not add up to the median total).
+	fmt.Printf("CPU per stage (medians): %s\n", strings.Join(stageNames, ", "))
+	fmt.Printf("%-16s", "")
+	for _, n := range stageNames {
+		fmt.Printf(" %16s", n)
+	}
+	fmt.Println()
+	for _, s := range genScenarios {
+		fmt.Printf("%-16s", s)
+		for _, n := range stageNames {
+			d := time.Duration(0)
+			if len(stages[s][n]) > 0 {
+				d = median(stages[s][n])
+			}
+			fmt.Printf(" %16v", d.Round(100*time.Microsecond))
+		}
+		fmt.Println()
+	}
+	fmt.Println()
+}
+
+// stageNames are generate.Run's stages (generate.Result.Stages) and the
+// rest of a run, in order; "model" is a run whose files came from the
+// cache, "model and layout" one that rendered them.
+var stageNames = []string{"check inputs", "front end", "probes", "model", "model and layout", "emit", "rest"}
+
+// readStages reads the stages file a run wrote (gen's VERBSEXP_STAGE_CPU).
+func readStages(b *testing.B, path string) map[string]time.Duration {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatalf("the run wrote no stages: %v", err)
+	}
+	os.Remove(path)
+	r := map[string]time.Duration{}
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		name, ns, ok := strings.Cut(l, "\t")
+		n, err := strconv.ParseInt(ns, 10, 64)
+		if !ok || err != nil {
+			b.Fatalf("stages file: %q", l)
+		}
+		r[name] = time.Duration(n)
+	}
+	return r
 }
 
 // medianRun takes the medians of CPU and wall time separately.

@@ -144,13 +144,15 @@ var errorCases = map[string]errorCase{
 		"verbs_exp.h": "#pragma once\n#include <infiniband/b.h>\nstruct ibv_qp_cap { int a; };\nstruct ibv_QP_cap { struct ibv_b b; };\n",
 		"b.h":         "#pragma once // comment\n#include <infiniband/verbs_exp.h>\nstruct ibv_b { int y; };\n",
 	}, expectGo("type B struct", "QPCap is struct ibv_qp_cap (infiniband/verbs_exp.h:3:1)", "B is struct ibv_b (infiniband/b.h:3:1)"), rssBelow(256<<20)),
-	"pragma-once-self":      headerCase("#pragma once\n#include <infiniband/verbs_exp.h>\nstruct ibv_a { int x; };\n", expectGo("type A struct"), rssBelow(256<<20)),
-	"macro-deep-parens":     limitedCase(headerCase("#define IBV_P " + strings.Repeat("(", 100000) + "1" + strings.Repeat(")", 100000) + "\n")),
-	"macro-long-expression": limitedCase(headerCase("#define IBV_S 1" + strings.Repeat("+1", 2000000) + "\n")),
-	"expression-amplified":  limitedCase(headerCase(amplifiedHeader)),
-	"macro-exponential":     limitedCase(headerCase(exponentialHeader)),
-	"header-too-large":      largeHeaderCase("\n", 100<<20),
-	"header-too-large-if0":  largeHeaderCase("#if 0\n"+strings.Repeat("int x;\n", 1000), 100<<20),
+	"pragma-once-self":        headerCase("#pragma once\n#include <infiniband/verbs_exp.h>\nstruct ibv_a { int x; };\n", expectGo("type A struct"), rssBelow(256<<20)),
+	"macro-deep-parens":       limitedCase(headerCase("#define IBV_P " + strings.Repeat("(", 100000) + "1" + strings.Repeat(")", 100000) + "\n")),
+	"macro-deep-parens-50000": limitedCase(headerCase("#define IBV_P " + strings.Repeat("(", 50000) + "1" + strings.Repeat(")", 50000) + "\n")),
+	"macro-storm":             headerCase(stormHeader),
+	"macro-long-expression":   limitedCase(headerCase("#define IBV_S 1" + strings.Repeat("+1", 2000000) + "\n")),
+	"expression-amplified":    limitedCase(headerCase(amplifiedHeader)),
+	"macro-exponential":       limitedCase(headerCase(exponentialHeader)),
+	"header-too-large":        largeHeaderCase("\n", 100<<20),
+	"header-too-large-if0":    largeHeaderCase("#if 0\n"+strings.Repeat("int x;\n", 1000), 100<<20),
 	"input-too-large": filesCase(map[string]string{
 		"verbs_exp.h": "#include <infiniband/a.h>\n#include <infiniband/b.h>\n#include <infiniband/c.h>\n",
 		"a.h":         strings.Repeat("\n", 3<<20),
@@ -270,6 +272,17 @@ var exponentialHeader = func() string {
 	b.WriteString("#define IBV_E0 1\n")
 	for i := 1; i < 40; i++ {
 		fmt.Fprintf(&b, "#define IBV_E%d (IBV_E%d+IBV_E%d)\n", i, i-1, i-1)
+	}
+	return b.String()
+}()
+
+// stormHeader is 2.7 MB of macros, each using the one before: the
+// front end's evaluation of them costs it the cube of their number.
+var stormHeader = func() string {
+	var b strings.Builder
+	b.WriteString("struct ibv_m { int a; };\n#define IBV_C0 1\n")
+	for i := 1; b.Len() < 2_700_000; i++ {
+		fmt.Fprintf(&b, "#define IBV_C%d (IBV_C%d + 1)\n", i, i-1)
 	}
 	return b.String()
 }()
@@ -852,11 +865,19 @@ func interrupted(t *testing.T, bin string) (int, string) {
 				t.Logf("strace cannot trace here (%s): the kill at the swap is not tested", strings.TrimSpace(msg))
 				break
 			}
-			t.Logf("strace inject at rename #%s: exit %d", when, code)
+			left := scratchDirs(t, parent)
+			t.Logf("strace inject at rename #%s: exit %d, %d scratch directories left", when, code, len(left))
+			if when == "1" && len(left) == 0 {
+				t.Errorf("killed at the swap, the run left no scratch directory: the clean-up below is not tested")
+			}
 			state("at rename #" + when)
-			// Back to the previous package for the next kill point.
+			// Back to the previous package for the next kill point: this
+			// run removes what the killed one left.
 			if c, o := runCmd(t, gen(parent, "-q", "-I", good), nil); c != 0 {
 				t.Fatalf("restoring: %s", o)
+			}
+			if left := scratchDirs(t, parent); len(left) > 0 {
+				t.Errorf("the run after the kill at rename #%s left the killed run's scratch directories: %v", when, left)
 			}
 		}
 	}
@@ -890,13 +911,16 @@ func interrupted(t *testing.T, bin string) (int, string) {
 		}
 	}
 	left := scratchDirs(t, filepath.Dir(out))
-	t.Logf("scratch directories left by the kills (harmless): %d", len(left))
+	t.Logf("scratch directories left by the timed kills: %d", len(left))
 	code, msg := runCmd(t, gen(parent, "-q", "-I", newInc), nil)
 	if code != 0 {
 		t.Fatalf("the run after the kills failed: %s", msg)
 	}
 	if !equalSnapshots(snapshot(t, out), next) {
 		t.Errorf("the run after the kills did not write the new package")
+	}
+	if left := scratchDirs(t, filepath.Dir(out)); len(left) > 0 {
+		t.Errorf("the run after the kills left the killed runs' scratch directories: %v", left)
 	}
 	return killedStatus, ""
 }

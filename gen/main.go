@@ -12,9 +12,13 @@
 //	gen module -I DIR -o OUTDIR
 //	gen -version
 //
-// Each target is read with its own C compiler (cc on the host,
+// Each target has its own C compiler (cc on the host,
 // aarch64-linux-gnu-gcc and powerpc64le-linux-gnu-gcc for the others), so
-// that its libc headers decide the layout. OUTDIR is replaced atomically.
+// that its libc headers decide the layout: the headers are translated
+// once, with the first target's, and every other target's compiler lays
+// the same declarations out, in a probe it compiles (a target whose
+// headers declare otherwise is translated on its own, with a note).
+// OUTDIR is replaced atomically.
 // gen check is the check for CI: the package is current, its abi.json
 // holds for every target's C compiler, and nothing breaks against a
 // baseline. gen diff classifies the changes between two manifests. gen
@@ -53,8 +57,9 @@ import (
 func main() {
 	// GC percent 400 for small heaps, down to 50 for large ones: fewer
 	// collections on the real headers, RSS near what large inputs need
-	// (it replaces a fixed soft limit, see the package).
-	gctune.Start()
+	// (it replaces a fixed soft limit, see the package); none before the
+	// heap reaches 256 MiB.
+	gctune.StartQuiet()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -216,6 +221,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		fmt.Fprintln(stderr, "gen:", err)
 		return 1
 	}
+	writeStages(res.Stages)
 	changed := !generate.Current(*out, res.Files)
 	if err := generate.Write(*out, res.Files); err != nil {
 		fmt.Fprintln(stderr, "gen:", err)
@@ -260,6 +266,23 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		}
 	}
 	return 0
+}
+
+// stagesEnv names a file to which a run writes the CPU time of each of
+// its stages (generate.Result.Stages), one "name<TAB>nanoseconds" line
+// each: make bench-gen prints them.
+const stagesEnv = "VERBSEXP_STAGE_CPU"
+
+func writeStages(stages []generate.Stage) {
+	path := os.Getenv(stagesEnv)
+	if path == "" {
+		return
+	}
+	var b strings.Builder
+	for _, s := range stages {
+		fmt.Fprintf(&b, "%s\t%d\n", s.Name, s.CPU.Nanoseconds())
+	}
+	os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // versionLine names the generator's module and version: the module

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/verbsexp/verbsexp/gen/internal/generate"
 	"github.com/verbsexp/verbsexp/gen/internal/parse"
@@ -40,11 +41,14 @@ need nothing: the committed package builds against them):
   go tool gen module -I /usr/include -o third_party/verbsexp
   go mod edit -replace ` + ModulePath + `=./third_party/verbsexp
 
-Before OUTDIR is written, every package of the copy must build (cgo, with
-the copy's own -I only); otherwise nothing is written and the compiler's
-first errors are shown. OUTDIR must be absent, empty, or written by gen
-module; it is replaced as a whole. Run the same command again after the
-headers change; go tool gen check OUTDIR/generated tells when that is due.
+Every package of the copy must build where it is written (cgo, with the
+copy's own -I only); otherwise the previous OUTDIR is put back (or none
+is left) and the compiler's first errors are shown. OUTDIR must be
+absent, empty, or written by gen module; it is replaced as a whole, so
+DIR may not lie inside it (DIR may be OUTDIR/headers, the link to the
+headers: the copy links to where it points). Run the same command again
+after the headers change; go tool gen check OUTDIR/generated tells when
+that is due.
 
 Flags:
 `
@@ -100,13 +104,20 @@ type moduler struct {
 
 func (m *moduler) run() error {
 	if err := parse.CheckEntry(parse.Options{IncludeDirs: []string{m.include}, Entry: parse.DefaultEntry}); err != nil {
+		if _, lerr := resolveInclude(m.include, ""); errors.Is(lerr, syscall.ELOOP) {
+			return lerr // not "not found": say why
+		}
 		return fmt.Errorf("%v\n(the runtime needs the experimental verbs of infiniband/verbs_exp.h, MLNX_OFED 3.1 … 4.9; for other headers generate a package of your own: gen -I DIR -entry … -o DIR)", err)
 	}
-	inc, err := filepath.Abs(m.include)
+	dst, err := filepath.Abs(m.out)
 	if err != nil {
 		return err
 	}
-	dst, err := filepath.Abs(m.out)
+	// The headers as they are, not as a path that may lead through -o
+	// (-I OUTDIR/headers, the previous copy's link): the new copy links
+	// to the directory itself, and nothing it needs is inside what it
+	// replaces.
+	inc, err := resolveInclude(m.include, dst)
 	if err != nil {
 		return err
 	}
@@ -163,18 +174,29 @@ func (m *moduler) run() error {
 		fmt.Fprintf(m.stdout, "gen module: generated/ from %s: %d records, %d constants, %d functions; building every package of the copy against it …\n",
 			m.include, len(res.Pkg.Records), countConsts(res.Pkg), len(res.Pkg.Funcs))
 	}
-	if err := buildModule(scratch); err != nil {
-		return fmt.Errorf("%s was left as it was: the copy of %s does not build against a package generated from %s:\n%s\nThe runtime uses Go names and layouts these headers lack; it serves MLNX_OFED 3.1 … 4.9 (infiniband/verbs_exp.h). For other headers generate a package of your own (gen -I DIR -o DIR) and use it without the runtime",
-			m.out, ModulePath, m.include, err)
-	}
 	cmd := fmt.Sprintf("go tool gen module -I %s -o %s", gencmd.Quote(m.include), gencmd.Quote(m.out))
 	note := fmt.Sprintf("This directory is %s %s with generated/ regenerated from %s, and headers/ a link to it.\n"+moduleWrittenBy+"%s\nRun it again after the headers change (go tool gen check %s/generated says when).\nUse it with: go mod edit -replace %s=%s\n",
 		ModulePath, version, inc, cmd, m.out, ModulePath, replacePath(m.out))
 	if err := os.WriteFile(filepath.Join(scratch, moduleMarker), []byte(note), 0o644); err != nil {
 		return err
 	}
-	if err := swapIn(scratch, dst); err != nil {
+	// Built where it is written, so that what is said to build is what
+	// the user gets (and a re-run finds its build cached); the previous
+	// copy is kept aside until then, and put back if it does not build.
+	old, err := swapIn(scratch, dst)
+	if err != nil {
 		return err
+	}
+	if err := buildModule(dst); err != nil {
+		kept := "was left as it was"
+		if rerr := swapBack(dst, scratch, old); rerr != nil {
+			kept = "was written but does not build (" + rerr.Error() + ")"
+		}
+		return fmt.Errorf("%s %s: the copy of %s does not build against a package generated from %s:\n%s\nThe runtime uses Go names and layouts these headers lack; it serves MLNX_OFED 3.1 … 4.9 (infiniband/verbs_exp.h). For other headers generate a package of your own (gen -I DIR -o DIR) and use it without the runtime",
+			m.out, kept, ModulePath, m.include, err)
+	}
+	if old != "" {
+		os.RemoveAll(old)
 	}
 	if !m.quiet {
 		fmt.Fprintf(m.stdout, "gen module: wrote %s: %s %s, generated/ from %s; every package builds against it\n", m.out, ModulePath, version, m.include)
@@ -285,23 +307,64 @@ func buildModule(dir string) error {
 	return fmt.Errorf("  go build ./...: %v\n  %s", err, strings.Join(lines, "\n  "))
 }
 
-// swapIn replaces dst with the finished copy in scratch.
-func swapIn(scratch, dst string) error {
-	old := ""
+// resolveInclude returns the directory -I include names, every link
+// followed, and refuses one inside dst (-o; "" for none), which the copy
+// replaces.
+func resolveInclude(include, dst string) (string, error) {
+	abs, err := filepath.Abs(include)
+	if err != nil {
+		return "", err
+	}
+	inc, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		if _, serr := os.Stat(abs); errors.Is(serr, syscall.ELOOP) { // EvalSymlinks says only "too many links"
+			return "", fmt.Errorf("-I %s: its symbolic links lead in a circle (%w); pass the directory holding infiniband/verbs_exp.h itself (a copy written by an earlier gen module may have headers/ linking to itself: remove that copy and run gen module again with the real headers)", include, serr)
+		}
+		return "", fmt.Errorf("-I %s: %v", include, err)
+	}
+	if dst == "" {
+		return inc, nil
+	}
+	out := dst
+	if real, err := filepath.EvalSymlinks(dst); err == nil {
+		out = real
+	} else if parent, err := filepath.EvalSymlinks(filepath.Dir(dst)); err == nil {
+		out = filepath.Join(parent, filepath.Base(dst))
+	}
+	if inc == out || strings.HasPrefix(inc, out+string(filepath.Separator)) {
+		return "", fmt.Errorf("-I %s is %s, inside -o %s, which gen module replaces as a whole: pass a directory of headers outside it (the one the copy's headers/ links to, for a copy gen module wrote)", include, inc, dst)
+	}
+	return inc, nil
+}
+
+// swapIn moves the finished copy in scratch to dst, setting the
+// previous one aside in old ("" when there was none).
+func swapIn(scratch, dst string) (old string, err error) {
 	if _, err := os.Lstat(dst); err == nil {
 		old = scratch + ".old"
 		if err := os.Rename(dst, old); err != nil {
-			return fmt.Errorf("cannot replace %s: %v (nothing was changed)", dst, err)
+			return "", fmt.Errorf("cannot replace %s: %v (nothing was changed)", dst, err)
 		}
 	}
 	if err := os.Rename(scratch, dst); err != nil {
 		if old != "" && os.Rename(old, dst) == nil {
-			return fmt.Errorf("cannot move the copy into %s: %v (the previous one was kept)", dst, err)
+			return "", fmt.Errorf("cannot move the copy into %s: %v (the previous one was kept)", dst, err)
 		}
-		return fmt.Errorf("cannot move the copy into %s: %v", dst, err)
+		return "", fmt.Errorf("cannot move the copy into %s: %v", dst, err)
+	}
+	return old, nil
+}
+
+// swapBack undoes swapIn: the copy at dst goes back to scratch (removed
+// by the caller) and the previous one, if any, to dst.
+func swapBack(dst, scratch, old string) error {
+	if err := os.Rename(dst, scratch); err != nil {
+		return fmt.Errorf("cannot move it away: %v", err)
 	}
 	if old != "" {
-		return os.RemoveAll(old)
+		if err := os.Rename(old, dst); err != nil {
+			return fmt.Errorf("the previous copy is in %s: %v", old, err)
+		}
 	}
 	return nil
 }

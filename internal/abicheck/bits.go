@@ -76,7 +76,7 @@ func checkBits(r *Result, cc string, t target.Target, entry string, includes []s
 		r.Other = fmt.Sprintf("the bit-field objects do not compile (is %s's assembler, binutils-%s, installed?):\n%s", filepath.Base(cc), t.GNUTriplet, strings.TrimSpace(strings.ReplaceAll(c.out, c.file, filepath.Base(c.file))))
 		return nil
 	}
-	data, err := symbolData(obj)
+	data, err := SymbolData(obj)
 	if err != nil {
 		return fmt.Errorf("linux/%s: reading the bit-field objects %s compiled: %v", t.GoArch, filepath.Base(cc), err)
 	}
@@ -134,8 +134,8 @@ func setBits(b []byte) bitRange {
 	return bitRange{first, n}
 }
 
-// symbolData returns the bytes of each data object of an object file.
-func symbolData(obj string) (map[string][]byte, error) {
+// SymbolData returns the bytes of each data object of an object file.
+func SymbolData(obj string) (map[string][]byte, error) {
 	f, err := elf.Open(obj)
 	if err != nil {
 		return nil, err

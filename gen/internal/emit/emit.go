@@ -75,15 +75,16 @@ type Input struct {
 func Files(in Input) ([]File, error) {
 	in.abi = in.manifestData()
 	type job struct {
-		name  string
-		build func() *jen.File
+		name   string
+		build  func() *jen.File
+		render func() ([]byte, error) // instead of build, rendered
 	}
-	jobs := []job{{"doc.go", in.doc}, {"types.go", in.shared}, {"consts.go", in.consts}, {"shims.go", in.shims}}
+	jobs := []job{{"doc.go", in.doc, nil}, {"types.go", in.shared, nil}, {"consts.go", in.consts, nil}, {"shims.go", nil, in.shimsFile}}
 	if len(in.Pkg.Arches) > 1 {
-		jobs = append(jobs, job{"ztypes_linux.go", in.common})
+		jobs = append(jobs, job{"ztypes_linux.go", in.common, nil})
 	}
 	for i, arch := range in.Pkg.Arches {
-		jobs = append(jobs, job{fmt.Sprintf("ztypes_linux_%s.go", arch), func() *jen.File { return in.arch(i) }})
+		jobs = append(jobs, job{fmt.Sprintf("ztypes_linux_%s.go", arch), func() *jen.File { return in.arch(i) }, nil})
 	}
 	// Room for every job plus abi.json and stubs_linux.c, allocated
 	// before the goroutines start: they write into this array.
@@ -94,12 +95,20 @@ func Files(in Input) ([]File, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var buf bytes.Buffer
-			if err := j.build().Render(&buf); err != nil {
+			var b []byte
+			var err error
+			if j.render != nil {
+				b, err = j.render()
+			} else {
+				var buf bytes.Buffer
+				err = j.build().Render(&buf)
+				b = buf.Bytes()
+			}
+			if err != nil {
 				errs[i] = renderError(j.name, err)
 				return
 			}
-			files[i] = File{Name: j.name, Data: buf.Bytes()}
+			files[i] = File{Name: j.name, Data: b}
 		}()
 	}
 	m, err := manifest.Marshal(in.abi)

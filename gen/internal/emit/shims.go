@@ -1,7 +1,9 @@
 package emit
 
 import (
+	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/dave/jennifer/jen"
@@ -24,9 +26,12 @@ var libibverbs = []string{"libibverbs.so.1", "libibverbs.so"}
 // abi.json with _Static_assert for the target being built (layouts and
 // values exactly, bounds by the relation that keeps old code valid), and
 // defines one C trampoline per function.
-func (in Input) shims() *jen.File {
+//
+// preamble is the preamble's text: shimsFile passes a placeholder and
+// puts the preamble in after formatting.
+func (in Input) shims(preamble string) *jen.File {
 	f := in.newFile("linux && cgo")
-	f.CgoPreamble(in.preamble())
+	f.CgoPreamble(preamble)
 	lib := jen.Qual(DynlibPath, "New").CallFunc(func(g *jen.Group) {
 		for _, n := range libibverbs {
 			g.Lit(n)
@@ -53,6 +58,38 @@ func (in Input) shims() *jen.File {
 		}
 	}
 	return f
+}
+
+// preamblePlaceholder stands for the preamble while shims.go is
+// formatted: the preamble is a C comment of a megabyte (its asserts)
+// that go/format would only copy, at half the cost of rendering the
+// package.
+const preamblePlaceholder = "verbsexp/gen: the cgo preamble\n"
+
+// shimsFile renders shims.go: formatted with the placeholder, which is
+// then replaced by the preamble as jennifer writes a comment (between /*
+// and */ on lines of their own). gofmt leaves the text of this comment
+// as it is (it starts at column 0): TestFilesFormatted checks that gofmt
+// leaves the whole file as it is.
+func (in Input) shimsFile() ([]byte, error) {
+	pre := in.preamble()
+	var buf bytes.Buffer
+	if err := in.shims(preamblePlaceholder).Render(&buf); err != nil {
+		return nil, err
+	}
+	comment := "/*\n" + pre
+	if !strings.HasSuffix(pre, "\n") {
+		comment += "\n"
+	}
+	comment += "*/"
+	placeholder := "/*\n" + preamblePlaceholder + "*/"
+	b := buf.Bytes()
+	if !strings.Contains(pre, "\n") || strings.Contains(pre, "*/") || bytes.Count(b, []byte(placeholder)) != 1 {
+		buf.Reset()
+		err := in.shims(pre).Render(&buf)
+		return buf.Bytes(), err
+	}
+	return bytes.Replace(b, []byte(placeholder), []byte(comment), 1), nil
 }
 
 func (in Input) preamble() string {
@@ -90,8 +127,16 @@ func (in Input) preamble() string {
 			kw = "#if"
 		}
 		fmt.Fprintf(&b, "%s %s\n", kw, t.CMacro)
-		for _, a := range abicheck.Assertions(m.Arches[arch], arch, "", rel) {
-			fmt.Fprintf(&b, "_Static_assert(%s, %q VERBSEXP_REGENERATE);\n", a.Cond, a.Msg)
+		as := abicheck.Assertions(m.Arches[arch], arch, "", rel)
+		if i == 0 {
+			b.Grow(len(in.Pkg.Arches) * len(as) * 160) // the asserts are most of it
+		}
+		for _, a := range as {
+			b.WriteString("_Static_assert(")
+			b.WriteString(a.Cond)
+			b.WriteString(", ")
+			b.WriteString(strconv.Quote(a.Msg)) // as %q
+			b.WriteString(" VERBSEXP_REGENERATE);\n")
 		}
 	}
 	b.WriteString("#else\n#error \"verbsexp: no layouts were generated for this architecture\"\n#endif\n\n")

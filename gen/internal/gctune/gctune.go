@@ -27,11 +27,26 @@ const (
 
 // Start applies the policy to the process, unless GOGC is set (then the
 // runtime's own setting stands).
-func Start() {
+func Start() { start(startPercent) }
+
+// quietPercent puts the first collection where the heap reaches
+// headroomCap (the runtime's first goal is 4 MiB × percent/100), the most
+// headroom the policy ever allows.
+const quietPercent = headroomCap / (4 << 20) * 100
+
+// StartQuiet is Start with no collection before the heap reaches 256
+// MiB: the generator's own process allocates ~100 MB on the real headers
+// (model, layout, rendering) and then collects not at all. The front
+// end's child keeps Start: what it holds when it runs out of memory
+// tells deep recursion (stacks) from expansion (heap), which a heap of
+// uncollected garbage would blur (contain.go).
+func StartQuiet() { start(quietPercent) }
+
+func start(percent int) {
 	if os.Getenv("GOGC") != "" {
 		return
 	}
-	debug.SetGCPercent(startPercent)
+	debug.SetGCPercent(percent)
 	arm()
 }
 

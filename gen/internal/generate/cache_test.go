@@ -336,3 +336,68 @@ func TestCacheRefusedInclude(t *testing.T) {
 		t.Errorf("cached run: %v\nuncached run: %v", cachedErr, uncachedErr)
 	}
 }
+
+// wrap makes each target's compiler a wrapper adding its system
+// directories (-isystem, in order): dirs[goarch], or others.
+func wrap(t *testing.T, dirs map[string][]string, others ...string) {
+	for _, tg := range target.All {
+		cc, err := tg.Compiler()
+		if err != nil {
+			t.Skipf("SKIP: no %s compiler: %v", tg.GoArch, err)
+		}
+		args := ""
+		ds, ok := dirs[tg.GoArch]
+		if !ok {
+			ds = others
+		}
+		for _, d := range ds {
+			args += " -isystem " + d
+		}
+		wrapper := filepath.Join(t.TempDir(), "cc")
+		write(t, wrapper, "#!/bin/sh\nexec "+cc+args+` "$@"`+"\n")
+		os.Chmod(wrapper, 0o755)
+		t.Setenv(tg.EnvVar(), wrapper)
+	}
+}
+
+// probedChanges is changes for a change that only arm64's probe sees:
+// the next run takes the other targets from the cache and probes arm64
+// again.
+func probedChanges(t *testing.T, opts Options, change func()) {
+	t.Helper()
+	before, _ := check(t, "before", opts)
+	if _, c := run(t, opts); c.Units != 3 {
+		t.Fatalf("the second run did not use the cache (%+v): the test proves nothing", c)
+	}
+	change()
+	after, c := check(t, "after the change", opts)
+	if c.Units != 2 {
+		t.Errorf("arm64's probe was reused, or more than it was not: %+v", c)
+	}
+	if reflect.DeepEqual(before, after) {
+		t.Error("the change did not change the output: the test proves nothing")
+	}
+}
+
+// sideHeader includes a header of the compilers' system directories.
+const sideHeader = "#include <sys_side.h>\nstruct ibv_a { side_t a; };\n"
+
+// TestCacheProbedSystemHeader: a header only arm64's compiler reads (from
+// a system directory its wrapper adds) changes.
+func TestCacheProbedSystemHeader(t *testing.T) {
+	withCache(t)
+	arm := tree(t, map[string]string{"sys_side.h": "typedef int side_t;\n"})
+	wrap(t, map[string][]string{"arm64": {arm}}, tree(t, map[string]string{"sys_side.h": "typedef int side_t;\n"}))
+	inc := tree(t, map[string]string{"infiniband/verbs_exp.h": sideHeader})
+	probedChanges(t, options(target.All, inc), func() { write(t, filepath.Join(arm, "sys_side.h"), "typedef long side_t;\n") })
+}
+
+// TestCacheProbedShadowing: a header appears in a system directory arm64
+// searches before the one its compiler read it from.
+func TestCacheProbedShadowing(t *testing.T) {
+	withCache(t)
+	early, late := t.TempDir(), tree(t, map[string]string{"sys_side.h": "typedef int side_t;\n"})
+	wrap(t, map[string][]string{"arm64": {early, late}}, tree(t, map[string]string{"sys_side.h": "typedef int side_t;\n"}))
+	inc := tree(t, map[string]string{"infiniband/verbs_exp.h": sideHeader})
+	probedChanges(t, options(target.All, inc), func() { write(t, filepath.Join(early, "sys_side.h"), "typedef long long side_t;\n") })
+}

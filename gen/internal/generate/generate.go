@@ -1,5 +1,6 @@
-// Package generate runs the pipeline (parse every target → model → layout
-// → emit) and writes the package directory atomically.
+// Package generate runs the pipeline (check the inputs → translate once →
+// probe every other target → model → layout → emit; see Run) and writes
+// the package directory atomically.
 package generate
 
 import (
@@ -11,7 +12,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
+	"time"
 
 	"github.com/verbsexp/verbsexp/gen/internal/cache"
 	"github.com/verbsexp/verbsexp/gen/internal/emit"
@@ -41,75 +42,72 @@ type Result struct {
 	Shims *shim.Plan
 	// Cached says which steps were answered by the cache.
 	Cached Cached
+	// Probed and Translated count the targets whose declarations came
+	// from a probe of their compiler and from the C front end.
+	Probed, Translated int
+	// Stages is the CPU time of each stage of the run, compilers and the
+	// front end's child process included (make bench-gen prints them).
+	Stages []Stage
 }
 
 // Cached counts the steps the cache answered in a run.
 type Cached struct {
-	Units int  // targets whose translation came from the cache
+	Units int  // targets whose declarations came from the cache
 	Files bool // the rendered files came from the cache
 }
 
-// Run generates the package in memory. Each target's translation and the
-// rendered files are cached (see package cache): a repeated run with
-// unchanged inputs translates and renders nothing, and its output is the
-// same bytes as without the cache.
+// Stage is one stage of a run and the CPU time it took.
+type Stage struct {
+	Name string
+	CPU  time.Duration
+}
+
+// Run generates the package in memory, in stages:
+//
+//  1. check the inputs, once (parse.CheckInputs): the entry, the -I
+//     directories, every target's compiler, the #include graph, and the
+//     headers with the first target's compiler;
+//  2. translate once: the first target's declarations from the C front
+//     end (parse.Inputs.TranslateFirst);
+//  3. probe: every other target's layout from its own compiler, the same
+//     declarations (parse.Inputs.Probe; a target that declares otherwise
+//     is translated on its own, with a note);
+//  4. model: one package, every Go name (model.Build);
+//  5. lay out every record for every target (layout);
+//  6. emit the files (emit.Files).
+//
+// Each target's declarations and the rendered files are cached (see
+// package cache): a repeated run with unchanged inputs translates,
+// probes and renders nothing, and its output is the same bytes as
+// without the cache.
 func Run(opts Options) (*Result, error) {
-	if err := parse.CheckEntry(opts.Parse); err != nil {
-		return nil, err
-	}
 	c := cache.Open()
-	n := len(opts.Targets)
-	// Every target's compiler is found and proven first (concurrently:
-	// each may run its compiler), so a missing or wrong compiler is
-	// reported before any work is done.
-	comps := make([]*parse.Compiler, n)
-	errs := make([]error, n)
-	parallel(n, func(i int) { comps[i], errs[i] = parse.FindCompiler(opts.Targets[i], c) })
-	if err := firstError(errs); err != nil {
-		return nil, err
-	}
-	// sums identify the translations ("" without a cache).
-	units, sums, hit := parse.CachedUnits(comps, opts.Parse, c)
 	res := &Result{}
-	for _, h := range hit {
-		if h {
-			res.Cached.Units++
-		}
-	}
-	if res.Cached.Units == n {
-		if err := parse.CheckCachedInputs(opts.Targets[0].GoArch, comps[0].Config, opts.Parse); err != nil {
-			return nil, err
-		}
-	} else {
-		// One compiler check of the headers for all targets (syntax
-		// errors and the inputs cc/v4 cannot survive do not depend on
-		// the target). A cached translation passed it with the same
-		// files, so it runs only when something is translated.
-		if err := parse.CheckWithCompiler(opts.Targets[0].GoArch, comps[0].Config, opts.Parse); err != nil {
-			return nil, err
-		}
-		popts := opts.Parse
-		popts.Checked = true
-		// In one child process, under limits (parse/contain.go).
-		need := make([]bool, n)
-		for i := range need {
-			need[i] = !hit[i]
-		}
-		tu, ts, terrs := parse.TranslateUnits(comps, need, popts, c)
-		for i := range need {
-			if need[i] {
-				units[i], sums[i], errs[i] = tu[i], ts[i], terrs[i]
-			}
-		}
-		if err := firstError(errs); err != nil {
-			return nil, err
-		}
-	}
-	pkg, err := model.Build(opts.Package, units)
+	clock := startStages(&res.Stages)
+	// 1. Check the inputs.
+	in, err := parse.CheckInputs(opts.Parse, opts.Targets, c)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkInScope(opts.Parse, units[0], pkg); err != nil {
+	clock.done("check inputs")
+	// 2. Translate once.
+	units, err := in.TranslateFirst()
+	if err != nil {
+		return nil, err
+	}
+	clock.done("front end")
+	// 3. Probe the other targets.
+	if err := in.Probe(units); err != nil {
+		return nil, err
+	}
+	clock.done("probes")
+	res.Cached.Units, res.Probed, res.Translated = units.Cached, units.Probed, units.Translated
+	// 4. Model.
+	pkg, err := model.Build(opts.Package, units.Units)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkInScope(opts.Parse, units.Units[0], pkg); err != nil {
 		return nil, err
 	}
 	hashes, err := hashInputs(pkg.Inputs)
@@ -118,19 +116,21 @@ func Run(opts Options) (*Result, error) {
 	}
 	shims := shim.Build(pkg, layout.NewPlanner(pkg, 0))
 	res.Pkg, res.Shims = pkg, shims
-	res.Notes = append(append(append([]parse.Diag(nil), pkg.Notes...), shims.Skipped...), shims.Renamed...)
+	res.Notes = append(append(append(append([]parse.Diag(nil), pkg.Notes...), shims.Skipped...), shims.Renamed...), units.Notes...)
 	// By position (file, then line and column as numbers), then text.
 	slices.SortStableFunc(res.Notes, func(a, b parse.Diag) int {
 		return cmp.Or(strings.Compare(a.Pos.File, b.Pos.File), cmp.Compare(a.Pos.Line, b.Pos.Line),
 			cmp.Compare(a.Pos.Col, b.Pos.Col), strings.Compare(a.Msg, b.Msg))
 	})
-	key, keyed := filesKey(c, opts, sums, hashes)
+	key, keyed := filesKey(c, opts, units.Sums, hashes)
 	if keyed {
 		if files, ok := cachedFiles(c, key); ok {
 			res.Files, res.Cached.Files = files, true
+			clock.done("model")
 			return res, nil
 		}
 	}
+	// 5. Lay out.
 	plans := make([][]*layout.Plan, len(pkg.Arches))
 	for i := range pkg.Arches {
 		pl := layout.NewPlanner(pkg, i)
@@ -142,6 +142,8 @@ func Run(opts Options) (*Result, error) {
 			plans[i] = append(plans[i], p)
 		}
 	}
+	clock.done("model and layout")
+	// 6. Emit.
 	files, err := emit.Files(emit.Input{
 		Pkg: pkg, Plans: plans, Command: opts.Command, GoGenerate: opts.GoGenerate, Hashes: hashes,
 		Shims: shims, Entry: opts.Parse.Entry, CFlags: opts.CFlags,
@@ -153,31 +155,23 @@ func Run(opts Options) (*Result, error) {
 		storeFiles(c, key, files)
 	}
 	res.Files = files
+	clock.done("emit")
 	return res, nil
 }
 
-// parallel runs f(0) … f(n-1) concurrently and waits for them.
-func parallel(n int, f func(int)) {
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(i)
-		}()
-	}
-	wg.Wait()
+// stageClock records the CPU time of consecutive stages.
+type stageClock struct {
+	stages *[]Stage
+	last   time.Duration
 }
 
-// firstError returns the first error in target order, so the report does
-// not depend on which goroutine finished first.
-func firstError(errs []error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+func startStages(stages *[]Stage) *stageClock { return &stageClock{stages, processCPU()} }
+
+// done ends the stage name: the CPU time since the last one ended.
+func (c *stageClock) done(name string) {
+	now := processCPU()
+	*c.stages = append(*c.stages, Stage{name, now - c.last})
+	c.last = now
 }
 
 // filesKey keys the rendered files by everything rendering reads: the

@@ -26,7 +26,9 @@ import (
 // killed run leaves the previous package as it was. dir must be absent,
 // empty, or hold only files this generator wrote (Owned); a symbolic link
 // is followed (the package it points to is replaced, the link stays). The
-// new directory keeps the previous one's permissions.
+// new directory keeps the previous one's permissions. The scratch
+// directories killed runs left for dir are removed first
+// (removeAbandoned).
 func Write(dir string, files []emit.File) error {
 	dir, err := outputDir(dir)
 	if err != nil {
@@ -50,13 +52,14 @@ func Write(dir string, files []emit.File) error {
 		return fmt.Errorf("cannot create %s: %v; choose a writable -o directory", parent, err)
 	}
 	removeAbandoned(parent, dir)
-	tmp, err := os.MkdirTemp(parent, scratchPrefix(dir))
+	tmp, release, err := makeScratch(parent, scratchPrefix(dir))
 	switch {
 	case errors.Is(err, syscall.EROFS):
 		return fmt.Errorf("cannot write %s: %s is on a read-only file system (the package is written next to it and swapped in); choose another -o", dir, parent)
 	case err != nil:
 		return fmt.Errorf("cannot write next to %s: %v; check the permissions of %s or choose another -o", dir, err, parent)
 	}
+	defer release()
 	defer removeScratch(tmp)
 	for _, f := range files {
 		if err := os.WriteFile(filepath.Join(tmp, f.Name), f.Data, 0o644); err != nil {
@@ -80,6 +83,11 @@ func Write(dir string, files []emit.File) error {
 	old := ""
 	if existed {
 		old = tmp + ".old"
+		// Locked before it is renamed (the lock goes with it), so that
+		// no other run takes it for abandoned while it is set aside.
+		if lock, _, err := lockDir(dir, false); err == nil {
+			defer lock.Close()
+		}
 		if err := os.Rename(dir, old); err != nil {
 			return fmt.Errorf("cannot replace %s: %v (nothing was changed)", dir, err)
 		}
@@ -167,14 +175,45 @@ func scratchPrefix(dir string) string {
 	return scratchMark + hex.EncodeToString(h[:6]) + ".new-"
 }
 
+// makeScratch creates a scratch directory named prefix+random in parent
+// and locks it (lockDir) for as long as this run lives: its lock is how a
+// later run tells it from one a killed run left (removeAbandoned). A
+// directory another run's clean-up removed between its creation and its
+// lock (it was empty, unlocked) is made again.
+func makeScratch(parent, prefix string) (dir string, release func(), err error) {
+	for range 100 {
+		dir, err := os.MkdirTemp(parent, prefix)
+		if err != nil {
+			return "", nil, err
+		}
+		lock, _, err := lockDir(dir, true)
+		if err != nil {
+			if _, serr := os.Stat(dir); serr != nil {
+				continue // removed meanwhile
+			}
+			return dir, func() {}, nil // cannot lock here: judged by age
+		}
+		locked, lerr := lock.Stat()
+		there, serr := os.Stat(dir)
+		if lerr == nil && serr == nil && os.SameFile(locked, there) {
+			return dir, func() { lock.Close() }, nil
+		}
+		lock.Close()
+	}
+	return "", nil, fmt.Errorf("the scratch directories made in %s kept disappearing", parent)
+}
+
 // abandonedAge is how old a scratch directory must be before a later run
-// treats it as left behind by a killed run (and not as a concurrent one's).
+// treats it as left behind by a killed run, where the file system cannot
+// lock directories (a locked one is a running generator's at any age,
+// an unlocked one a killed run's).
 const abandonedAge = 10 * time.Minute
 
 // removeAbandoned deletes the scratch directories that killed runs for
 // dir left in parent: named by scratchPrefix(dir) (compared as a string,
-// never as a pattern), older than abandonedAge, and holding only files the
-// generator writes.
+// never as a pattern), not locked by a running generator (or, where
+// directories cannot be locked, older than abandonedAge), and holding
+// only files the generator writes.
 func removeAbandoned(parent, dir string) {
 	entries, err := os.ReadDir(parent)
 	if err != nil {
@@ -187,11 +226,21 @@ func removeAbandoned(parent, dir string) {
 		}
 		p := filepath.Join(parent, e.Name())
 		fi, err := os.Lstat(p)
-		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) <= abandonedAge {
+		if err != nil || !fi.IsDir() {
+			continue
+		}
+		lock, busy, err := lockDir(p, false)
+		switch {
+		case busy:
+			continue // a running generator's
+		case err != nil && time.Since(fi.ModTime()) <= abandonedAge:
 			continue
 		}
 		if checkOwned(p) == nil {
 			removeScratch(p)
+		}
+		if lock != nil {
+			lock.Close()
 		}
 	}
 }

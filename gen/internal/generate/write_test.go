@@ -1,9 +1,13 @@
 package generate
 
 import (
+	"bufio"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,9 +32,10 @@ func writeFile(t *testing.T, path, data string) {
 	}
 }
 
-// TestWriteRemovesAbandonedScratch: a scratch directory a killed run left
-// behind is removed by the next run once it is old enough; a fresh one
-// (possibly a concurrent run's), one holding something else, another
+// TestWriteRemovesAbandonedScratch: the scratch directories killed runs
+// left behind are removed by the next run, however recent; one a running
+// generator holds (its lock, here taken through another open file, as
+// another process would), one holding something else, another
 // package's, and user directories that look alike are left alone.
 func TestWriteRemovesAbandonedScratch(t *testing.T) {
 	parent := t.TempDir()
@@ -38,34 +43,116 @@ func TestWriteRemovesAbandonedScratch(t *testing.T) {
 	prefix := scratchPrefix(out)
 	old := filepath.Join(parent, prefix+"123")
 	oldAside := filepath.Join(parent, prefix+"123.old")
-	fresh := filepath.Join(parent, prefix+"456")
+	fresh := filepath.Join(parent, prefix+"456") // a killed run's, a moment ago
+	live := filepath.Join(parent, prefix+"777")
+	liveOld := filepath.Join(parent, prefix+"778") // a run that has been going for long
 	foreign := filepath.Join(parent, prefix+"789") // holds a file the generator does not write
 	other := filepath.Join(parent, scratchPrefix(filepath.Join(parent, "other"))+"123")
 	lookalike := filepath.Join(parent, ".pkg.new-keep")
-	for _, d := range []string{old, oldAside, fresh, other, lookalike} {
+	for _, d := range []string{old, oldAside, fresh, live, liveOld, other, lookalike} {
 		for _, f := range pkgFiles("old") {
 			writeFile(t, filepath.Join(d, f.Name), string(f.Data))
 		}
 	}
 	writeFile(t, filepath.Join(foreign, "notes.txt"), "mine")
 	past := time.Now().Add(-2 * abandonedAge)
-	for _, d := range []string{old, oldAside, foreign, other, lookalike} {
+	for _, d := range []string{old, oldAside, liveOld, foreign, other, lookalike} {
 		if err := os.Chtimes(d, past, past); err != nil {
 			t.Fatal(err)
 		}
 	}
+	for _, d := range []string{live, liveOld} {
+		lock, busy, err := lockDir(d, false)
+		if err != nil || busy {
+			t.Skipf("SKIP: cannot lock a directory here (%v, busy %v): scratch directories go by age", err, busy)
+		}
+		defer lock.Close()
+	}
 	if err := Write(out, pkgFiles("new")); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{old, oldAside} {
+	for _, d := range []string{old, oldAside, fresh} {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("abandoned %s still there", d)
 		}
 	}
-	for _, d := range []string{fresh, foreign, other, lookalike} {
+	for _, d := range []string{live, liveOld, foreign, other, lookalike} {
 		if _, err := os.Stat(d); err != nil {
 			t.Errorf("%s removed: %v", d, err)
 		}
+	}
+	if left := scratchLeft(t, parent); len(left) != 4 {
+		t.Errorf("left %v, want the 2 live, the foreign and the other package's", left)
+	}
+}
+
+// scratchHelperEnv makes the test binary a generator run that has made
+// its scratch directory (for out, the variable's value) and is still
+// running: it prints the directory and waits to be killed.
+const scratchHelperEnv = "VERBSEXP_TEST_SCRATCH_HOLDER"
+
+func TestMain(m *testing.M) {
+	if out := os.Getenv(scratchHelperEnv); out != "" {
+		dir, _, err := makeScratch(filepath.Dir(out), scratchPrefix(out))
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		os.WriteFile(filepath.Join(dir, "doc.go"), pkgFiles("half")[1].Data, 0o644)
+		fmt.Println(dir)
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestWriteAfterKilledRuns: runs killed with SIGKILL while their scratch
+// directories stood (processes of their own) leave them behind; the next
+// run for the same -o removes them, and never one of a run still going.
+func TestWriteAfterKilledRuns(t *testing.T) {
+	parent := t.TempDir()
+	out := filepath.Join(parent, "pkg")
+	start := func() (*exec.Cmd, string) {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), scratchHelperEnv+"="+out)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil || strings.HasPrefix(line, "error:") {
+			t.Fatalf("the holder: %q %v", line, err)
+		}
+		return cmd, strings.TrimSpace(line)
+	}
+	exists := func(d string) bool { _, err := os.Stat(d); return err == nil }
+	killed, killedDir := start()
+	_, liveDir := start()
+	// Both running: neither is touched.
+	if err := Write(out, pkgFiles("one")); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(killedDir) || !exists(liveDir) {
+		t.Fatalf("a running generator's scratch directory was removed (%v %v)", exists(killedDir), exists(liveDir))
+	}
+	killed.Process.Signal(syscall.SIGKILL)
+	killed.Wait()
+	if err := Write(out, pkgFiles("two")); err != nil {
+		t.Fatal(err)
+	}
+	if exists(killedDir) {
+		t.Errorf("the killed run's %s is still there", killedDir)
+	}
+	if !exists(liveDir) {
+		t.Errorf("the running generator's %s was removed", liveDir)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "doc.go")); !strings.Contains(string(b), "two") {
+		t.Errorf("the package was not written: %q", b)
 	}
 }
 

@@ -56,6 +56,12 @@ func unitKey(c *cache.Cache, comp *Compiler, opts Options) (cache.Key, []string,
 	return k.Sum(), dirs, nil
 }
 
+// cachedTranslations is CachedUnits for a run's inputs.
+func cachedTranslations(comps []*Compiler, opts Options, c *cache.Cache) ([]*Unit, []string) {
+	units, sums, _ := CachedUnits(comps, opts, c)
+	return units, sums
+}
+
 // CachedUnits returns, for each compiler, its translation of the headers
 // from c and a sum identifying it, where c holds one whose dependencies
 // all still hold (hit[i]). A damaged entry is removed. The targets are
@@ -66,7 +72,7 @@ func CachedUnits(comps []*Compiler, opts Options, c *cache.Cache) (units []*Unit
 	if c == nil {
 		return
 	}
-	memo := newProbeMemo()
+	memo := newRecheckMemo()
 	var wg sync.WaitGroup
 	for i, comp := range comps {
 		wg.Add(1)
@@ -79,17 +85,24 @@ func CachedUnits(comps []*Compiler, opts Options, c *cache.Cache) (units []*Unit
 	return
 }
 
-func cachedUnit(comp *Compiler, opts Options, c *cache.Cache, memo *probeMemo) (*Unit, string, bool) {
-	key, _, err := unitKey(c, comp, opts)
+func cachedUnit(comp *Compiler, opts Options, c *cache.Cache, memo *recheckMemo) (*Unit, string, bool) {
+	key, dirs, err := unitKey(c, comp, opts)
 	if err != nil {
 		return nil, "", false
 	}
-	b, ok := c.Get("unit", key)
+	return loadUnit(c, "unit", key, comp.Target.GoArch, dirs, memo)
+}
+
+// loadUnit returns the unit of goarch stored under key in c, and its sum,
+// while every dependency still holds (dirs are the -I directories, whose
+// headers are served marked). A damaged entry is removed.
+func loadUnit(c *cache.Cache, kind string, key cache.Key, goarch string, dirs []string, memo *recheckMemo) (*Unit, string, bool) {
+	b, ok := c.Get(kind, key)
 	if !ok {
 		return nil, "", false
 	}
 	damaged := func() (*Unit, string, bool) {
-		c.Discard("unit", key)
+		c.Discard(kind, key)
 		return nil, "", false
 	}
 	n, k := binary.Uvarint(b)
@@ -100,14 +113,28 @@ func cachedUnit(comp *Compiler, opts Options, c *cache.Cache, memo *probeMemo) (
 	if gob.NewDecoder(bytes.NewReader(b[k:k+int(n)])).Decode(&d) != nil || len(d.Deps) == 0 || d.Sum != unitSum(key, d.Deps) {
 		return damaged()
 	}
-	if !stillValid(d.Deps, memo) {
+	if !stillValid(d.Deps, dirs, memo) {
 		return nil, "", false
 	}
 	var u Unit
-	if gob.NewDecoder(bytes.NewReader(b[k+int(n):])).Decode(&u) != nil || u.GoArch != comp.Target.GoArch {
+	if gob.NewDecoder(bytes.NewReader(b[k+int(n):])).Decode(&u) != nil || u.GoArch != goarch {
 		return damaged()
 	}
 	return &u, d.Sum, true
+}
+
+// storeUnit stores u under key with its dependencies and returns its sum
+// ("" when it cannot be stored).
+func storeUnit(c *cache.Cache, kind string, key cache.Key, deps []dependency, u *Unit) string {
+	sum := unitSum(key, deps)
+	var d, un bytes.Buffer
+	if gob.NewEncoder(&d).Encode(unitDeps{deps, sum}) != nil || gob.NewEncoder(&un).Encode(u) != nil {
+		return ""
+	}
+	b := binary.AppendUvarint(nil, uint64(d.Len()))
+	b = append(append(b, d.Bytes()...), un.Bytes()...)
+	c.Put(kind, key, b)
+	return sum
 }
 
 // TranslateUnit is Translate for comp that records what the front end
@@ -129,29 +156,5 @@ func TranslateUnit(comp *Compiler, opts Options, src *cc.SourceCache, c *cache.C
 	if !ok || len(deps) == 0 || err != nil {
 		return u, "", nil // translated, but not cacheable: nothing depends on it
 	}
-	sum := unitSum(key, deps)
-	var d, un bytes.Buffer
-	if gob.NewEncoder(&d).Encode(unitDeps{deps, sum}) != nil || gob.NewEncoder(&un).Encode(u) != nil {
-		return u, "", nil
-	}
-	b := binary.AppendUvarint(nil, uint64(d.Len()))
-	b = append(append(b, d.Bytes()...), un.Bytes()...)
-	c.Put("unit", key, b)
-	return u, sum, nil
-}
-
-// CheckCachedInputs makes the part of CheckWithCompiler's checks that a
-// cached translation cannot vouch for, for runs whose every target comes
-// from the cache: the #include walk (checkIncludes) looks at the
-// #includes of branches never taken too, so it can refuse a file no
-// translation opened (a FIFO named in an #if 0). The compiler's check is
-// not run again: it reads nothing the translations did not
-// (TestDepsCoverCompiler) and passed when they were stored.
-func CheckCachedInputs(goarch string, cfg *cc.Config, opts Options) error {
-	dirs, err := absDirs(opts.IncludeDirs)
-	if err != nil {
-		return err
-	}
-	_, err = checkEntryIncludes(goarch, cfg, dirs, opts.Entry)
-	return err
+	return u, storeUnit(c, "unit", key, deps, u), nil
 }

@@ -39,6 +39,12 @@ func checkHeaders(goarch string, cfg *cc.Config, dirs []string, entry string) er
 	if path == "" || err != nil {
 		return err
 	}
+	return compilerAccepts(goarch, cfg, dirs, path)
+}
+
+// compilerAccepts runs the compiler of cfg over the entry header at path
+// (-fsyntax-only) and reports its first errors.
+func compilerAccepts(goarch string, cfg *cc.Config, dirs []string, path string) error {
 	args := []string{"-fsyntax-only", "-x", "c", path}
 	for _, d := range dirs {
 		args = append(args, "-I", d)

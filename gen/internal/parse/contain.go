@@ -37,7 +37,10 @@ import (
 // EvalAllMacros it would silently leave macros without a value, while
 // running out of memory or time is an error. So nothing decides what the
 // headers may hold but gcc and these limits, far above what real headers
-// need (TestFrontEndLimitsLeaveRoom).
+// need (TestFrontEndLimitsLeaveRoom). The expansion scan (expansion.go)
+// runs first: what the child could not get through within them it
+// refuses at once, with the macro's file and line, and when the child
+// fails anyway it names the macro that made it fail.
 
 // frontEndEnv marks the child: its value is "child".
 const frontEndEnv = "VERBSEXP_FRONT_END"
@@ -130,6 +133,17 @@ func childMain(in io.Reader, out, errw io.Writer) int {
 	if err := gob.NewDecoder(in).Decode(&req); err != nil {
 		fmt.Fprintln(errw, "reading the request:", err)
 		return 2
+	}
+	if refused := scanInChild(&req, errw); refused != "" {
+		resp := childResponse{Units: make([]*Unit, len(req.Targets)), Sums: make([]string, len(req.Targets)), Errs: make([]string, len(req.Targets))}
+		for i := range req.Targets {
+			resp.Units[i], resp.Errs[i] = &Unit{}, refused
+		}
+		if err := gob.NewEncoder(out).Encode(&resp); err != nil {
+			fmt.Fprintln(errw, "writing the refusal:", err)
+			return 2
+		}
+		return 0
 	}
 	var c *cache.Cache
 	if req.Cache {
@@ -289,6 +303,34 @@ func runChild(req *childRequest, where string) (*childResponse, *syscall.Rusage,
 	return nil, usage, childError(where, runErr, ctx.Err() != nil, string(stderr.Bytes()), cpu, mem)
 }
 
+// childFailureKind is the limit the child reached.
+type childFailureKind int
+
+const (
+	failedOther childFailureKind = iota
+	failedStack
+	failedMemory
+	failedCPU
+	failedTime
+)
+
+// childFailure is the child's death, said: where (the targets), the
+// macro the expansion scan suspects of it (file:line and why; "" for
+// none), then msg.
+type childFailure struct {
+	where   string
+	kind    childFailureKind
+	suspect string
+	msg     string
+}
+
+func (e *childFailure) Error() string {
+	if e.suspect != "" {
+		return e.where + ": " + e.suspect + ": " + e.msg
+	}
+	return e.where + ": " + e.msg
+}
+
 // childError says why the child failed, and what it was reading.
 func childError(where string, err error, timedOut bool, stderr string, cpu, mem int64) error {
 	if hint, ok := inputfile.OutOfDescriptors(err); ok {
@@ -296,9 +338,15 @@ func childError(where string, err error, timedOut bool, stderr string, cpu, mem 
 	}
 	last := "none yet"
 	var other []string
+	suspects := map[childFailureKind]string{}
 	for _, l := range strings.Split(stderr, "\n") {
 		if p, ok := strings.CutPrefix(l, progressPrefix); ok {
 			last = p
+		} else if p, ok := strings.CutPrefix(l, suspectPrefix); ok {
+			var kind childFailureKind
+			if n, _ := fmt.Sscanf(p, "%d ", &kind); n == 1 {
+				_, suspects[kind], _ = strings.Cut(p, " ")
+			}
 		} else if strings.TrimSpace(l) != "" && len(other) < 3 && !strings.HasPrefix(l, "goroutine ") && !strings.HasPrefix(l, "\t") {
 			other = append(other, strings.TrimSpace(l))
 		}
@@ -315,21 +363,24 @@ func childError(where string, err error, timedOut bool, stderr string, cpu, mem 
 	if i := strings.Index(stderr, outOfMemory+": "); i >= 0 {
 		fmt.Sscanf(stderr[i+len(outOfMemory)+2:], "%d MiB held, %d MiB of it stacks", &held, &stacks)
 	}
+	failed := func(kind childFailureKind, format string, args ...any) error {
+		return &childFailure{where: where, kind: kind, suspect: suspects[kind], msg: fmt.Sprintf(format, args...)}
+	}
 	switch {
 	case stacks*2 > held && held > 0:
-		return fmt.Errorf("%s: the C front end the generator reads the headers with (modernc.org/cc/v4) ran out of its %d MiB of memory, %d MiB of it stack (%s): it recurses once per level of nesting, and the headers nest deeper than it can follow (in an expression, a declarator or a macro): nest them less", where, mem, stacks, reading)
+		return failed(failedStack, "the C front end the generator reads the headers with (modernc.org/cc/v4) ran out of its %d MiB of memory, %d MiB of it stack (%s): it recurses once per level of nesting, and the headers nest deeper than it can follow (in an expression, a declarator or a macro): nest them less", mem, stacks, reading)
 	case strings.Contains(stderr, "stack overflow") || strings.Contains(stderr, "stack exceeds"):
-		return fmt.Errorf("%s: the C front end the generator reads the headers with (modernc.org/cc/v4) overflowed its %d MiB stack (%s): it recurses once per level of nesting, and the headers nest deeper than it can follow (in an expression, a declarator or a macro): nest them less", where, frontEndStack>>20, reading)
+		return failed(failedStack, "the C front end the generator reads the headers with (modernc.org/cc/v4) overflowed its %d MiB stack (%s): it recurses once per level of nesting, and the headers nest deeper than it can follow (in an expression, a declarator or a macro): nest them less", frontEndStack>>20, reading)
 	case strings.Contains(stderr, outOfMemory) || strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory"):
-		return fmt.Errorf("%s: the C front end the generator reads the headers with (modernc.org/cc/v4) ran out of its %d MiB of memory (%s): a macro may expand without bound; VERBSEXP_FRONT_END_MEMORY=MiB raises the limit", where, mem, reading)
+		return failed(failedMemory, "the C front end the generator reads the headers with (modernc.org/cc/v4) ran out of its %d MiB of memory (%s): a macro may expand without bound; VERBSEXP_FRONT_END_MEMORY=MiB raises the limit", mem, reading)
 	case sig == syscall.SIGXCPU || sig == syscall.SIGKILL && !timedOut:
-		return fmt.Errorf("%s: the C front end the generator reads the headers with (modernc.org/cc/v4) used up its %d s of CPU time (%s; the real headers take under a second): a macro may expand without bound, and it does not return from some constructs gcc accepts (an object-like macro ending inside a cast such as #define X (void *); VERBSEXP_FRONT_END_CPU=seconds raises the limit", where, cpu, reading)
+		return failed(failedCPU, "the C front end the generator reads the headers with (modernc.org/cc/v4) used up its %d s of CPU time (%s; the real headers take under a second): a macro may expand without bound, and it does not return from some constructs gcc accepts (an object-like macro ending inside a cast such as #define X (void *); VERBSEXP_FRONT_END_CPU=seconds raises the limit", cpu, reading)
 	case timedOut:
-		return fmt.Errorf("%s: the C front end the generator reads the headers with (modernc.org/cc/v4) did not finish within %v and was stopped (%s)", where, frontEndWall, reading)
+		return failed(failedTime, "the C front end the generator reads the headers with (modernc.org/cc/v4) did not finish within %v and was stopped (%s)", frontEndWall, reading)
 	}
 	msg := strings.Join(other, "\n")
 	if msg == "" {
 		msg = err.Error()
 	}
-	return fmt.Errorf("%s: the C front end the generator reads the headers with (modernc.org/cc/v4) failed (%v; %s):\n%s\nPlease report this with the headers you used", where, err, reading, msg)
+	return failed(failedOther, "the C front end the generator reads the headers with (modernc.org/cc/v4) failed (%v; %s):\n%s\nPlease report this with the headers you used", err, reading, msg)
 }

@@ -1,7 +1,10 @@
 // Package parse reads C headers with modernc.org/cc/v4 for one target and
 // returns the declarations in scope as plain data: records with the
-// target's layout, enums, integer macros and functions. It knows nothing of
-// Go; naming and representation are decided later (model, layout).
+// target's layout, enums, integer macros and functions; every other
+// target gets the same declarations laid out by its own compiler
+// (probe.go). It checks the inputs first, once (CheckInputs). It knows
+// nothing of Go; naming and representation are decided later (model,
+// layout).
 package parse
 
 import (
@@ -38,8 +41,16 @@ type Unit struct {
 	// p0, p1, …), sorted: the preamble #undefs them, or cgo's C would not
 	// compile.
 	CgoMacros []string
+	// Headers are the headers read in the -I directories (absolute, as
+	// opened, sorted), and Conds the conditional groups of theirs that
+	// the preprocessor took (cond.go, sorted): a target whose compiler
+	// takes the same groups of the same headers declares the same, and
+	// only its layout is asked of it (probe.go).
+	Headers []string
+	Conds   []string
 
-	stats inputStats // what reading the headers took (source.go)
+	stats     inputStats   // what reading the headers took (source.go)
+	probeDeps []dependency // a probed unit's files beyond the -I headers, until stored (units.go)
 }
 
 // Input is a header in scope.
@@ -54,7 +65,12 @@ type Diag struct {
 	Msg string
 }
 
-func (d Diag) String() string { return d.Pos.String() + ": " + d.Msg }
+func (d Diag) String() string {
+	if d.Pos.File == "" {
+		return d.Msg // about no one place
+	}
+	return d.Pos.String() + ": " + d.Msg
+}
 
 // RecordKind tells structs from unions.
 type RecordKind string
@@ -131,7 +147,12 @@ type Type struct {
 	// Name is the C spelling for Opaque and the typedef name for others
 	// where the header used one (informative only).
 	Name string
-	Sig  *Signature // Function
+	// Spell is how C names the type at file scope after the headers
+	// (a typedef name, "struct tag", "unsigned long"), "" where it
+	// cannot (unnamed records, pointers, arrays, functions): what a
+	// target's probe asks its compiler the alignment of (probe.go).
+	Spell string
+	Sig   *Signature // Function
 	// Unsupported says which GCC attribute of the member's or its type's
 	// (vector_size, mode, …) the C front end does not apply as gcc does,
 	// and what gcc does: the layout cannot be trusted, and the generator

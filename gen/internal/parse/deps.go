@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 )
@@ -190,20 +191,20 @@ func (f *recordingFile) settle() {
 	}
 }
 
-// probeMemo remembers the probes of one run: the targets' translations
+// recheckMemo remembers the rechecks of one run: the targets' translations
 // share the headers in scope and the lookups in the -I directories, which
 // are then read and hashed once.
-type probeMemo struct {
+type recheckMemo struct {
 	mu sync.Mutex
-	m  map[probeKey]string
+	m  map[recheckKey]string
 }
 
-type probeKey struct {
+type recheckKey struct {
 	path string
 	open bool // only opened (depFile), not read
 }
 
-func newProbeMemo() *probeMemo { return &probeMemo{m: map[probeKey]string{}} }
+func newRecheckMemo() *recheckMemo { return &recheckMemo{m: map[recheckKey]string{}} }
 
 // notOpened classifies a path the FS would not open: absent, a directory
 // (which the front end's FS does not open either: it looks further, as
@@ -225,10 +226,11 @@ func notOpened(path string) string {
 // hashed as the front end was served it (servedBytes). The FS's checks
 // are not run again: they only refuse, and a translation whose every
 // file is served the same bytes as before passed them. memo may be nil.
-func stillValid(deps []dependency, memo *probeMemo) bool {
+// dirs are the absolute -I directories, whose headers are served marked.
+func stillValid(deps []dependency, dirs []string, memo *recheckMemo) bool {
 	buf := make([]byte, 64<<10)
 	for _, d := range deps {
-		k := probeKey{d.Path, d.State == depFile}
+		k := recheckKey{d.Path, d.State == depFile}
 		var state string
 		var known bool
 		if memo != nil {
@@ -237,7 +239,7 @@ func stillValid(deps []dependency, memo *probeMemo) bool {
 			memo.mu.Unlock()
 		}
 		if !known {
-			state = probe(d, buf)
+			state = recheck(d, markName(d.Path, dirs), buf)
 			if memo != nil {
 				memo.mu.Lock()
 				memo.m[k] = state
@@ -251,10 +253,11 @@ func stillValid(deps []dependency, memo *probeMemo) bool {
 	return true
 }
 
-// probe looks at d.Path the way its recorded state was found: a file
-// recorded as read is read and hashed, one recorded as only opened is
-// only opened. buf is scratch space for the reads.
-func probe(d dependency, buf []byte) string {
+// recheck looks at d.Path the way its recorded state was found: a file
+// recorded as read is read and hashed (as served under the marker name
+// mark, "" for none), one recorded as only opened is only opened. buf is
+// scratch space for the reads.
+func recheck(d dependency, mark string, buf []byte) string {
 	f, err := os.OpenFile(d.Path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return notOpened(d.Path)
@@ -285,6 +288,16 @@ func probe(d dependency, buf []byte) string {
 			return "too large"
 		}
 	}
-	sum := sha256.Sum256(servedBytes(b.Bytes(), fi))
+	served, _ := servedBytes(b.Bytes(), fi, mark)
+	sum := sha256.Sum256(served)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// markName is the name a header is marked under (servedBytes): its
+// cleaned path when it lies in one of the -I directories dirs, else "".
+func markName(path string, dirs []string) string {
+	if (sourceFS{dirs: dirs}).relPath(path) == "" {
+		return ""
+	}
+	return filepath.Clean(path)
 }

@@ -78,12 +78,14 @@ func (w *includeWalk) file(path string) error {
 		return fmt.Errorf("%s: the headers of the -I directories that the entry includes exceed %d MiB in all (the real ones: ~0.2 MiB); the generator stops there so that the compiler's and the C front end's memory stay bounded", path, maxInputBytes>>20)
 	}
 	lx := newLexer(string(b))
+	var buf []cToken
 	for {
-		ll, ok := lx.next(nil)
+		ll, ok := lx.next(buf)
 		if !ok {
 			return nil
 		}
 		t := ll.toks
+		buf = t[:0]
 		if !ll.directive || len(t) < 3 || t[1].kind != tkIdent {
 			continue
 		}

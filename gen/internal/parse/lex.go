@@ -49,6 +49,9 @@ type lexer struct {
 	line, col  int
 	angleAfter bool // lex <...> as one token (after #include)
 	inLine     bool // the previous piece of a text line was returned
+	// maxDirective, when set, is where directives are cut instead of
+	// maxLineTokens (the expansion scan reads longer #defines).
+	maxDirective int
 }
 
 func newLexer(src string) *lexer { return &lexer{src: src, line: 1, col: 1} }
@@ -209,8 +212,10 @@ func (l *lexer) next(buf []cToken) (ll logicalLine, ok bool) {
 				l.inLine = true
 				return ll, true
 			}
-			ll.cut = true
-			continue
+			if len(ll.toks) >= max(l.maxDirective, maxLineTokens) {
+				ll.cut = true
+				continue
+			}
 		}
 		ll.toks = append(ll.toks, t)
 		space = false

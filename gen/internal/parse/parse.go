@@ -25,8 +25,9 @@ type Options struct {
 	// under ScopeDir inside an include directory ("" means everything under
 	// the include directories). System headers are never in scope.
 	ScopeDir string
-	// Checked says CheckWithCompiler already accepted these headers (for
-	// one target), so Translate need not run the compiler again.
+	// Checked says the compiler already accepted these headers
+	// (CheckInputs, for the translated target), so Translate need not
+	// run it again.
 	Checked bool
 
 	record *depRecorder // set by TranslateUnit (cache.go): what the front end reads
@@ -164,6 +165,13 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	x.markTypedefs(ast.TranslationUnit)
 	x.unit.stats = sfs.st.stats
 	x.unit.Read = sfs.readPaths()
+	var untraced []string
+	x.unit.Headers, untraced = sfs.headerPaths()
+	names := make([]string, 0, len(ast.Macros))
+	for name := range ast.Macros {
+		names = append(names, name)
+	}
+	x.unit.Conds = condsTaken(names, untraced)
 	x.walk(reflect.ValueOf(ast.TranslationUnit))
 	x.macros(ast)
 	if names := x.redefined(ast); len(names) > 0 {
@@ -185,6 +193,38 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	}
 	sort.Strings(x.unit.CgoMacros)
 	return x.unit, nil
+}
+
+// baseSpelling spells the C types a probe asks about by name.
+var baseSpelling = map[cc.Kind]string{
+	cc.Bool: "_Bool", cc.Char: "char", cc.SChar: "signed char", cc.UChar: "unsigned char",
+	cc.Short: "short", cc.UShort: "unsigned short", cc.Int: "int", cc.UInt: "unsigned",
+	cc.Long: "long", cc.ULong: "unsigned long", cc.LongLong: "long long", cc.ULongLong: "unsigned long long",
+	cc.Int128: "__int128", cc.UInt128: "unsigned __int128",
+	cc.Float: "float", cc.Double: "double", cc.LongDouble: "long double", cc.Void: "void",
+}
+
+// spelling names a type without a typedef name at file scope: a base
+// type, or a tagged record or enum; "" for the rest (Type.Spell).
+func spelling(t cc.Type) string {
+	switch t := t.(type) {
+	case *cc.StructType:
+		if tag := t.Tag(); tag.SrcStr() != "" {
+			return "struct " + tag.SrcStr()
+		}
+	case *cc.UnionType:
+		if tag := t.Tag(); tag.SrcStr() != "" {
+			return "union " + tag.SrcStr()
+		}
+	case *cc.EnumType:
+		if tag := t.Tag(); tag.SrcStr() != "" {
+			return "enum " + tag.SrcStr()
+		}
+	case *cc.PointerType, *cc.ArrayType, *cc.FunctionType:
+	default:
+		return baseSpelling[t.Kind()]
+	}
+	return ""
 }
 
 // cgoWrapperName reports the names cgo's C wrappers (cgo-gcc-prolog)
@@ -274,17 +314,6 @@ func (x *extractor) generatedNames(ast *cc.AST) error {
 	sort.Slice(found, func(i, j int) bool { return found[i].pos.String()+found[i].what < found[j].pos.String()+found[j].what })
 	c := found[0]
 	return fmt.Errorf("%s: %s: the C the generator writes after the headers declares names of this form (verbsexp_ and a capital letter, verbsexp_fn, verbsexp_r, verbsexp_e, verbsexp_packed, verbsexp_ret_…, verbsexp_p<N>, verbsexp_slot<N>, VERBSEXP_REGENERATE); rename it", c.pos, c.what)
-}
-
-// CheckWithCompiler runs the target compiler of cfg over the headers, the
-// check Translate makes unless Options.Checked: callers translating for
-// several targets run it once and set Checked.
-func CheckWithCompiler(goarch string, cfg *cc.Config, opts Options) error {
-	dirs, err := absDirs(opts.IncludeDirs)
-	if err != nil {
-		return err
-	}
-	return checkHeaders(goarch, cfg, dirs, opts.Entry)
 }
 
 func absDirs(ds []string) ([]string, error) {
@@ -545,6 +574,9 @@ func (x *extractor) typ(t cc.Type, parent *Record) *Type {
 	}
 	if td := t.Typedef(); td != nil {
 		r.Name = td.Name()
+		r.Spell = td.Name()
+	} else {
+		r.Spell = spelling(t)
 	}
 	switch t.Kind() {
 	case cc.Void:

@@ -66,6 +66,9 @@ type sourceState struct {
 	stats   inputStats
 	refused error
 	read    map[string]bool // headers read in the -I directories, relative to theirs
+	// headers are the same, absolute; untraced those whose conditional
+	// groups could not be marked (cond.go).
+	headers, untraced map[string]bool
 }
 
 // inputStats are what one translation read, for the test that compares
@@ -75,7 +78,7 @@ type inputStats struct {
 }
 
 func newSourceFS(dirs []string) sourceFS {
-	return sourceFS{dirs: dirs, st: &sourceState{read: map[string]bool{}}}
+	return sourceFS{dirs: dirs, st: &sourceState{read: map[string]bool{}, headers: map[string]bool{}, untraced: map[string]bool{}}}
 }
 
 // refusal returns the first refusal, or nil.
@@ -185,9 +188,12 @@ func (e *sourceFile) load() ([]byte, error) {
 	if lines > maxInputLines {
 		return nil, fmt.Errorf("%s: the headers read for one target exceed %d lines in all (the real ones: ~17 000); the generator stops there so that the C front end's memory stays bounded: check the -I directories and what the headers include", e.name, maxInputLines)
 	}
+	mark := ""
 	if rel := e.fs.relPath(e.name); rel != "" {
+		mark = filepath.Clean(e.name)
 		st.mu.Lock()
 		st.read[rel] = true
+		st.headers[mark] = true
 		st.mu.Unlock()
 		if progress != nil {
 			fmt.Fprintf(progress, "%s%s\n", progressPrefix, rel)
@@ -197,17 +203,46 @@ func (e *sourceFile) load() ([]byte, error) {
 	if err != nil {
 		fi = nil
 	}
-	return servedBytes(b, fi), nil
+	served, traced := servedBytes(b, fi, mark)
+	if !traced {
+		st.mu.Lock()
+		st.untraced[mark] = true
+		st.mu.Unlock()
+	}
+	return served, nil
 }
 
 // servedBytes is what the front end gets of a file that passed the
-// checks: its bytes b rewritten (pragma once, a continued last line). The
-// cache (deps.go) checks a stored translation's files with it.
-func servedBytes(b []byte, fi fs.FileInfo) []byte {
+// checks: its bytes b rewritten (a header of the -I directories, named
+// mark, with its conditional groups marked (cond.go); pragma once; a
+// continued last line). The cache (deps.go) checks a stored
+// translation's files with it. traced is false for a header that could
+// not be marked.
+func servedBytes(b []byte, fi fs.FileInfo, mark string) (served []byte, traced bool) {
+	traced = true
+	if mark != "" {
+		b, _, traced = markConditionals(b, mark)
+	}
 	if fi != nil {
 		b = rewritePragmaOnce(b, fi.ModTime())
 	}
-	return endContinuedLine(b)
+	return endContinuedLine(b), traced
+}
+
+// headerPaths lists, sorted, the headers read in the -I directories
+// (absolute, as opened), and those that could not be marked.
+func (s sourceFS) headerPaths() (headers, untraced []string) {
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	for p := range s.st.headers {
+		headers = append(headers, p)
+	}
+	for p := range s.st.untraced {
+		untraced = append(untraced, p)
+	}
+	sort.Strings(headers)
+	sort.Strings(untraced)
+	return headers, untraced
 }
 
 // endContinuedLine appends newlines to b when its last line ends in a
