@@ -59,6 +59,10 @@ enum {
 };
 
 static const char sd_magic[8] = { 'V', 'X', 'S', 'D', 'W', 'I', 'R', 'E' };
+/* The header's transport bits (the opcode byte's top three, as in an IB
+ * BTH), a UD datagram's Q_Key (bytes 60..63) and GRH hop limit (byte 3)
+ * are 0 in an RC frame: RC frames are what they were, and version 1
+ * stands. */
 enum { SD_WIRE_VERSION = 1 };
 
 enum { CONN_CONNECTING = 1, CONN_HELLO, CONN_UP };
@@ -194,9 +198,17 @@ static int iface_of(const uint8_t g[16], uint32_t *mtu, int *up)
 	return 1;
 }
 
-/* The port's state and active MTU as a RoCE port reports them: the
- * largest InfiniBand MTU that fits an Ethernet frame of the interface
- * with the RoCE v2 headers (about 58 bytes). */
+/* The largest InfiniBand MTU that fits an Ethernet frame of ifmtu bytes
+ * with the RoCE v2 headers (about 58 bytes): enum ibv_mtu. */
+static int ib_mtu_of(uint32_t ifmtu)
+{
+	for (int k = IBV_MTU_4096; k >= IBV_MTU_256; k--)
+		if ((128u << k) + 58 <= ifmtu)
+			return k;
+	return IBV_MTU_256;
+}
+
+/* The port's state and active MTU as a RoCE port reports them. */
 void sd_port_state(struct sd_device *d, int *active, int *mtu)
 {
 	uint32_t ifmtu = d->ifmtu;
@@ -206,13 +218,14 @@ void sd_port_state(struct sd_device *d, int *active, int *mtu)
 		up = 0; /* the address is gone from every interface */
 	}
 	*active = up;
-	int m = IBV_MTU_256;
-	for (int k = IBV_MTU_4096; k >= IBV_MTU_256; k--)
-		if ((128u << k) + 58 <= ifmtu) {
-			m = k;
-			break;
-		}
-	*mtu = m;
+	*mtu = ib_mtu_of(ifmtu);
+}
+
+/* The active MTU in bytes, from the interface's MTU seen at open: the
+ * largest datagram a UD QP sends. */
+uint32_t sd_port_mtu(const struct sd_device *d)
+{
+	return 128u << ib_mtu_of(d->ifmtu);
 }
 
 static int set_nonblock(int fd)
@@ -433,10 +446,10 @@ int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p)
 	put32(f, (uint32_t)len);
 	uint8_t *h = f + 4;
 	memset(h, 0, SD_PKT_HDR);
-	h[0] = p->op;
+	h[0] = (uint8_t)(p->tp << 5 | p->op);
 	h[1] = p->flags;
 	h[2] = p->syndrome;
-	h[3] = p->rnr_timer;
+	h[3] = p->tp == SD_TP_UD ? p->hop_limit : p->rnr_timer;
 	put32(h + 4, p->dst_qpn);
 	put32(h + 8, p->src_qpn);
 	put32(h + 12, p->psn);
@@ -448,6 +461,7 @@ int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p)
 	put64(h + 40, p->swap_add);
 	put64(h + 48, p->compare);
 	put32(h + 56, p->msn);
+	put32(h + 60, p->qkey);
 	if (p->len > 0) {
 		if (p->data != NULL) {
 			memcpy(h + SD_PKT_HDR, p->data, p->len);
@@ -473,10 +487,14 @@ int sd_wire_decode(const uint8_t *b, size_t len, struct sd_pkt *p)
 	if (len < SD_PKT_HDR || len > SD_PKT_HDR + SD_PKT_MAX)
 		return 0;
 	memset(p, 0, sizeof *p);
-	p->op = b[0];
+	p->op = b[0] & 0x1f;
+	p->tp = b[0] >> 5;
 	p->flags = b[1];
 	p->syndrome = b[2];
-	p->rnr_timer = b[3];
+	if (p->tp == SD_TP_UD)
+		p->hop_limit = b[3];
+	else
+		p->rnr_timer = b[3];
 	p->dst_qpn = get32(b + 4) & 0xffffff;
 	p->src_qpn = get32(b + 8) & 0xffffff;
 	p->psn = get32(b + 12) & 0xffffff;
@@ -488,8 +506,11 @@ int sd_wire_decode(const uint8_t *b, size_t len, struct sd_pkt *p)
 	p->swap_add = get64(b + 40);
 	p->compare = get64(b + 48);
 	p->msn = get32(b + 56) & 0xffffff;
+	p->qkey = get32(b + 60);
 	if (p->op == 0 || p->op >= SD_PKT_OP_END || p->len != len - SD_PKT_HDR ||
-	    (p->flags & ~(SD_PKT_F_IMM | SD_PKT_F_ACKREQ | SD_PKT_F_SE)) != 0 || p->syndrome > SD_AETH_NAK_OP)
+	    (p->tp != SD_TP_RC && p->tp != SD_TP_UC && p->tp != SD_TP_UD) ||
+	    (p->flags & ~(SD_PKT_F_IMM | SD_PKT_F_ACKREQ | SD_PKT_F_SE | SD_PKT_F_GRH)) != 0 ||
+	    p->syndrome > SD_AETH_NAK_OP)
 		return 0;
 	p->data = b + SD_PKT_HDR;
 	return 1;
