@@ -1943,6 +1943,8 @@ int sd_dereg_mr(struct ibv_context *ctx, struct ibv_mr *mr)
 	return ok ? 0 : EINVAL;
 }
 
+/* ibv_destroy_cq, with the library's bookkeeping: the CQ's completion
+ * channel counts one CQ fewer (refcnt, under the context's mutex). */
 int sd_destroy_cq(struct ibv_context *ctx, struct ibv_cq *cq)
 {
 	struct sd_device *d = sd_dev(ctx);
@@ -1951,7 +1953,18 @@ int sd_destroy_cq(struct ibv_context *ctx, struct ibv_cq *cq)
 		return err;
 	int ok = sd_cq_of(d, cq) != NULL;
 	sd_unlock(d);
-	return ok ? ctx->ops.destroy_cq(cq) : EINVAL;
+	if (!ok)
+		return EINVAL;
+	struct ibv_comp_channel *ch = cq->channel;
+	if (ch != NULL)
+		pthread_mutex_lock(&ch->context->mutex);
+	err = ctx->ops.destroy_cq(cq);
+	if (ch != NULL) {
+		if (err == 0)
+			--ch->refcnt;
+		pthread_mutex_unlock(&ch->context->mutex);
+	}
+	return err;
 }
 
 int sd_destroy_qp(struct ibv_context *ctx, struct ibv_qp *qp)
@@ -2046,10 +2059,17 @@ int sd_destroy_srq(struct ibv_context *ctx, struct ibv_srq *srq)
 	return err != 0 ? err : ctx->ops.destroy_srq(srq);
 }
 
-/* ibv_post_srq_recv is the header's inline verb: the op itself checks. */
+/* ibv_post_srq_recv is the header's inline verb, which reads
+ * srq->context first: the handle is checked before that. */
 int sd_post_srq_recv(struct ibv_context *ctx, struct ibv_srq *srq, struct ibv_recv_wr *wr,
                      struct ibv_recv_wr **bad)
 {
+	int err = srq_live(sd_dev(ctx), srq);
+	if (err != 0) {
+		if (bad != NULL)
+			*bad = wr;
+		return err;
+	}
 	return ctx->ops.post_srq_recv(srq, wr, bad);
 }
 
