@@ -54,6 +54,31 @@ static void cq_notify(struct sd_cq *c, const struct sd_cqe *e)
 	(void)!write(c->notify_fd, &handle, sizeof handle); /* non-blocking: a full pipe loses it */
 }
 
+/* Can the consumer take the slot at its index? Written in its pass. */
+static int cq_ready(const struct sd_cq *c, uint64_t at);
+
+/*
+ * ibv_req_notify_cq: arms the CQ for its next CQE (solicited_only: its
+ * next solicited or failed one). As mlx4 and mlx5 arm a CQ relative to
+ * the consumer index they write in the arm doorbell (mlx5_arm_cq), a CQE
+ * already there and not polled counts: the event is written at once (the
+ * kernel's mlx4 and mlx5 arm_cq never report missed events). Programs
+ * that take one event, re-arm and poll only part of the CQ (perftest's
+ * ctx_notify_events with CTX_POLL_BATCH) rely on it. Device lock held.
+ */
+void sd_cq_arm(struct sd_cq *c, int solicited_only)
+{
+	if (c->armed != SD_ARM_ANY)
+		c->armed = solicited_only ? SD_ARM_SOLICITED : SD_ARM_ANY;
+	for (uint64_t at = c->cons; at - c->cons < c->size && cq_ready(c, at); at++) {
+		const struct sd_cqe *e = &c->ring[at % c->size];
+		if (c->armed == SD_ARM_ANY || e->solicited || e->status != IBV_WC_SUCCESS) {
+			cq_notify(c, e);
+			return;
+		}
+	}
+}
+
 static void cq_push(struct sd_device *d, struct sd_cq *c, struct sd_qp *q, const struct sd_cqe *e)
 {
 	int ignore = (c->flags & (SD_CQ_CROSS_CHANNEL | SD_CQ_IGNORE_OVERRUN)) != 0;
@@ -392,23 +417,28 @@ static int step(struct sd_device *d, struct sd_qp *q)
 
 /* Rounds over the QPs in creation order until one makes no progress.
  * Packets between QPs of this device are delivered after each step, so
- * such a transfer completes within its step, at both ends. */
+ * such a transfer completes within its step, at both ends. Then what the
+ * wire holds goes; if that frees a link work waited for, the rounds run
+ * again before the device counts as quiet (a UC or UD sender half way
+ * through a message would otherwise wait for an answer that never
+ * comes). */
 long sd_run_queues(struct sd_device *d)
 {
 	long total = 0;
 	if (d->quiet)
 		return 0;
-	for (;;) {
-		long n = 0;
-		for (struct sd_qp *q = d->qps; q != NULL; q = q->next) {
-			n += step(d, q);
-			sd_loop_drain(d);
+	do {
+		for (;;) {
+			long n = 0;
+			for (struct sd_qp *q = d->qps; q != NULL; q = q->next) {
+				n += step(d, q);
+				sd_loop_drain(d);
+			}
+			if (n == 0)
+				break;
+			total += n;
 		}
-		if (n == 0)
-			break;
-		total += n;
-	}
-	sd_net_flush(d);
+	} while (sd_net_flush(d));
 	d->quiet = 1;
 	return total;
 }

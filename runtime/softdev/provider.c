@@ -545,9 +545,9 @@ static int op_exp_modify_cq(struct ibv_cq *cq, struct ibv_exp_cq_attr *attr, int
 	return err;
 }
 
-/* Arms the CQ: its next CQE (solicited_only: its next solicited or
- * failed one) writes an event to its channel (cq_notify). A CQ without a
- * channel has nowhere to send it: EINVAL. */
+/* Arms the CQ (sd_cq_arm: its next CQE, or one not polled yet, writes an
+ * event to its channel). A CQ without a channel has nowhere to send it:
+ * EINVAL. */
 static int op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
 	struct sd_device *d = sd_dev(cq->context);
@@ -557,8 +557,8 @@ static int op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 	struct sd_cq *c = sd_cq_of(d, cq);
 	if (c == NULL || c->notify_fd < 0)
 		err = EINVAL;
-	else if (c->armed != SD_ARM_ANY)
-		c->armed = solicited_only ? SD_ARM_SOLICITED : SD_ARM_ANY;
+	else
+		sd_cq_arm(c, solicited_only);
 	sd_unlock(d);
 	return err;
 }

@@ -692,6 +692,7 @@ void sd_rq_complete_from(struct sd_device *d, struct sd_qp *p, uint32_t status, 
                          uint64_t len, int flags, uint32_t imm, uint32_t src_qp, uint16_t slid);
 enum { SD_RQ_IMM = 1, SD_RQ_SOLICITED = 2, SD_RQ_GRH = 4 }; /* sd_rq_complete's flags */
 void sd_qp_error(struct sd_device *d, struct sd_qp *q);
+void sd_cq_arm(struct sd_cq *c, int solicited_only);
 
 /* dma.c */
 int sd_local_ok(struct sd_device *d, struct sd_pd *pd, const struct ibv_sge *sg, int n, int write);
@@ -725,7 +726,7 @@ int sd_net_open(struct sd_device *d, const uint8_t addr[16], int auto_loopback, 
 void sd_net_stop(struct sd_device *d);
 void sd_net_close(struct sd_device *d);
 int sd_net_poll(struct sd_device *d);
-void sd_net_flush(struct sd_device *d);
+int sd_net_flush(struct sd_device *d);
 void sd_net_kick(struct sd_device *d);
 void sd_net_timer_armed(struct sd_device *d, uint64_t deadline);
 int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p);

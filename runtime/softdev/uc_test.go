@@ -167,22 +167,64 @@ func TestUCStateMachine(t *testing.T) {
 func ucWire(t *testing.T, f *fixture, p *rawPeer) (*verbs.QP, *verbs.CQ) {
 	cq := f.cq(64)
 	qp := f.qp(cq, cq, Transport(verbs.QptUC))
+	ucConnect(t, f, qp, 0x4343, p.gid())
+	return qp, cq
+}
+
+// ucConnect moves a UC QP of f to RTS towards QP peerQPN of the device
+// whose GID is gid, expecting PSN 100 and sending from 0.
+func ucConnect(t *testing.T, f *fixture, qp *verbs.QP, peerQPN uint32, gid [16]byte) {
+	t.Helper()
 	a := alloc[verbs.ExpQPAttr](f)
 	*a = verbs.ExpQPAttr{QPState: verbs.QpsInit, PortNum: 1, QPAccessFlags: int32(verbs.AccessLocalWrite | verbs.AccessRemoteWrite)}
 	if err := verbs.ExpModifyQP(qp, a, uint64(verbs.ExpQPState|verbs.ExpQPPkeyIndex|verbs.ExpQPPort|verbs.ExpQPAccessFlags)); err != nil {
 		t.Fatal(err)
 	}
-	*a = verbs.ExpQPAttr{QPState: verbs.QpsRtr, PathMTU: verbs.MTU1024, DestQPNum: 0x4343, RQPSN: 100}
+	*a = verbs.ExpQPAttr{QPState: verbs.QpsRtr, PathMTU: verbs.MTU1024, DestQPNum: peerQPN, RQPSN: 100}
 	a.AHAttr.PortNum, a.AHAttr.IsGlobal = 1, 1
-	*a.AHAttr.GRH.Dgid.Raw() = p.gid()
+	*a.AHAttr.GRH.Dgid.Raw() = gid
 	if err := verbs.ExpModifyQP(qp, a, uint64(verbs.ExpQPState|verbs.ExpQPAv|verbs.ExpQPPathMTU|verbs.ExpQPDestQPN|verbs.ExpQPRQPSN)); err != nil {
 		t.Fatal(err)
 	}
-	*a = verbs.ExpQPAttr{QPState: verbs.QpsRts}
+	*a = verbs.ExpQPAttr{QPState: verbs.QpsRts, SQPSN: 100}
 	if err := verbs.ExpModifyQP(qp, a, uint64(verbs.ExpQPState|verbs.ExpQPSQPSN)); err != nil {
 		t.Fatal(err)
 	}
-	return qp, cq
+}
+
+// A UC sender over the wire sends more than a link holds for new work
+// (1 MiB queued): it stops half way through a message, and must go on
+// once the connection drained, though nothing ever comes back to wake
+// it (perftest's ib_write_bw -c UC at 64 KiB stalled so). All WRITEs
+// complete, on a device driven by its thread and on one driven by polls.
+func TestUCLinkBusy(t *testing.T) {
+	for _, run := range []struct {
+		name string
+		opt  DeviceOption
+	}{{"autonomous", Autonomous()}, {"polls", PollDriven()}} {
+		t.Run(run.name, func(t *testing.T) {
+			f, g := newFixture(t, run.opt), newFixture(t)
+			cq := f.cq(64)
+			a := f.qp(cq, cq, Transport(verbs.QptUC), QPCaps(Caps{SendWR: 128, SendSGE: 1}))
+			gcq := g.cq(8)
+			b := g.qp(gcq, gcq, Transport(verbs.QptUC))
+			ucConnect(t, f, a, b.QPNum, g.d.GID())
+			ucConnect(t, g, b, a.QPNum, f.d.GID())
+			dst := g.reg(allocN[byte](g, bufSize), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+			const n = 100 // 6.4 MB of 64 KiB WRITEs, the last signaled
+			for i := range n {
+				w := f.send(uint64(i), verbs.ExpWRRDMAWrite, 0, f.sges(f.mr.Lkey, [2]int{0, bufSize}), 1)
+				if i == n-1 {
+					w.ExpSendFlags = uint64(verbs.ExpSendSignaled)
+				}
+				w.WR.RDMA().RemoteAddr, w.WR.RDMA().Rkey = uint64(uintptr(dst.Addr)), dst.Rkey
+				f.postSend(a, w)
+			}
+			if s := sum(waitCQ(t, f, cq, 1)); s[0].ID != n-1 || s[0].Status != verbs.WCSuccess {
+				t.Errorf("last WRITE: %+v", s)
+			}
+		})
+	}
 }
 
 // A packet lost in the middle of a UC message: the rest of the message

@@ -720,19 +720,29 @@ int sd_net_poll(struct sd_device *d)
 	return did;
 }
 
-/* Sends what every opened connection holds. Device lock held. */
-void sd_net_flush(struct sd_device *d)
+/* Sends what every opened connection holds. Returns 1 if a link that
+ * was busy for new work (sd_wire_busy) is not any more: work that
+ * waited for it may go now, and nothing else would say so (UC and UD
+ * get no answers that would run the queues again). Device lock held. */
+int sd_net_flush(struct sd_device *d)
 {
 	struct sd_net *n = d->net;
+	int freed = 0;
 	if (n == NULL)
-		return;
+		return 0;
 	struct sd_conn *c = n->conns;
 	while (c != NULL) {
 		struct sd_conn *next = c->next;
-		if (c->out && c->olen > c->ooff)
-			conn_flush(d, c);
+		if (c->out && c->olen > c->ooff) {
+			int busy = c->olen - c->ooff > SD_OUT_SOFT;
+			struct sd_link *l = c->link;
+			conn_flush(d, c); /* may free c (the connection broke) */
+			if (busy && l != NULL && !sd_wire_busy(d, l))
+				freed = 1;
+		}
 		c = next;
 	}
+	return freed;
 }
 
 /* A path resolved to l: its connection is opened now, so that the first
@@ -860,7 +870,13 @@ static void *transport(void *arg)
 			d->quiet = 0;
 		if (d->autonomous)
 			sd_run_queues(d); /* the wire was read just above */
-		sd_net_flush(d);
+		if (sd_net_flush(d)) {
+			/* A link freed: what waited for it runs (here, or in
+			 * the next poll of a device driven by polls). */
+			d->quiet = 0;
+			if (d->autonomous)
+				sd_run_queues(d);
+		}
 		sd_unlock(d);
 	}
 }
