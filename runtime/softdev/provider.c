@@ -1312,6 +1312,22 @@ int sd_op_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 	return 0;
 }
 
+/* ibv_exp_query_intf: the accelerated verbs families (ibv_intf,
+ * perftest's --verb_type=accl) are not simulated. Without the op the
+ * header's inline returns NULL with errno ENOSYS and leaves *status as
+ * the caller had it (ibv_intf then prints a status of 0, "OK"); with it
+ * the caller learns IBV_EXP_INTF_STAT_INTF_NOT_SUPPORTED. */
+static void *op_exp_query_intf(struct ibv_context *ctx, struct ibv_exp_query_intf_params *params,
+                               enum ibv_exp_query_intf_status *status)
+{
+	(void)ctx;
+	(void)params;
+	if (status != NULL)
+		*status = IBV_EXP_INTF_STAT_INTF_NOT_SUPPORTED;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
 /* ------------------------------------------------------------------ */
 /* Device queries                                                       */
 /* ------------------------------------------------------------------ */
@@ -1693,6 +1709,7 @@ int sd_init(struct sd_device *d, const struct sd_config *cfg)
 	d->exp.drv_exp_ibv_poll_cq = sd_op_exp_poll_cq;
 	d->exp.lib_exp_post_task = sd_op_post_task;
 	d->exp.drv_exp_post_task = sd_op_post_task;
+	d->exp.exp_query_intf = op_exp_query_intf;
 	return 0;
 }
 
