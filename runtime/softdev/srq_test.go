@@ -4,8 +4,10 @@ package softdev
 
 import (
 	"bytes"
+	"errors"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
 )
@@ -246,5 +248,41 @@ func TestSRQRules(t *testing.T) {
 	f.poll(acq)
 	if r := f.poll(bcq); len(r) != 1 || r[0].WRID != 8 || r[0].SRQ != srq || byteLen(&r[0]) != 56 {
 		t.Errorf("UD from an SRQ: %+v", sum(r))
+	}
+}
+
+// Close counts address handles and SRQs left open (LeakError), and their
+// handles stay harmless after it: the verbs on them fail with ENODEV, the
+// methods with ErrClosed.
+func TestCloseLeaksAHAndSRQ(t *testing.T) {
+	d, err := Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := d.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srq, err := d.CreateSRQ(pd, 4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Calloc[verbs.AHAttr]()
+	defer Free(unsafe.Pointer(a))
+	a.PortNum, a.IsGlobal = 1, 1
+	*a.GRH.Dgid.Raw() = d.GID()
+	ah, err := verbs.CreateAH(pd, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var le *LeakError
+	if err := d.Close(); !errors.As(err, &le) || *le != (LeakError{PDs: 1, AHs: 1, SRQs: 1}) {
+		t.Fatalf("Close: %v, want 1 PD, 1 AH and 1 SRQ left", err)
+	}
+	if err := verbs.DestroyAH(ah); !isErrno(err, syscall.ENODEV) {
+		t.Errorf("ibv_destroy_ah after Close: %v, want ENODEV", err)
+	}
+	if err := d.DestroySRQ(srq); !errors.Is(err, ErrClosed) {
+		t.Errorf("DestroySRQ after Close: %v, want ErrClosed", err)
 	}
 }
