@@ -229,6 +229,13 @@ static int post_send_one(struct sd_device *d, struct sd_qp *q, const struct sd_s
 		if (r->ah == NULL || sd_owns(d, SD_AH, r->ah) != 1)
 			return EINVAL;
 		ah = (struct sd_ah *)r->ah;
+		/* The CA compares the AH's PD with the QP's when the send is
+		 * posted (IB spec; as "InfiniBand Network Architecture",
+		 * ch. 20, sums it up): a mismatch is refused at post, the
+		 * first of the two outcomes the spec allows (the other is an
+		 * error CQE, Local Operation Error). */
+		if (ah->pd != q->pd)
+			return EINVAL;
 	}
 
 	int err = 0;

@@ -253,6 +253,27 @@ func TestUDRules(t *testing.T) {
 	if err := f.d.DeallocPD(f.pd); !isErrno(err, syscall.EBUSY) {
 		t.Errorf("DeallocPD with an AH in it: %v, want EBUSY", err)
 	}
+	// An AH of another PD than the QP's.
+	pd2, err := f.d.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	aa := alloc[verbs.AHAttr](f)
+	aa.PortNum, aa.IsGlobal = 1, 1
+	*aa.GRH.Dgid.Raw() = f.d.GID()
+	other, err := verbs.CreateAH(pd2, aa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.udSend(a, other, b.QPNum, udQkey, 3, 0, 8, verbs.WRSend, 0, 0); !isErrno(err, syscall.EINVAL) {
+		t.Errorf("a send with an AH of another PD: %v, want EINVAL", err)
+	}
+	if err := verbs.DestroyAH(other); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.d.DeallocPD(pd2); err != nil {
+		t.Fatal(err)
+	}
 
 	// RTR receives, does not send.
 	c := f.qp(bcq, bcq, Transport(verbs.QptUD))
