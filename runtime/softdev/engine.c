@@ -62,9 +62,15 @@ static int cq_ready(const struct sd_cq *c, uint64_t at);
  * next solicited or failed one). As mlx4 and mlx5 arm a CQ relative to
  * the consumer index they write in the arm doorbell (mlx5_arm_cq), a CQE
  * already there and not polled counts: the event is written at once (the
- * kernel's mlx4 and mlx5 arm_cq never report missed events). Programs
- * that take one event, re-arm and poll only part of the CQ (perftest's
- * ctx_notify_events with CTX_POLL_BATCH) rely on it. Device lock held.
+ * kernel's mlx4 and mlx5 arm_cq never report missed events, and mlx5e
+ * arms after its last poll without polling again). Programs that take
+ * one event, re-arm and poll only part of the CQ (perftest's
+ * ctx_notify_events with CTX_POLL_BATCH: ib_send_bw -e) rely on it. The
+ * other side of the same rule: a program that re-arms before it polls
+ * gets a second event for the CQE it was woken for, as on the HCA;
+ * perftest 4.5's ib_send_lat -e, one channel for both CQs and one poll
+ * per event, loses count on it (upstream perftest later gave each CQ
+ * its own channel). Device lock held.
  */
 void sd_cq_arm(struct sd_cq *c, int solicited_only)
 {
