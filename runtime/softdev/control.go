@@ -31,8 +31,9 @@ func (d *Device) ModifyQP(qp *verbs.QP, attr *verbs.QPAttr, mask verbs.QPAttrMas
 }
 
 // QueryPort returns a port's attributes as ibv_query_port does, through
-// the context's query_port operation. The device has one port, 1:
-// active, LID 1, MTU 4096, InfiniBand link layer; any other is EINVAL.
+// the context's query_port operation. The device has one port, 1 (see
+// the package doc: Ethernet, or InfiniBand with a LID under the
+// InfiniBandPort option); any other is EINVAL.
 // verbs.QueryPort and verbs.IbvQueryPort reach the same code.
 func (d *Device) QueryPort(port uint8) (verbs.PortAttr, error) {
 	var a verbs.PortAttr

@@ -45,8 +45,13 @@
 // machine without it, or with upstream rdma-core's, such a call fails
 // with ENOSYS instead of crashing. So an application written against the
 // verbs runs here unchanged, with or without a libibverbs installed.
-// What the device does not have fails cleanly: completion channels, GID
-// and P_Key queries and address handles with EOPNOTSUPP, ibv_resize_cq
+// Completion channels (ibv_create_comp_channel, ibv_get_cq_event,
+// ibv_ack_cq_events, ibv_destroy_comp_channel), address handles
+// (ibv_create_ah, ibv_destroy_ah) and shared receive queues
+// (ibv_create_srq, ibv_modify_srq, ibv_query_srq, ibv_destroy_srq, which
+// the generated package does not wrap: Device.CreateSRQ and its siblings
+// run the same code) are supplied the same way. What the device does not
+// have fails cleanly: P_Key queries with EOPNOTSUPP, ibv_resize_cq
 // with ENOSYS (libibverbs' answer for a provider without resize);
 // ibv_query_qp reports the state, the destination, the access flags,
 // the capacities and the init attributes (what modify_qp ignores reads
@@ -111,12 +116,26 @@
 //	d.DeallocPD(pd)
 //	fmt.Println(d.Close()) // a *LeakError if something was left
 //
-// (runtime/task's ExampleList builds one with a task list.) Only RC
-// QPs exist, connected to a QP of the same device (loopback) or of
-// another device, in this process or another, on this host or another
-// (see The network device). Port 1 is a RoCE port: link layer Ethernet,
-// LID 0, one GID (index 0: the device's IP address), its active MTU the
-// largest IB MTU its interface's MTU holds; the node GUID
+// (runtime/task's ExampleList builds one with a task list.) QPs are RC
+// (the default), UC or UD (the Transport option): RC and UC connected to
+// a QP of the same device (loopback) or of another device, in this
+// process or another, on this host or another (see The network device),
+// UD addressed per work request with an address handle. UC is RC without
+// acknowledgements: the requester completes a WQE when its last packet
+// is out, and the responder drops a message it cannot take whole (a PSN
+// gap, no receive WQE, an access or length error), silently. UD sends
+// datagrams of up to the port's MTU to the QP and Q_Key each WR names;
+// each receive buffer starts with the 40-byte GRH area (written when the
+// datagram had a GRH: IBV_WC_GRH), byte_len counts it, and the
+// completion names the source QP (and LID, on an InfiniBand port). A QP
+// created with the SRQ option takes its receives from a shared receive
+// queue, a WQE at a message's first packet, completing in any order
+// among its QPs; an armed limit raises IBV_EVENT_SRQ_LIMIT_REACHED, and a
+// QP in error raises IBV_EVENT_QP_LAST_WQE_REACHED once its flush is
+// done. Port 1 is a RoCE port (an InfiniBand one with the InfiniBandPort
+// option): link layer Ethernet, LID 0, one GID (index 0: the device's IP
+// address), its active MTU the largest IB MTU its interface's MTU holds;
+// the node GUID
 // (ibv_query_device) is random, so devices of different processes do not
 // share one. QP numbers
 // start at 0x100 and MR keys are derived from a slot and a generation,
@@ -393,7 +412,10 @@
 // polling (ibv_poll_cq or ibv_exp_poll_cq), frees the send and receive
 // queue slots of the WQEs the CQEs complete (see Post path): a CQ whose
 // CQEs are only counted by waits lets its queues fill. CQStats shows the
-// counters. Completion channels are not supported.
+// counters. A CQ created with a completion channel and armed with
+// ibv_req_notify_cq writes one event to the channel for its next CQE (a
+// solicited-only arm: for its next solicited or failed one), which
+// ibv_get_cq_event reads; the arm is then spent.
 //
 // # Asynchronous events
 //

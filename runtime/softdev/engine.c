@@ -54,6 +54,37 @@ static void cq_notify(struct sd_cq *c, const struct sd_cqe *e)
 	(void)!write(c->notify_fd, &handle, sizeof handle); /* non-blocking: a full pipe loses it */
 }
 
+/* Can the consumer take the slot at its index? Written in its pass. */
+static int cq_ready(const struct sd_cq *c, uint64_t at);
+
+/*
+ * ibv_req_notify_cq: arms the CQ for its next CQE (solicited_only: its
+ * next solicited or failed one). As mlx4 and mlx5 arm a CQ relative to
+ * the consumer index they write in the arm doorbell (mlx5_arm_cq), a CQE
+ * already there and not polled counts: the event is written at once (the
+ * kernel's mlx4 and mlx5 arm_cq never report missed events, and mlx5e
+ * arms after its last poll without polling again). Programs that take
+ * one event, re-arm and poll only part of the CQ (perftest's
+ * ctx_notify_events with CTX_POLL_BATCH: ib_send_bw -e) rely on it. The
+ * other side of the same rule: a program that re-arms before it polls
+ * gets a second event for the CQE it was woken for, as on the HCA;
+ * perftest 4.5's ib_send_lat -e, one channel for both CQs and one poll
+ * per event, loses count on it (upstream perftest later gave each CQ
+ * its own channel). Device lock held.
+ */
+void sd_cq_arm(struct sd_cq *c, int solicited_only)
+{
+	if (c->armed != SD_ARM_ANY)
+		c->armed = solicited_only ? SD_ARM_SOLICITED : SD_ARM_ANY;
+	for (uint64_t at = c->cons; at - c->cons < c->size && cq_ready(c, at); at++) {
+		const struct sd_cqe *e = &c->ring[at % c->size];
+		if (c->armed == SD_ARM_ANY || e->solicited || e->status != IBV_WC_SUCCESS) {
+			cq_notify(c, e);
+			return;
+		}
+	}
+}
+
 static void cq_push(struct sd_device *d, struct sd_cq *c, struct sd_qp *q, const struct sd_cqe *e)
 {
 	int ignore = (c->flags & (SD_CQ_CROSS_CHANNEL | SD_CQ_IGNORE_OVERRUN)) != 0;
@@ -161,14 +192,6 @@ struct sd_wqe *sd_wqe_at(struct sd_queue *q, uint64_t pos, struct ibv_sge **sg)
 	return &q->ring[idx];
 }
 
-/* Drops the references a WAIT or ENABLE WQE holds. */
-static void release(struct sd_wqe *w)
-{
-	if (w->op == SD_OP_WAIT)
-		w->u.wait.cq->refs--;
-	else if (w->op == SD_OP_SEND_EN || w->op == SD_OP_RECV_EN)
-		w->u.enable.qp->refs--;
-}
 
 /* Retires, in order, the send WQEs at the tail that are done (executed,
  * answered or failed). Success completes only if signaled; an error
@@ -207,34 +230,105 @@ void sd_sq_done_next(struct sd_device *d, struct sd_qp *q, uint32_t status)
 	sd_sq_retire(d, q);
 }
 
-/* Retires the receive WQE at the tail with what arrived: a CQE on the
- * receive CQ, src_qp the requester's QP number; an error puts the QP in
- * the error state. */
-void sd_rq_complete(struct sd_device *d, struct sd_qp *p, uint32_t status, uint32_t opcode,
-                    uint64_t len, int flags, uint32_t imm)
+/*
+ * Receives. A QP without an SRQ takes them in order from its own queue
+ * (the tail WQE is the one a message lands in). With an SRQ, the first
+ * packet of a message that needs one (a SEND's, an RDMA WRITE with
+ * immediate's last) takes the SRQ's next WQE: it is copied out (held)
+ * and completes later, in any order among the SRQ's QPs, as mlx4 and
+ * mlx5 hand them out. Taking one may leave fewer than the armed limit:
+ * IBV_EVENT_SRQ_LIMIT_REACHED, once, and the limit is disarmed (as the
+ * kernel's rxe get_srq_wqe and the IB spec's SRQ limit say).
+ */
+int sd_recv_ready(const struct sd_qp *q)
+{
+	if (q->srq != NULL)
+		return q->held.valid || sd_rq_ready(&q->srq->rq);
+	return sd_rq_ready(&q->rq);
+}
+
+void sd_recv_take(struct sd_device *d, struct sd_qp *q)
+{
+	struct sd_srq *s = q->srq;
+	if (s == NULL || q->held.valid)
+		return;
+	struct ibv_sge *sg;
+	struct sd_wqe *w = sd_wqe_at(&s->rq, s->rq.tail, &sg);
+	q->held.valid = 1;
+	q->held.wr_id = w->wr_id;
+	q->held.length = w->u.xfer.length;
+	q->held.num_sge = w->num_sge;
+	memcpy(q->held.sge, sg, (size_t)w->num_sge * sizeof *sg);
+	s->rq.tail++;
+	if (s->limit != 0 && s->rq.head - s->rq.tail < s->limit) {
+		s->limit = 0;
+		sd_raise(d, IBV_EVENT_SRQ_LIMIT_REACHED, &s->ibv);
+	}
+}
+
+void sd_recv_wqe(struct sd_qp *q, uint64_t *length, struct ibv_sge **sg, int *nsge)
+{
+	if (q->srq != NULL) {
+		*length = q->held.length;
+		*sg = q->held.sge;
+		*nsge = q->held.num_sge;
+		return;
+	}
+	struct sd_wqe *w = sd_wqe_at(&q->rq, q->rq.tail, sg);
+	*length = w->u.xfer.length;
+	*nsge = w->num_sge;
+}
+
+/* The receive CQE of the WQE a message landed in (sd_recv_take took it
+ * from the SRQ), which retires. */
+static void recv_cqe(struct sd_qp *p, struct sd_cqe *e)
+{
+	e->qp = &p->ibv;
+	e->qp_num = p->ibv.qp_num;
+	if (p->srq != NULL) {
+		e->wr_id = p->held.wr_id;
+		e->wqe_queue = SD_CQE_SRQ;
+		e->srq = p->srq;
+		p->held.valid = 0;
+	} else {
+		e->wr_id = sd_wqe_at(&p->rq, p->rq.tail, NULL)->wr_id;
+		e->wqe_pos = p->rq.tail;
+		e->wqe_gen = p->rq.gen;
+		e->wqe_queue = SD_CQE_RECV;
+		p->rq.tail++;
+	}
+}
+
+/* Retires the receive WQE with what arrived: a CQE on the receive CQ,
+ * src_qp and slid the sender's (the peer's of a connection, a datagram's
+ * own); an error puts the QP in the error state. */
+void sd_rq_complete_from(struct sd_device *d, struct sd_qp *p, uint32_t status, uint32_t opcode,
+                         uint64_t len, int flags, uint32_t imm, uint32_t src_qp, uint16_t slid)
 {
 	int with_imm = (flags & SD_RQ_IMM) != 0;
-	struct sd_wqe *r = sd_wqe_at(&p->rq, p->rq.tail, NULL);
 	struct sd_cqe e = {
-		.wr_id = r->wr_id,
-		.exp_flags = IBV_EXP_WC_QP | (with_imm ? IBV_EXP_WC_WITH_IMM : 0),
-		.qp = &p->ibv,
-		.wqe_pos = p->rq.tail,
-		.wqe_gen = p->rq.gen,
-		.wqe_queue = SD_CQE_RECV,
+		.exp_flags = IBV_EXP_WC_QP | (with_imm ? IBV_EXP_WC_WITH_IMM : 0) |
+		             ((flags & SD_RQ_GRH) ? IBV_EXP_WC_GRH : 0),
 		.status = status,
 		.opcode = opcode,
 		.byte_len = (uint32_t)len,
 		.imm = with_imm ? imm : 0,
-		.qp_num = p->ibv.qp_num,
-		.src_qp = p->path.dest_qpn,
+		.src_qp = src_qp,
+		.slid = slid,
 		.solicited = (flags & SD_RQ_SOLICITED) != 0,
 	};
+	recv_cqe(p, &e);
 	d->executed++;
-	p->rq.tail++;
 	if (status != IBV_WC_SUCCESS)
 		sd_qp_error(d, p);
 	cq_push(d, p->rcq, p, &e);
+}
+
+void sd_rq_complete(struct sd_device *d, struct sd_qp *p, uint32_t status, uint32_t opcode,
+                    uint64_t len, int flags, uint32_t imm)
+{
+	uint16_t slid = d->port_ib && p->path.link != NULL ? sd_lid_of(p->path.link->gid) : 0;
+	sd_rq_complete_from(d, p, status, opcode, len, flags, imm, p->path.dest_qpn, slid);
 }
 
 /* The QP goes to the error state (a completion with an error, a fatal
@@ -248,13 +342,16 @@ void sd_qp_error(struct sd_device *d, struct sd_qp *q)
 
 /* In the error state every WQE completes with IBV_WC_WR_FLUSH_ERR, send
  * queue first, one per step, whether released or not, transmitted or
- * not. */
+ * not. A QP with an SRQ flushes the WQE it held for a message, not the
+ * SRQ's (they are for its other QPs), then raises
+ * IBV_EVENT_QP_LAST_WQE_REACHED once: nothing more will be taken from
+ * the SRQ for it (the IB spec's Last WQE Reached; rxe raises it there). */
 static int flush_one(struct sd_device *d, struct sd_qp *q)
 {
 	if (q->sq.tail < q->sq.head) {
 		struct sd_wqe *w = sd_wqe_at(&q->sq, q->sq.tail, NULL);
-		if (w->state != SD_WQE_DONE)
-			release(w); /* a wait or enable that never ran */
+		if (w->state != SD_WQE_DONE || (w->flags & SD_WQE_UD))
+			sd_wqe_release(d, w); /* a wait, enable or datagram that never ran */
 		uint64_t pos = q->sq.tail++;
 		if (q->sq.next < q->sq.tail)
 			q->sq.next = q->sq.tail;
@@ -262,23 +359,20 @@ static int flush_one(struct sd_device *d, struct sd_qp *q)
 		complete(d, q->scq, q, w->wr_id, IBV_WC_WR_FLUSH_ERR, send_wc_opcode(w->op), 0, pos);
 		return 1;
 	}
-	if (q->rq.tail < q->rq.head) {
-		struct sd_wqe *r = sd_wqe_at(&q->rq, q->rq.tail, NULL);
+	if (q->srq != NULL ? q->held.valid : q->rq.tail < q->rq.head) {
 		struct sd_cqe e = {
-			.wr_id = r->wr_id,
 			.exp_flags = IBV_EXP_WC_QP,
-			.qp = &q->ibv,
-			.wqe_pos = q->rq.tail,
-			.wqe_gen = q->rq.gen,
-			.wqe_queue = SD_CQE_RECV,
 			.status = IBV_WC_WR_FLUSH_ERR,
 			.opcode = IBV_EXP_WC_RECV,
-			.qp_num = q->ibv.qp_num,
 		};
+		recv_cqe(q, &e);
 		d->executed++;
-		q->rq.tail++;
 		cq_push(d, q->rcq, q, &e);
 		return 1;
+	}
+	if (q->srq != NULL && !q->last_wqe) {
+		q->last_wqe = 1;
+		sd_raise(d, IBV_EVENT_QP_LAST_WQE_REACHED, &q->ibv);
 	}
 	return 0;
 }
@@ -307,7 +401,7 @@ static int step(struct sd_device *d, struct sd_qp *q)
 	case SD_OP_WAIT:
 		if (w->u.wait.cq->prod < w->u.wait.target)
 			return 0; /* blocks the rest of this send queue */
-		release(w);
+		sd_wqe_release(d, w);
 		sd_sq_done_next(d, q, IBV_WC_SUCCESS);
 		return 1;
 	case SD_OP_SEND_EN:
@@ -316,34 +410,41 @@ static int step(struct sd_device *d, struct sd_qp *q)
 		struct sd_queue *tq = w->op == SD_OP_SEND_EN ? &t->sq : &t->rq;
 		if (w->u.enable.gen == tq->gen && w->u.enable.target > tq->released)
 			tq->released = w->u.enable.target;
-		release(w);
+		sd_wqe_release(d, w);
 		sd_sq_done_next(d, q, IBV_WC_SUCCESS);
 		return 1;
 	}
 	default:
+		if (q->ibv.qp_type == IBV_QPT_UD)
+			return sd_ud_transmit(d, q);
 		return sd_rc_transmit(d, q);
 	}
 }
 
 /* Rounds over the QPs in creation order until one makes no progress.
  * Packets between QPs of this device are delivered after each step, so
- * such a transfer completes within its step, at both ends. */
+ * such a transfer completes within its step, at both ends. Then what the
+ * wire holds goes; if that frees a link work waited for, the rounds run
+ * again before the device counts as quiet (a UC or UD sender half way
+ * through a message would otherwise wait for an answer that never
+ * comes). */
 long sd_run_queues(struct sd_device *d)
 {
 	long total = 0;
 	if (d->quiet)
 		return 0;
-	for (;;) {
-		long n = 0;
-		for (struct sd_qp *q = d->qps; q != NULL; q = q->next) {
-			n += step(d, q);
-			sd_loop_drain(d);
+	do {
+		for (;;) {
+			long n = 0;
+			for (struct sd_qp *q = d->qps; q != NULL; q = q->next) {
+				n += step(d, q);
+				sd_loop_drain(d);
+			}
+			if (n == 0)
+				break;
+			total += n;
 		}
-		if (n == 0)
-			break;
-		total += n;
-	}
-	sd_net_flush(d);
+	} while (sd_net_flush(d));
 	d->quiet = 1;
 	return total;
 }
@@ -433,10 +534,11 @@ int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max)
 			b->kind = SD_BLOCK_RNR;
 			b->dest_qpn = q->path.dest_qpn;
 			if (p != NULL) {
-				b->posted = p->rq.head;
-				b->released = p->rq.managed ? p->rq.released : p->rq.head;
-				b->qbase = p->rq.en_base;
-				b->managed = p->rq.managed;
+				const struct sd_queue *prq = p->srq != NULL ? &p->srq->rq : &p->rq;
+				b->posted = prq->head;
+				b->released = prq->managed ? prq->released : prq->head;
+				b->qbase = prq->en_base;
+				b->managed = prq->managed;
 			}
 		}
 	}
@@ -460,6 +562,14 @@ int sd_blocked(struct ibv_context *ctx, struct sd_blocked *out, int max)
 static void poll_free(const struct sd_cqe *e)
 {
 	const struct sd_qp *q = (const struct sd_qp *)e->qp; /* ibv is its first member */
+	if (e->wqe_queue == SD_CQE_SRQ) {
+		/* Any slot of the SRQ: they are taken in order, and what was
+		 * handed out was copied (sd_recv_take). A destroyed SRQ's
+		 * record stays, with nothing to free. */
+		if (!e->srq->dead && e->srq->rq.freed < e->srq->rq.tail)
+			e->srq->rq.freed++;
+		return;
+	}
 	if (q == NULL || q->dead)
 		return;
 	struct sd_queue *wq = e->wqe_queue == SD_CQE_SEND ? (struct sd_queue *)&q->sq
@@ -516,7 +626,9 @@ int sd_op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 		o->imm_data = e->imm;
 		o->qp_num = e->qp_num;
 		o->src_qp = e->src_qp;
-		o->wc_flags = (e->exp_flags & IBV_EXP_WC_WITH_IMM) ? IBV_WC_WITH_IMM : 0;
+		o->slid = e->slid;
+		o->wc_flags = ((e->exp_flags & IBV_EXP_WC_WITH_IMM) ? IBV_WC_WITH_IMM : 0) |
+		              ((e->exp_flags & IBV_EXP_WC_GRH) ? IBV_WC_GRH : 0);
 	}
 	sd_unlock(c->dev);
 	return k;
@@ -543,8 +655,10 @@ int sd_op_exp_poll_cq(struct ibv_cq *cq, int n, struct ibv_exp_wc *wc, uint32_t 
 		o.imm_data = e->imm;
 		o.qp_num = e->qp_num;
 		o.src_qp = e->src_qp;
+		o.slid = e->slid;
 		o.qp = e->qp;
-		o.exp_wc_flags = e->exp_flags;
+		o.srq = e->srq != NULL ? &e->srq->ibv : NULL;
+		o.exp_wc_flags = e->exp_flags | (e->srq != NULL ? IBV_EXP_WC_SRQ : 0);
 		/* Entries are wc_size apart; a smaller struct gets its prefix. */
 		memcpy((char *)wc + (size_t)k * wc_size, &o, wc_size < sizeof o ? wc_size : sizeof o);
 		k++;

@@ -99,9 +99,10 @@ func (e *DeadlockError) Error() string {
 // LeakError is what Close returns when objects were still open.
 type LeakError struct {
 	PDs, MRs, CQs, QPs int
+	AHs, SRQs          int // address handles and shared receive queues
 }
 
 func (e *LeakError) Error() string {
-	return fmt.Sprintf("softdev: closed with objects not destroyed: %d PD, %d MR, %d CQ, %d QP",
-		e.PDs, e.MRs, e.CQs, e.QPs)
+	return fmt.Sprintf("softdev: closed with objects not destroyed: %d PD, %d MR, %d CQ, %d QP, %d AH, %d SRQ",
+		e.PDs, e.MRs, e.CQs, e.QPs, e.AHs, e.SRQs)
 }

@@ -32,12 +32,12 @@ func (d *Device) AsyncFD() int {
 // GetAsyncEvent returns the oldest pending asynchronous event, as
 // ibv_get_async_event does for an HCA (verbs.GetAsyncEvent on the
 // device's context is the same, with ECANCELED for ErrClosed): its EventType
-// (verbs.EventCQErr with Element.CQ(), verbs.EventQPFatal with
-// Element.QP()). Like the verb it blocks until an event is pending,
-// unless async_fd was made non-blocking (fcntl O_NONBLOCK): then it
-// returns an error wrapping EAGAIN. Close makes a blocked call return
-// ErrClosed. Every event returned must be acknowledged with
-// AckAsyncEvent.
+// (verbs.EventCQErr with Element.CQ(), verbs.EventSRQLimitReached with
+// Element.SRQ(), verbs.EventQPFatal with Element.QP()). Like the verb it
+// blocks until an event is pending, unless async_fd was made non-blocking
+// (fcntl O_NONBLOCK): then it returns an error wrapping EAGAIN. Close
+// makes a blocked call return ErrClosed. Every event returned must be
+// acknowledged with AckAsyncEvent.
 func (d *Device) GetAsyncEvent() (*verbs.AsyncEvent, error) {
 	if d.isNil() {
 		return nil, ErrNilDevice
@@ -60,6 +60,8 @@ func (d *Device) GetAsyncEvent() (*verbs.AsyncEvent, error) {
 	switch ev.EventType {
 	case verbs.EventCQErr:
 		ev.Element.SetCQ((*verbs.CQ)(elem))
+	case verbs.EventSRQErr, verbs.EventSRQLimitReached:
+		ev.Element.SetSRQ((*verbs.SRQ)(elem))
 	case verbs.EventPortErr, verbs.EventPortActive:
 		ev.Element.SetPortNum(1)
 	default:

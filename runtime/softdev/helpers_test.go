@@ -25,14 +25,16 @@ type fixture struct {
 	qps  []*verbs.QP
 	cqs  []*verbs.CQ
 	mrs  []*verbs.MR
+	ahs  []*verbs.AH
+	srqs []*verbs.SRQ
 	gone bool // its device was closed under it (kill): nothing left to destroy
 }
 
 const bufSize = 1 << 16
 
-func newFixture(t testing.TB) *fixture {
+func newFixture(t testing.TB, opts ...DeviceOption) *fixture {
 	t.Helper()
-	d, err := Open()
+	d, err := Open(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +80,16 @@ func (f *fixture) close() {
 			break
 		}
 		left = busy
+	}
+	for _, srq := range f.srqs {
+		if err := f.d.DestroySRQ(srq); err != nil {
+			t.Errorf("DestroySRQ: %v", err)
+		}
+	}
+	for _, ah := range f.ahs {
+		if err := verbs.DestroyAH(ah); err != nil {
+			t.Errorf("ibv_destroy_ah: %v", err)
+		}
 	}
 	for _, cq := range f.cqs {
 		if err := f.d.DestroyCQ(cq); err != nil {

@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "softdev.h"
 #include "libverbs.h"
 #include "../../abiutil/dynlib/dynlib.h"
@@ -319,11 +320,19 @@ static int sdl_get_async_event(struct ibv_context *ctx, struct ibv_async_event *
 	ev->event_type = (enum ibv_event_type)type;
 	if (type == IBV_EVENT_CQ_ERR)
 		ev->element.cq = elem;
+	else if (type == IBV_EVENT_SRQ_ERR || type == IBV_EVENT_SRQ_LIMIT_REACHED)
+		ev->element.srq = elem;
 	else if (type == IBV_EVENT_PORT_ERR || type == IBV_EVENT_PORT_ACTIVE)
 		ev->element.port_num = 1;
 	else
 		ev->element.qp = elem;
 	return 0;
+}
+
+/* The events whose element is an SRQ. */
+static int srq_event(enum ibv_event_type t)
+{
+	return t == IBV_EVENT_SRQ_ERR || t == IBV_EVENT_SRQ_LIMIT_REACHED;
 }
 
 /* The events whose element is a QP, as libibverbs sorts them. */
@@ -349,8 +358,8 @@ enum sdl_counter { SDL_ASYNC, SDL_COMP };
 
 /* Adds n to one of obj's event counters under its mutex and wakes its
  * waiters, as libibverbs does, if obj is still live (a destroyed one's
- * mutex is gone): a QP's events_completed, a CQ's async or completion
- * events. Nothing else in the device takes these mutexes. */
+ * mutex is gone): a QP's or SRQ's events_completed, a CQ's async or
+ * completion events. Nothing else in the device takes these mutexes. */
 static void bump(struct sdl_dev *e, enum sd_kind kind, void *obj, enum sdl_counter which, unsigned int n)
 {
 	sd_lock(e->d);
@@ -362,6 +371,9 @@ static void bump(struct sdl_dev *e, enum sd_kind kind, void *obj, enum sdl_count
 			struct ibv_cq *cq = obj;
 			mu = &cq->mutex, cond = &cq->cond;
 			counter = which == SDL_COMP ? &cq->comp_events_completed : &cq->async_events_completed;
+		} else if (kind == SD_SRQ) {
+			struct ibv_srq *srq = obj;
+			mu = &srq->mutex, cond = &srq->cond, counter = &srq->events_completed;
 		} else {
 			struct ibv_qp *qp = obj;
 			mu = &qp->mutex, cond = &qp->cond, counter = &qp->events_completed;
@@ -381,6 +393,8 @@ static int ack_event(struct sdl_dev *e, struct ibv_async_event *ev)
 {
 	if (ev->event_type == IBV_EVENT_CQ_ERR)
 		bump(e, SD_CQ, ev->element.cq, SDL_ASYNC, 1);
+	else if (srq_event(ev->event_type))
+		bump(e, SD_SRQ, ev->element.srq, SDL_ASYNC, 1);
 	else if (qp_event(ev->event_type))
 		bump(e, SD_QP, ev->element.qp, SDL_ASYNC, 1);
 	else
@@ -409,6 +423,8 @@ static void sdl_ack_async_event(struct ibv_async_event *ev)
 	struct sdl_dev *e = NULL;
 	if (ev->event_type == IBV_EVENT_CQ_ERR)
 		e = by_obj(SD_CQ, ev->element.cq);
+	else if (srq_event(ev->event_type))
+		e = by_obj(SD_SRQ, ev->element.srq);
 	else if (qp_event(ev->event_type))
 		e = by_obj(SD_QP, ev->element.qp);
 	else if (ev->event_type == IBV_EVENT_PORT_ERR || ev->event_type == IBV_EVENT_PORT_ACTIVE)
@@ -516,10 +532,35 @@ static int sdl_dereg_mr(struct ibv_mr *mr)
 /* Completion queues                                                    */
 /* ------------------------------------------------------------------ */
 
+/*
+ * Completion channels. A channel of a device of this package is the
+ * engine's event pipe (sd_event_pipe): the device writes one struct
+ * ibv_comp_event per event of an armed CQ (engine.c, cq_notify), and
+ * ibv_get_cq_event reads them, as libibverbs reads the kernel's channel
+ * file. The channels made here are listed, so the channel verbs know
+ * theirs from a library's; a channel outlives its device's Close, as a
+ * kernel channel outlives ibv_close_device, until destroyed.
+ */
+struct sdl_chan {
+	struct ibv_comp_channel *ch;
+	struct sdl_chan         *next;
+};
+
+static struct sdl_chan *sdl_chans; /* under sdl_mu */
+
+static int is_chan(struct ibv_comp_channel *ch)
+{
+	pthread_mutex_lock(&sdl_mu);
+	struct sdl_chan *c = sdl_chans;
+	while (c != NULL && c->ch != ch)
+		c = c->next;
+	pthread_mutex_unlock(&sdl_mu);
+	return c != NULL;
+}
+
 static struct ibv_comp_channel *sdl_create_comp_channel(struct ibv_context *ctx);
 SAME_TYPE(sdl_create_comp_channel, ibv_create_comp_channel);
 
-/* Completion channels are not supported (CQs are polled). */
 static struct ibv_comp_channel *sdl_create_comp_channel(struct ibv_context *ctx)
 {
 	struct sdl_dev *e = by_ctx(ctx);
@@ -530,8 +571,83 @@ static struct ibv_comp_channel *sdl_create_comp_channel(struct ibv_context *ctx)
 		return f ? f(ctx) : (errno = ENOSYS, NULL);
 	}
 	release(e);
-	errno = EOPNOTSUPP;
-	return NULL;
+	struct ibv_comp_channel *ch = calloc(1, sizeof *ch);
+	struct sdl_chan *c = calloc(1, sizeof *c);
+	int fd = -1, err = ch == NULL || c == NULL ? ENOMEM : sd_event_pipe(&fd, NULL);
+	if (err != 0) {
+		free(ch);
+		free(c);
+		errno = err;
+		return NULL;
+	}
+	ch->context = ctx;
+	ch->fd = fd;
+	ch->refcnt = 0;
+	c->ch = ch;
+	pthread_mutex_lock(&sdl_mu);
+	c->next = sdl_chans;
+	sdl_chans = c;
+	pthread_mutex_unlock(&sdl_mu);
+	return ch;
+}
+
+static int sdl_destroy_comp_channel(struct ibv_comp_channel *ch);
+SAME_TYPE(sdl_destroy_comp_channel, ibv_destroy_comp_channel);
+
+/* ibv_destroy_comp_channel: EBUSY while CQs use it (libibverbs counts
+ * them in refcnt under the context's mutex), else the fd closes. */
+static int sdl_destroy_comp_channel(struct ibv_comp_channel *ch)
+{
+	if (ch == NULL || !is_chan(ch)) {
+		__typeof__(&ibv_destroy_comp_channel) f = REAL(ibv_destroy_comp_channel);
+		return f ? f(ch) : (errno = ENOSYS, ENOSYS);
+	}
+	pthread_mutex_lock(&ch->context->mutex);
+	int busy = ch->refcnt != 0;
+	pthread_mutex_unlock(&ch->context->mutex);
+	if (busy)
+		return EBUSY;
+	pthread_mutex_lock(&sdl_mu);
+	struct sdl_chan **p = &sdl_chans;
+	while (*p != NULL && (*p)->ch != ch)
+		p = &(*p)->next;
+	struct sdl_chan *c = *p;
+	if (c != NULL)
+		*p = c->next;
+	pthread_mutex_unlock(&sdl_mu);
+	if (c == NULL)
+		return EINVAL; /* destroyed by another thread meanwhile */
+	close(ch->fd);
+	free(ch);
+	free(c);
+	return 0;
+}
+
+static int sdl_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **cq_context);
+SAME_TYPE(sdl_get_cq_event, ibv_get_cq_event);
+
+/* ibv_get_cq_event: one event read from the channel (blocking unless its
+ * fd was made non-blocking), the CQ it names and that CQ's cq_context;
+ * -1 with errno when the read fails. */
+static int sdl_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **cq_context)
+{
+	if (ch == NULL || !is_chan(ch)) {
+		__typeof__(&ibv_get_cq_event) f = REAL(ibv_get_cq_event);
+		return f ? f(ch, cq, cq_context) : (errno = ENOSYS, -1);
+	}
+	uint64_t cq_handle; /* struct ibv_comp_event, as the kernel writes it */
+	ssize_t n;
+	do
+		n = read(ch->fd, &cq_handle, sizeof cq_handle);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof cq_handle) {
+		if (n >= 0)
+			errno = EIO;
+		return -1;
+	}
+	*cq = (struct ibv_cq *)(uintptr_t)cq_handle;
+	*cq_context = (*cq)->cq_context; /* a destroyed CQ's record stays (sd_close) */
+	return 0;
 }
 
 static struct ibv_cq *sdl_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
@@ -556,7 +672,9 @@ static struct ibv_cq *sdl_create_cq(struct ibv_context *ctx, int cqe, void *cq_c
 	int err = errno;
 	if (cq != NULL) {
 		cq->context = ctx;
-		cq->channel = channel; /* always NULL: the provider refuses channels */
+		cq->channel = channel;
+		if (channel != NULL)
+			++channel->refcnt;
 		cq->cq_context = cq_context;
 		cq->comp_events_completed = 0;
 		cq->async_events_completed = 0;
@@ -608,8 +726,8 @@ static int sdl_destroy_cq(struct ibv_cq *cq)
 static void sdl_ack_cq_events(struct ibv_cq *cq, unsigned int nevents);
 SAME_TYPE(sdl_ack_cq_events, ibv_ack_cq_events);
 
-/* ibv_ack_cq_events: adds to comp_events_completed (no channel ever
- * delivers any here, but the bookkeeping is the verb's). */
+/* ibv_ack_cq_events: adds to comp_events_completed (the events
+ * ibv_get_cq_event took from the CQ's channel). */
 static void sdl_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 {
 	struct sdl_dev *e = by_obj(SD_CQ, cq);
@@ -718,7 +836,8 @@ static int sdl_destroy_qp(struct ibv_qp *qp)
 static struct ibv_ah *sdl_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
 SAME_TYPE(sdl_create_ah, ibv_create_ah);
 
-/* Address handles (UD) are not supported: only RC QPs exist. */
+/* ibv_create_ah: the provider's create_ah (sd_create_ah checks the PD),
+ * then what libibverbs fills in (context, pd). */
 static struct ibv_ah *sdl_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
 	struct sdl_dev *e = by_obj(SD_PD, pd);
@@ -728,9 +847,112 @@ static struct ibv_ah *sdl_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 		__typeof__(&ibv_create_ah) f = REAL(ibv_create_ah);
 		return f ? f(pd, attr) : (errno = ENOSYS, NULL);
 	}
+	int err = 0;
+	struct ibv_ah *ah = sd_create_ah(ctx_of(e), pd, attr, &err);
 	release(e);
-	errno = EOPNOTSUPP;
-	return NULL;
+	if (ah == NULL)
+		errno = err;
+	return ah;
+}
+
+static int sdl_destroy_ah(struct ibv_ah *ah);
+SAME_TYPE(sdl_destroy_ah, ibv_destroy_ah);
+
+static int sdl_destroy_ah(struct ibv_ah *ah)
+{
+	struct sdl_dev *e = by_obj(SD_AH, ah);
+	if (e == SDL_GONE)
+		return GONE_INT;
+	if (e == NULL) {
+		__typeof__(&ibv_destroy_ah) f = REAL(ibv_destroy_ah);
+		return f ? f(ah) : (errno = ENOSYS, ENOSYS);
+	}
+	int err = sd_destroy_ah(ctx_of(e), ah);
+	release(e);
+	return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* Shared receive queues                                                */
+/* ------------------------------------------------------------------ */
+
+/* The SRQ verbs, as libibverbs exports them (ibv_create_srq(3),
+ * ibv_modify_srq(3)): the project's headers restate only what the
+ * generated package wraps, which these are not. */
+struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *srq_init_attr);
+int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, int srq_attr_mask);
+int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr);
+int ibv_destroy_srq(struct ibv_srq *srq);
+
+static struct ibv_srq *sdl_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr);
+SAME_TYPE(sdl_create_srq, ibv_create_srq);
+
+static struct ibv_srq *sdl_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	struct sdl_dev *e = by_obj(SD_PD, pd);
+	if (e == SDL_GONE)
+		return GONE_NULL;
+	if (e == NULL) {
+		__typeof__(&ibv_create_srq) f = REAL(ibv_create_srq);
+		return f ? f(pd, attr) : (errno = ENOSYS, NULL);
+	}
+	int err = 0;
+	struct ibv_srq *srq = sd_create_srq(ctx_of(e), pd, attr, &err);
+	release(e);
+	if (srq == NULL)
+		errno = err;
+	return srq;
+}
+
+static int sdl_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask);
+SAME_TYPE(sdl_modify_srq, ibv_modify_srq);
+
+static int sdl_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)
+{
+	struct sdl_dev *e = by_obj(SD_SRQ, srq);
+	if (e == SDL_GONE)
+		return GONE_INT;
+	if (e == NULL) {
+		__typeof__(&ibv_modify_srq) f = REAL(ibv_modify_srq);
+		return f ? f(srq, attr, mask) : (errno = ENOSYS, ENOSYS);
+	}
+	int err = sd_modify_srq(ctx_of(e), srq, attr, mask);
+	release(e);
+	return err;
+}
+
+static int sdl_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr);
+SAME_TYPE(sdl_query_srq, ibv_query_srq);
+
+static int sdl_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
+{
+	struct sdl_dev *e = by_obj(SD_SRQ, srq);
+	if (e == SDL_GONE)
+		return GONE_INT;
+	if (e == NULL) {
+		__typeof__(&ibv_query_srq) f = REAL(ibv_query_srq);
+		return f ? f(srq, attr) : (errno = ENOSYS, ENOSYS);
+	}
+	int err = sd_query_srq(ctx_of(e), srq, attr);
+	release(e);
+	return err;
+}
+
+static int sdl_destroy_srq(struct ibv_srq *srq);
+SAME_TYPE(sdl_destroy_srq, ibv_destroy_srq);
+
+static int sdl_destroy_srq(struct ibv_srq *srq)
+{
+	struct sdl_dev *e = by_obj(SD_SRQ, srq);
+	if (e == SDL_GONE)
+		return GONE_INT;
+	if (e == NULL) {
+		__typeof__(&ibv_destroy_srq) f = REAL(ibv_destroy_srq);
+		return f ? f(srq) : (errno = ENOSYS, ENOSYS);
+	}
+	int err = sd_destroy_srq(ctx_of(e), srq);
+	release(e);
+	return err;
 }
 
 /* ------------------------------------------------------------------ */
@@ -750,6 +972,8 @@ static const struct sdl_export sdl_table[] = {
 	{"ibv_reg_mr", (void *)sdl_reg_mr},
 	{"ibv_dereg_mr", (void *)sdl_dereg_mr},
 	{"ibv_create_comp_channel", (void *)sdl_create_comp_channel},
+	{"ibv_destroy_comp_channel", (void *)sdl_destroy_comp_channel},
+	{"ibv_get_cq_event", (void *)sdl_get_cq_event},
 	{"ibv_create_cq", (void *)sdl_create_cq},
 	{"ibv_resize_cq", (void *)sdl_resize_cq},
 	{"ibv_destroy_cq", (void *)sdl_destroy_cq},
@@ -759,6 +983,11 @@ static const struct sdl_export sdl_table[] = {
 	{"ibv_query_qp", (void *)sdl_query_qp},
 	{"ibv_destroy_qp", (void *)sdl_destroy_qp},
 	{"ibv_create_ah", (void *)sdl_create_ah},
+	{"ibv_destroy_ah", (void *)sdl_destroy_ah},
+	{"ibv_create_srq", (void *)sdl_create_srq},
+	{"ibv_modify_srq", (void *)sdl_modify_srq},
+	{"ibv_query_srq", (void *)sdl_query_srq},
+	{"ibv_destroy_srq", (void *)sdl_destroy_srq},
 };
 
 const struct sdl_export *sdl_exports(const char **lib, const char **marker, int *n)

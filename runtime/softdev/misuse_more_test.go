@@ -1101,8 +1101,12 @@ func TestMisuseExportedVerbs(t *testing.T) {
 			_, err := verbs.CreateQP(pd, mkAttr(gcq, gcq, rc, verbs.QPCap{}))
 			return err
 		},
-		"CreateQP of type UD": func() error {
-			_, err := verbs.CreateQP(pd, mkAttr(cq, cq, verbs.QptUD, verbs.QPCap{}))
+		"CreateQP of type RAW_PACKET": func() error {
+			_, err := verbs.CreateQP(pd, mkAttr(cq, cq, verbs.QptRawPacket, verbs.QPCap{}))
+			return err
+		},
+		"CreateQP of type XRC_SEND": func() error {
+			_, err := verbs.CreateQP(pd, mkAttr(cq, cq, verbs.QptXRCSend, verbs.QPCap{}))
 			return err
 		},
 		"CreateQP of MaxUint32 WRs": func() error {

@@ -36,6 +36,8 @@ type qpConfig struct {
 	flags  verbs.ExpQPCreateFlags
 	caps   Caps
 	sigAll bool
+	qpType verbs.QPType
+	srq    *verbs.SRQ
 }
 
 // QPOption configures CreateQP.
@@ -67,6 +69,16 @@ func QPCaps(c Caps) QPOption { return func(q *qpConfig) { q.caps = c } }
 // SigAll sets sq_sig_all: every send WQE completes, signaled or not.
 func SigAll() QPOption { return func(c *qpConfig) { c.sigAll = true } }
 
+// Transport sets the QP's type: verbs.QptRC (the default), verbs.QptUC
+// (unreliable connected: no acknowledgements, a lost packet loses its
+// message) or verbs.QptUD (datagrams addressed per work request with an
+// address handle, verbs.CreateAH). Other types are refused with EINVAL.
+func Transport(t verbs.QPType) QPOption { return func(c *qpConfig) { c.qpType = t } }
+
+// SRQ attaches the QP to a shared receive queue (Device.CreateSRQ): its
+// receives come from there, and it has no receive queue of its own.
+func SRQ(srq *verbs.SRQ) QPOption { return func(c *qpConfig) { c.srq = srq } }
+
 // Limits are the device limits Open may change: the largest send or
 // receive queue (max_qp_wr) and the largest CQ that may be asked for
 // (max_cqe), as ibv_exp_query_device reports them.
@@ -93,6 +105,7 @@ type deviceConfig struct {
 	addrSet   bool
 	run       runMode
 	timeScale float64
+	ib        bool // an InfiniBand port
 }
 
 // runMode is who runs a device's send queues besides its polls.
@@ -147,3 +160,12 @@ func PollDriven() DeviceOption { return func(c *deviceConfig) { c.run = runPolls
 // 4.096 µs << timeout, and the RNR NAK timer) by f > 0: below 1 a test
 // of retries runs faster than on an HCA. The default is 1.
 func TimerScale(f float64) DeviceOption { return func(c *deviceConfig) { c.timeScale = f } }
+
+// InfiniBandPort gives the device an InfiniBand port instead of an
+// Ethernet (RoCE) one, as the libibverbs provider does by default: the
+// port has a LID, the low 16 bits of the device's address, and an address
+// vector (a QP's path, an address handle) may name a peer by its dlid
+// alone, which resolves within the device's /16 (/112 for IPv6); a GRH
+// is then optional. Datagrams sent without one arrive without one
+// (IBV_WC_GRH clear), and receive completions carry the sender's LID.
+func InfiniBandPort() DeviceOption { return func(c *deviceConfig) { c.ib = true } }

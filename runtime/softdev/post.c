@@ -25,6 +25,8 @@ struct sd_sreq {
 	uint64_t                      compare_add, swap; /* atomics (their remote_addr and rkey too) */
 	uint64_t                      atomic_addr;
 	uint32_t                      atomic_rkey;
+	struct ibv_ah                *ah;     /* UD: wr.ud */
+	uint32_t                      remote_qpn, remote_qkey;
 	const struct ibv_exp_send_wr *x;      /* exp fields; NULL for ibv_send_wr */
 };
 
@@ -164,6 +166,13 @@ static int post_send_one(struct sd_device *d, struct sd_qp *q, const struct sd_s
 	default:
 		return EINVAL; /* memory windows, UMR, TSO, masked atomics: not simulated */
 	}
+	/* The opcodes of each transport (ibv_post_send(3)'s table; rxe
+	 * refuses the others at post): UD sends SENDs only, UC has no READs
+	 * or atomics. The local opcodes run on any. */
+	enum ibv_qp_type type = q->ibv.qp_type;
+	if ((type == IBV_QPT_UD && (op == SD_OP_WRITE || op == SD_OP_WRITE_IMM)) ||
+	    (type != IBV_QPT_RC && (op == SD_OP_READ || op == SD_OP_CMP_SWAP || op == SD_OP_FETCH_ADD)))
+		return EINVAL;
 	/* An atomic returns the 8 bytes it found into one 8-byte SGE. */
 	if ((op == SD_OP_CMP_SWAP || op == SD_OP_FETCH_ADD) &&
 	    (r->num_sge != 1 || r->sg[0].length != 8 || (r->flags & (IBV_EXP_SEND_INLINE | IBV_EXP_SEND_WITH_CALC))))
@@ -181,7 +190,7 @@ static int post_send_one(struct sd_device *d, struct sd_qp *q, const struct sd_s
 	/* IBV_EXP_SEND_WAIT_EN_LAST means something to CQE_WAIT and the
 	 * enables only; on other opcodes mlx4 and mlx5 ignore it, and so
 	 * does this device. */
-	if (calc && ((op != SD_OP_SEND && op != SD_OP_WRITE_IMM) || inl || r->x == NULL))
+	if (calc && ((op != SD_OP_SEND && op != SD_OP_WRITE_IMM) || inl || r->x == NULL || type == IBV_QPT_UD))
 		return EINVAL;
 	if (inl && op != SD_OP_SEND && op != SD_OP_SEND_IMM && op != SD_OP_WRITE && op != SD_OP_WRITE_IMM)
 		return EINVAL;
@@ -209,6 +218,24 @@ static int post_send_one(struct sd_device *d, struct sd_qp *q, const struct sd_s
 		w.flags |= SD_WQE_CALC;
 		w.calc_op = (uint8_t)x->op.calc.calc_op;
 		w.calc_type = (uint8_t)x->op.calc.data_type;
+	}
+
+	/* A datagram's address: a live address handle of this device (found
+	 * by address, never read before). The WQE copies what it needs of it
+	 * (its link, with a reference of its own), as an HCA's WQE holds the
+	 * address vector: the AH may go before the send runs. */
+	struct sd_ah *ah = NULL;
+	if (type == IBV_QPT_UD && (op == SD_OP_SEND || op == SD_OP_SEND_IMM)) {
+		if (r->ah == NULL || sd_owns(d, SD_AH, r->ah) != 1)
+			return EINVAL;
+		ah = (struct sd_ah *)r->ah;
+		/* The CA compares the AH's PD with the QP's when the send is
+		 * posted (IB spec; as "InfiniBand Network Architecture",
+		 * ch. 20, sums it up): a mismatch is refused at post, the
+		 * first of the two outcomes the spec allows (the other is an
+		 * error CQE, Local Operation Error). */
+		if (ah->pd != q->pd)
+			return EINVAL;
 	}
 
 	int err = 0;
@@ -251,16 +278,27 @@ static int post_send_one(struct sd_device *d, struct sd_qp *q, const struct sd_s
 	}
 	if (err)
 		return err;
+	if (ah != NULL) {
+		/* After the payload's checks, which may refuse the WR: the
+		 * reference is taken only for a WQE that is posted. */
+		w.flags |= SD_WQE_UD | (ah->global ? SD_WQE_GRH : 0);
+		w.u.ud.remote_qpn = r->remote_qpn & 0xffffff;
+		w.u.ud.remote_qkey = r->remote_qkey;
+		w.u.ud.hop_limit = ah->hop_limit;
+		w.u.ud.link = ah->link;
+		ah->link->refs++;
+	}
 	sq->ring[idx] = w;
 	sq->head++;
 	return 0;
 }
 
 /* Receives may be posted in any state, RESET included (as mlx4 and mlx5
- * allow: the vendor's tests post them before INIT); RESET discards them. */
-static int post_recv_one(struct sd_qp *q, const struct ibv_recv_wr *wr)
+ * allow: the vendor's tests post them before INIT); RESET discards them.
+ * The same for a QP's receive queue and an SRQ's (a QP with an SRQ has a
+ * queue of no slots: ENOMEM, as mlx4 and mlx5 find it full). */
+static int post_recv_one(struct sd_queue *rq, const struct ibv_recv_wr *wr)
 {
-	struct sd_queue *rq = &q->rq;
 	if (queue_full(rq))
 		return ENOMEM;
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge ||
@@ -300,6 +338,9 @@ static int post_exp_list(struct sd_device *d, struct sd_qp *q, struct ibv_exp_se
 			.swap = wr->wr.atomic.swap,
 			.atomic_addr = wr->wr.atomic.remote_addr,
 			.atomic_rkey = wr->wr.atomic.rkey,
+			.ah = wr->wr.ud.ah,
+			.remote_qpn = wr->wr.ud.remote_qpn,
+			.remote_qkey = wr->wr.ud.remote_qkey,
 			.x = wr,
 		};
 		int err = post_send_one(d, q, &r);
@@ -312,10 +353,10 @@ static int post_exp_list(struct sd_device *d, struct sd_qp *q, struct ibv_exp_se
 	return 0;
 }
 
-static int post_recv_list(struct sd_qp *q, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+static int post_recv_list(struct sd_queue *rq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	for (; wr != NULL; wr = wr->next) {
-		int err = post_recv_one(q, wr);
+		int err = post_recv_one(rq, wr);
 		if (err) {
 			if (bad != NULL)
 				*bad = wr;
@@ -381,6 +422,9 @@ int sd_op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_w
 			.swap = wr->wr.atomic.swap,
 			.atomic_addr = wr->wr.atomic.remote_addr,
 			.atomic_rkey = wr->wr.atomic.rkey,
+			.ah = wr->wr.ud.ah,
+			.remote_qpn = wr->wr.ud.remote_qpn,
+			.remote_qkey = wr->wr.ud.remote_qkey,
 			.x = NULL,
 		};
 		err = post_send_one(d, q, &r);
@@ -408,7 +452,30 @@ int sd_op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_w
 		if (bad != NULL)
 			*bad = wr;
 	} else {
-		err = post_recv_list(q, wr, bad);
+		err = post_recv_list(&q->rq, wr, bad);
+	}
+	doorbell(d);
+	return err;
+}
+
+/* ibv_post_srq_recv (the header's inline verb calls ops.post_srq_recv):
+ * into the SRQ's ring, as into a QP's; a send waiting for a receive at
+ * any of its QPs may go then. */
+int sd_op_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct sd_device *d = sd_dev(srq->context);
+	int err = sd_enter(d);
+	if (err != 0) {
+		if (bad != NULL)
+			*bad = wr;
+		return err;
+	}
+	if (sd_owns(d, SD_SRQ, srq) != 1) {
+		err = EINVAL;
+		if (bad != NULL)
+			*bad = wr;
+	} else {
+		err = post_recv_list(&((struct sd_srq *)srq)->rq, wr, bad);
 	}
 	doorbell(d);
 	return err;
@@ -477,7 +544,7 @@ int sd_op_post_task(struct ibv_context *ctx, struct ibv_exp_task *task, struct i
 		else if (t->task_type == IBV_EXP_TASK_SEND)
 			err = post_exp_list(d, q, t->item.send_wr, (struct ibv_exp_send_wr **)&bad_wr);
 		else if (t->task_type == IBV_EXP_TASK_RECV)
-			err = post_recv_list(q, t->item.recv_wr, (struct ibv_recv_wr **)&bad_wr);
+			err = post_recv_list(&q->rq, t->item.recv_wr, (struct ibv_recv_wr **)&bad_wr);
 		else
 			err = EINVAL;
 		if (err)

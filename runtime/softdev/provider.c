@@ -24,6 +24,11 @@
 _Static_assert(offsetof(struct sd_device, vctx) == sizeof(struct verbs_context_exp),
                "softdev: padding between verbs_context_exp and verbs_context");
 _Static_assert(sizeof(struct sd_wqe) == 64, "softdev: a WQE must be 64 bytes");
+/* A UD WQE's immediate data and length are where a data WQE's are: the
+ * engine reads them as u.xfer's for every SEND. */
+_Static_assert(offsetof(struct sd_wqe, u.ud.imm) == offsetof(struct sd_wqe, u.xfer.imm) &&
+               offsetof(struct sd_wqe, u.ud.length) == offsetof(struct sd_wqe, u.xfer.length),
+               "softdev: u.ud must overlay u.xfer's imm and length");
 
 struct sd_device *sd_dev(struct ibv_context *ctx)
 {
@@ -157,6 +162,10 @@ int sd_owns(struct sd_device *d, enum sd_kind kind, const void *obj)
 		return addrset_get(&d->cqset, obj);
 	case SD_QP:
 		return LIST_HAS(d->qps, obj) ? 1 : LIST_HAS(d->dead_qps, obj) ? -1 : 0;
+	case SD_AH:
+		return LIST_HAS(d->ahs, obj);
+	case SD_SRQ:
+		return LIST_HAS(d->srqs, obj) ? 1 : LIST_HAS(d->dead_srqs, obj) ? -1 : 0;
 	}
 	return 0;
 }
@@ -536,9 +545,9 @@ static int op_exp_modify_cq(struct ibv_cq *cq, struct ibv_exp_cq_attr *attr, int
 	return err;
 }
 
-/* Arms the CQ: its next CQE (solicited_only: its next solicited or
- * failed one) writes an event to its channel (cq_notify). A CQ without a
- * channel has nowhere to send it: EINVAL. */
+/* Arms the CQ (sd_cq_arm: its next CQE, or one not polled yet, writes an
+ * event to its channel). A CQ without a channel has nowhere to send it:
+ * EINVAL. */
 static int op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
 	struct sd_device *d = sd_dev(cq->context);
@@ -548,10 +557,207 @@ static int op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 	struct sd_cq *c = sd_cq_of(d, cq);
 	if (c == NULL || c->notify_fd < 0)
 		err = EINVAL;
-	else if (c->armed != SD_ARM_ANY)
-		c->armed = solicited_only ? SD_ARM_SOLICITED : SD_ARM_ANY;
+	else
+		sd_cq_arm(c, solicited_only);
 	sd_unlock(d);
 	return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* Address handles                                                      */
+/* ------------------------------------------------------------------ */
+
+/*
+ * An address handle names the device datagrams go to, as a QP's path
+ * does: port 1; on InfiniBand a LID (sd_lid_of) unless a GRH is given,
+ * whose dgid (sgid_index 0, the only GID) names it then; on Ethernet
+ * (RoCE) a GRH is required. As mlx5_create_ah refuses them: a port other
+ * than 1, dlid 0 on InfiniBand, no GRH on Ethernet (EINVAL). The AH keeps
+ * its PD busy (EBUSY from dealloc_pd) and holds its link; a UD WQE copies
+ * what it needs at post (the link, with a reference of its own), so the
+ * AH may be destroyed while its sends are in flight. Device lock held.
+ */
+static struct ibv_ah *create_ah_locked(struct sd_device *d, struct sd_pd *p, const struct ibv_ah_attr *a)
+{
+	if (a->port_num != 1 || (d->port_ib && a->dlid == 0) || (!d->port_ib && !a->is_global) ||
+	    (a->is_global && a->grh.sgid_index != 0)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	uint8_t dgid[16];
+	if (a->is_global)
+		memcpy(dgid, a->grh.dgid.raw, 16);
+	else
+		sd_gid_of_lid(d->gid, a->dlid, dgid);
+	struct sd_ah *h = calloc(1, sizeof *h);
+	struct sd_link *l = h != NULL ? sd_link_get(d, dgid) : NULL;
+	if (l == NULL) {
+		free(h);
+		errno = ENOMEM;
+		return NULL;
+	}
+	sd_wire_open_link(d, l);
+	if (l->kind == SD_LINK_WIRE && d->run_mode == SD_RUN_AUTO)
+		d->autonomous = 1; /* a peer elsewhere: run like an HCA */
+	h->dev = d;
+	h->pd = p;
+	h->link = l;
+	h->global = a->is_global != 0;
+	h->hop_limit = a->grh.hop_limit;
+	h->ibv.context = p->ibv.context;
+	h->ibv.pd = &p->ibv;
+	h->ibv.handle = ++d->next_handle;
+	p->refs++;
+	LIST_APPEND(d->ahs, d->ahs_tail, h);
+	return &h->ibv;
+}
+
+static void destroy_ah_locked(struct sd_device *d, struct sd_ah *h)
+{
+	LIST_REMOVE(d->ahs, d->ahs_tail, h);
+	sd_link_put(d, h->link);
+	h->pd->refs--;
+	free(h);
+}
+
+static struct ibv_ah *op_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	struct sd_pd *p = (struct sd_pd *)pd;
+	struct sd_device *d = p->dev;
+	if ((errno = sd_enter(d)) != 0)
+		return NULL;
+	struct ibv_ah *ah = create_ah_locked(d, p, attr);
+	sd_unlock(d);
+	return ah;
+}
+
+static int op_destroy_ah(struct ibv_ah *ah)
+{
+	struct sd_device *d = sd_dev(ah->context);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
+	if (sd_owns(d, SD_AH, ah) == 1)
+		destroy_ah_locked(d, (struct sd_ah *)ah);
+	else
+		err = EINVAL;
+	sd_unlock(d);
+	return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* Shared receive queues                                                */
+/* ------------------------------------------------------------------ */
+
+static int queue_init(struct sd_queue *q, uint32_t depth, uint32_t max_sge, uint32_t max_inline);
+static void queue_free(struct sd_queue *q);
+
+/*
+ * ibv_create_srq: max_wr receive WQEs of max_sge entries each, reported
+ * back exactly (max_wr 1..max_srq_wr, max_sge up to SD_MAX_SGE, else
+ * EINVAL). srq_limit is not armed at creation (as the mlx4 and mlx5
+ * kernel drivers take it only from modify_srq). The library fills in
+ * context, srq_context, pd, events_completed, mutex and cond afterwards.
+ */
+static struct ibv_srq *op_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	struct sd_pd *p = (struct sd_pd *)pd;
+	struct sd_device *d = p->dev;
+	uint32_t wr = attr->attr.max_wr, sge = attr->attr.max_sge;
+	if (wr == 0 || wr > d->max_qp_wr || sge > SD_MAX_SGE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct sd_srq *s = calloc(1, sizeof *s);
+	if (s == NULL || queue_init(&s->rq, wr, sge, 0) != 0) {
+		if (s != NULL)
+			queue_free(&s->rq);
+		free(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	if ((errno = sd_enter(d)) != 0) {
+		queue_free(&s->rq);
+		free(s);
+		return NULL;
+	}
+	s->dev = d;
+	s->pd = p;
+	s->ibv.context = pd->context;
+	s->ibv.pd = pd;
+	s->ibv.handle = ++d->next_handle;
+	p->refs++;
+	LIST_APPEND(d->srqs, d->srqs_tail, s);
+	sd_unlock(d);
+	return &s->ibv;
+}
+
+/* ibv_modify_srq: IBV_SRQ_LIMIT arms the limit (IBV_EVENT_SRQ_LIMIT_REACHED
+ * once fewer WQEs than it are left, then disarmed); it must be below
+ * max_wr (mlx5_ib_modify_srq). IBV_SRQ_MAX_WR is EINVAL: SRQs do not
+ * resize (the mlx4 and mlx5 kernel drivers refuse it, and the device
+ * does not report IBV_DEVICE_SRQ_RESIZE). Nothing changes on a refusal. */
+static int op_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)
+{
+	struct sd_device *d = sd_dev(srq->context);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
+	struct sd_srq *s = sd_owns(d, SD_SRQ, srq) == 1 ? (struct sd_srq *)srq : NULL;
+	if (s == NULL || (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)) || (mask & IBV_SRQ_MAX_WR) ||
+	    ((mask & IBV_SRQ_LIMIT) && attr->srq_limit >= s->rq.depth))
+		err = EINVAL;
+	else if (mask & IBV_SRQ_LIMIT)
+		s->limit = attr->srq_limit;
+	sd_unlock(d);
+	return err;
+}
+
+static int op_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
+{
+	struct sd_device *d = sd_dev(srq->context);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
+	struct sd_srq *s = sd_owns(d, SD_SRQ, srq) == 1 ? (struct sd_srq *)srq : NULL;
+	if (s == NULL) {
+		err = EINVAL;
+	} else {
+		attr->max_wr = s->rq.depth;
+		attr->max_sge = s->rq.max_sge;
+		attr->srq_limit = s->limit;
+	}
+	sd_unlock(d);
+	return err;
+}
+
+/* Destroyed SRQs keep their record (not their ring) for good, as CQs do:
+ * ibv_post_srq_recv reads srq->context before any code of the device
+ * runs, and a CQE still in a CQ names its SRQ. EBUSY while QPs use it. */
+static int op_destroy_srq(struct ibv_srq *srq)
+{
+	struct sd_device *d = sd_dev(srq->context);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
+	struct sd_srq *s = sd_owns(d, SD_SRQ, srq) == 1 ? (struct sd_srq *)srq : NULL;
+	if (s == NULL || s->refs != 0) {
+		err = s == NULL ? EINVAL : EBUSY;
+		sd_unlock(d);
+		return err;
+	}
+	LIST_REMOVE(d->srqs, d->srqs_tail, s);
+	drop_events(d, srq);
+	s->pd->refs--;
+	queue_free(&s->rq);
+	memset(&s->rq, 0, sizeof s->rq);
+	s->dead = 1;
+	s->next = d->dead_srqs;
+	d->dead_srqs = s;
+	sd_unlock(d);
+	pthread_mutex_destroy(&srq->mutex); /* set up by ibv_create_srq */
+	pthread_cond_destroy(&srq->cond);
+	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -576,6 +782,21 @@ static void queue_free(struct sd_queue *q)
 	free(q->inl);
 }
 
+static void qp_free(struct sd_qp *q)
+{
+	queue_free(&q->sq);
+	queue_free(&q->rq);
+	free(q->held.sge);
+	free(q);
+}
+
+/*
+ * ibv_exp_create_qp (and ibv_create_qp): an RC, UC or UD QP. With an SRQ
+ * (a live one of this device) the QP has no receive queue of its own:
+ * its max_recv_wr and max_recv_sge are ignored and reported as 0, and
+ * receives come from the SRQ. Cross-channel and managed queues are
+ * accepted on every type, as mlx5 takes them.
+ */
 static struct ibv_qp *op_exp_create_qp(struct ibv_context *ctx, struct ibv_exp_qp_init_attr *a)
 {
 	struct sd_device *d = sd_dev(ctx);
@@ -586,8 +807,10 @@ static struct ibv_qp *op_exp_create_qp(struct ibv_context *ctx, struct ibv_exp_q
 	uint32_t flags = (a->comp_mask & IBV_EXP_QP_INIT_ATTR_CREATE_FLAGS) ? a->exp_create_flags : 0;
 	struct ibv_qp_cap cap = a->cap;
 
+	if (a->srq != NULL)
+		cap.max_recv_wr = cap.max_recv_sge = 0;
 	if ((a->comp_mask & ~known_mask) || !(a->comp_mask & IBV_EXP_QP_INIT_ATTR_PD) ||
-	    a->pd == NULL || a->qp_type != IBV_QPT_RC || a->srq != NULL ||
+	    a->pd == NULL || (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD) ||
 	    (flags & ~known_flags) || a->send_cq == NULL || a->recv_cq == NULL ||
 	    cap.max_send_sge > SD_MAX_SGE || cap.max_recv_sge > SD_MAX_SGE ||
 	    cap.max_inline_data > SD_MAX_INLINE) {
@@ -605,9 +828,7 @@ static struct ibv_qp *op_exp_create_qp(struct ibv_context *ctx, struct ibv_exp_q
 	}
 	if (queue_init(&q->sq, cap.max_send_wr, cap.max_send_sge, cap.max_inline_data) ||
 	    queue_init(&q->rq, cap.max_recv_wr, cap.max_recv_sge, 0)) {
-		queue_free(&q->sq);
-		queue_free(&q->rq);
-		free(q);
+		qp_free(q);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -616,44 +837,50 @@ static struct ibv_qp *op_exp_create_qp(struct ibv_context *ctx, struct ibv_exp_q
 
 	int gone = sd_enter(d);
 	if (gone != 0) {
-		queue_free(&q->sq);
-		queue_free(&q->rq);
-		free(q);
+		qp_free(q);
 		errno = gone;
 		return NULL;
 	}
 	struct sd_cq *scq = sd_cq_of(d, a->send_cq), *rcq = sd_cq_of(d, a->recv_cq);
 	struct sd_pd *pd = (struct sd_pd *)a->pd;
-	/* A live PD of this device, found by address: a stale or foreign
-	 * one is never read. */
-	int ok = scq && rcq && sd_owns(d, SD_PD, a->pd) == 1;
-	if (!ok || grow((void **)&d->qpn, &d->qpncap, d->nqpn + 1, sizeof *d->qpn)) {
+	struct sd_srq *srq = (struct sd_srq *)a->srq;
+	/* A live PD (and SRQ) of this device, found by address: a stale or
+	 * foreign one is never read. */
+	int ok = scq && rcq && sd_owns(d, SD_PD, a->pd) == 1 && (srq == NULL || sd_owns(d, SD_SRQ, srq) == 1);
+	int e = ok ? 0 : EINVAL;
+	if (e == 0 && srq != NULL &&
+	    (q->held.sge = calloc(srq->rq.max_sge ? srq->rq.max_sge : 1, sizeof *q->held.sge)) == NULL)
+		e = ENOMEM;
+	if (e == 0 && grow((void **)&d->qpn, &d->qpncap, d->nqpn + 1, sizeof *d->qpn))
+		e = ENOMEM;
+	if (e != 0) {
 		sd_unlock(d);
-		queue_free(&q->sq);
-		queue_free(&q->rq);
-		free(q);
-		errno = ok ? ENOMEM : EINVAL;
+		qp_free(q);
+		errno = e;
 		return NULL;
 	}
 	q->dev = d;
 	q->pd = pd;
 	q->scq = scq;
 	q->rcq = rcq;
+	q->srq = srq;
 	q->create_flags = flags;
 	q->sig_all = a->sq_sig_all;
 	pd->refs++;
 	scq->refs++;
 	rcq->refs++;
+	if (srq != NULL)
+		srq->refs++;
 	q->ibv.context = ctx;
 	q->ibv.qp_context = a->qp_context;
 	q->ibv.pd = a->pd;
 	q->ibv.send_cq = a->send_cq;
 	q->ibv.recv_cq = a->recv_cq;
-	q->ibv.srq = NULL;
+	q->ibv.srq = a->srq;
 	q->ibv.handle = ++d->next_handle;
 	q->ibv.qp_num = SD_QPN_BASE + d->nqpn;
 	q->ibv.state = IBV_QPS_RESET;
-	q->ibv.qp_type = IBV_QPT_RC;
+	q->ibv.qp_type = a->qp_type;
 	q->ibv.events_completed = 0;
 	pthread_mutex_init(&q->ibv.mutex, NULL);
 	pthread_cond_init(&q->ibv.cond, NULL);
@@ -684,17 +911,29 @@ static struct ibv_qp *op_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a
 	return qp;
 }
 
+/* Drops the references a WQE holds: a WAIT's CQ, an enable's QP, a UD
+ * SEND's link. Each is dropped once (the link pointer is cleared). */
+void sd_wqe_release(struct sd_device *d, struct sd_wqe *w)
+{
+	if (w->op == SD_OP_WAIT)
+		w->u.wait.cq->refs--;
+	else if ((w->op == SD_OP_SEND_EN || w->op == SD_OP_RECV_EN) && w->u.enable.qp != NULL)
+		w->u.enable.qp->refs--;
+	else if ((w->op == SD_OP_SEND || w->op == SD_OP_SEND_IMM) && w->u.ud.link != NULL &&
+	         (w->flags & SD_WQE_UD)) {
+		sd_link_put(d, w->u.ud.link);
+		w->u.ud.link = NULL;
+	}
+}
+
 /* Give back the references held by WQEs that will never run. */
-void sd_queue_release_refs(struct sd_queue *q)
+void sd_queue_release_refs(struct sd_device *d, struct sd_queue *q)
 {
 	for (uint64_t i = q->tail; i < q->head; i++) {
 		struct sd_wqe *w = &q->ring[i % q->depth];
-		if (w->state == SD_WQE_DONE)
+		if (w->state == SD_WQE_DONE && !(w->flags & SD_WQE_UD))
 			continue; /* ran: it let go when it did */
-		if (w->op == SD_OP_WAIT)
-			w->u.wait.cq->refs--;
-		else if ((w->op == SD_OP_SEND_EN || w->op == SD_OP_RECV_EN) && w->u.enable.qp != NULL)
-			w->u.enable.qp->refs--;
+		sd_wqe_release(d, w);
 	}
 }
 
@@ -702,9 +941,9 @@ void sd_queue_release_refs(struct sd_queue *q)
  * the old generation still in a CQ free nothing when polled), the enable
  * base goes back to 0, and enables posted before (by other QPs) release
  * nothing any more. */
-void sd_queue_reset(struct sd_queue *q)
+void sd_queue_reset(struct sd_device *d, struct sd_queue *q)
 {
-	sd_queue_release_refs(q);
+	sd_queue_release_refs(d, q);
 	q->head = q->tail = q->next = q->freed = q->released = q->en_base = q->en_count = 0;
 	q->gen++;
 }
@@ -727,6 +966,18 @@ static long self_refs(struct sd_qp *qp)
 	return n;
 }
 
+/* A QP reset or destroyed while it held an SRQ WQE for a message it was
+ * taking: the WQE is dropped without a completion, as the QP's own
+ * receives are, and its slot in the SRQ is free again (it was copied out
+ * when handed over). */
+static void drop_held(struct sd_qp *q)
+{
+	if (q->held.valid) {
+		q->held.valid = 0;
+		q->srq->rq.freed++;
+	}
+}
+
 /* Destroyed QPs keep their record (not their rings) for good (sd_close),
  * off the QP-number table: a stale handle reads valid memory and misses. */
 static int destroy_qp_locked(struct sd_device *d, struct sd_qp *q)
@@ -734,14 +985,18 @@ static int destroy_qp_locked(struct sd_device *d, struct sd_qp *q)
 	/* Only WQEs of other QPs that still name this one keep it busy. */
 	if (q->refs - self_refs(q) != 0)
 		return EBUSY;
-	sd_queue_release_refs(&q->sq);
-	sd_queue_release_refs(&q->rq);
+	sd_queue_release_refs(d, &q->sq);
+	sd_queue_release_refs(d, &q->rq);
 	sd_rc_stop(d, q);
 	sd_link_put(d, q->path.link);
 	q->path.link = NULL;
 	q->pd->refs--;
 	q->scq->refs--;
 	q->rcq->refs--;
+	if (q->srq != NULL) {
+		drop_held(q);
+		q->srq->refs--;
+	}
 	d->qpn[q->ibv.qp_num - SD_QPN_BASE] = NULL;
 	LIST_REMOVE(d->qps, d->qps_tail, q);
 	drop_events(d, &q->ibv);
@@ -751,6 +1006,8 @@ static int destroy_qp_locked(struct sd_device *d, struct sd_qp *q)
 	queue_free(&q->rq);
 	memset(&q->sq, 0, sizeof q->sq);
 	memset(&q->rq, 0, sizeof q->rq);
+	free(q->held.sge);
+	q->held.sge = NULL;
 	q->dead = 1;
 	q->ibv.state = IBV_QPS_ERR;
 	q->next = d->dead_qps;
@@ -771,25 +1028,30 @@ static int op_destroy_qp(struct ibv_qp *qp)
 }
 
 /*
- * The RC state machine, as the kernel's ib_modify_qp_is_ok and an HCA
- * take it: RESET -> INIT (port, P_Key index and access flags required)
- * -> RTR (the path: an address vector, path MTU, destination QP,
- * rq_psn, max_dest_rd_atomic and min_rnr_timer required) -> RTS
+ * The QP state machine, as the kernel's ib_modify_qp_is_ok and an HCA
+ * take it, for RC: RESET -> INIT (port, P_Key index and access flags
+ * required) -> RTR (the path: an address vector, path MTU, destination
+ * QP, rq_psn, max_dest_rd_atomic and min_rnr_timer required) -> RTS
  * (timeout, retry_cnt, rnr_retry, sq_psn and max_rd_atomic required);
  * INIT -> INIT, RTR -> RTR and RTS -> RTS with the optional attributes;
  * any state -> ERR (WQEs then complete with IBV_WC_WR_FLUSH_ERR) and ->
- * RESET (WQEs are discarded). A required attribute missing, one the
+ * RESET (WQEs are discarded). UC is RC without what acknowledgements and
+ * READs need: RTR takes no max_dest_rd_atomic or min_rnr_timer, RTS only
+ * sq_psn. UD has no path: INIT takes the Q_Key instead of access flags,
+ * RTR nothing, RTS sq_psn; the Q_Key may change in INIT, RTR and RTS (the
+ * tables of ibv_modify_qp(3)). A required attribute missing, one the
  * transition does not take, or a value out of range is EINVAL, before
- * anything changes. The port is Ethernet (RoCE), so the address vector
- * must carry a GRH: its dgid (with sgid_index 0, the device's only GID)
- * names the device the path goes to, this one included.
+ * anything changes. The port is 1, with one GID: on Ethernet (RoCE) the
+ * address vector must carry a GRH, whose dgid (sgid_index 0) names the
+ * device the path goes to, this one included; on InfiniBand the dlid
+ * does unless a GRH is given (sd_lid_of).
  */
 
 /* What modify_qp uses of struct ibv_qp_attr / ibv_exp_qp_attr (the same
  * members in the same order up to alt_timeout). */
 struct sd_qp_attr {
 	enum ibv_qp_state state;
-	uint32_t dest_qpn, rq_psn, sq_psn;
+	uint32_t dest_qpn, rq_psn, sq_psn, qkey;
 	int access;
 	enum ibv_mtu path_mtu;
 	struct ibv_ah_attr ah;
@@ -797,43 +1059,64 @@ struct sd_qp_attr {
 	uint8_t max_rd_atomic, max_dest_rd_atomic, min_rnr_timer, port_num, timeout, retry_cnt, rnr_retry;
 };
 
-#define SD_QP_ATTR_FROM(a) { (a)->qp_state, (a)->dest_qp_num, (a)->rq_psn, (a)->sq_psn, \
+#define SD_QP_ATTR_FROM(a) { (a)->qp_state, (a)->dest_qp_num, (a)->rq_psn, (a)->sq_psn, (a)->qkey, \
 	(a)->qp_access_flags, (a)->path_mtu, (a)->ah_attr, (a)->pkey_index, (a)->max_rd_atomic, \
 	(a)->max_dest_rd_atomic, (a)->min_rnr_timer, (a)->port_num, (a)->timeout, (a)->retry_cnt, (a)->rnr_retry }
 
 enum { SD_MAX_RD_ATOMIC = 16 };
 
-/* Required and optional attributes of each RC transition (the kernel's
- * table); a transition not listed is illegal. */
-static int transition(enum ibv_qp_state cur, enum ibv_qp_state next, uint64_t *req, uint64_t *opt)
+/* Required and optional attributes of each transition of a QP of type t
+ * (the kernel's table); a transition not listed is illegal. */
+static int transition(enum ibv_qp_type t, enum ibv_qp_state cur, enum ibv_qp_state next, uint64_t *req,
+                      uint64_t *opt)
 {
+	const uint64_t init = t == IBV_QPT_UD ? IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY
+	                                      : IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
 	*req = *opt = 0;
 	if (next == IBV_QPS_RESET || next == IBV_QPS_ERR)
 		return 1;
 	switch (cur * 16 + next) {
 	case IBV_QPS_RESET * 16 + IBV_QPS_INIT:
-		*req = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+		*req = init;
 		return 1;
 	case IBV_QPS_INIT * 16 + IBV_QPS_INIT:
-		*opt = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+		*opt = init;
 		return 1;
 	case IBV_QPS_INIT * 16 + IBV_QPS_RTR:
-		*req = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-		       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		if (t == IBV_QPT_UD) {
+			*opt = IBV_QP_PKEY_INDEX | IBV_QP_QKEY;
+			return 1;
+		}
+		*req = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+		if (t == IBV_QPT_RC)
+			*req |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 		*opt = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX;
 		return 1;
 	case IBV_QPS_RTR * 16 + IBV_QPS_RTR:
+		if (t == IBV_QPT_UD)
+			return 0;
 		*opt = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX;
 		return 1;
 	case IBV_QPS_RTR * 16 + IBV_QPS_RTS:
-		*req = IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-		       IBV_QP_MAX_QP_RD_ATOMIC;
-		*opt = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER |
-		       IBV_QP_PATH_MIG_STATE;
+		*req = IBV_QP_SQ_PSN;
+		if (t == IBV_QPT_UD) {
+			*opt = IBV_QP_CUR_STATE | IBV_QP_QKEY;
+			return 1;
+		}
+		*opt = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MIG_STATE;
+		if (t == IBV_QPT_RC) {
+			*req |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+			*opt |= IBV_QP_MIN_RNR_TIMER;
+		}
 		return 1;
 	case IBV_QPS_RTS * 16 + IBV_QPS_RTS:
-		*opt = IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE |
-		       IBV_QP_MIN_RNR_TIMER;
+		if (t == IBV_QPT_UD) {
+			*opt = IBV_QP_CUR_STATE | IBV_QP_QKEY;
+			return 1;
+		}
+		*opt = IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE;
+		if (t == IBV_QPT_RC)
+			*opt |= IBV_QP_MIN_RNR_TIMER;
 		return 1;
 	}
 	return 0;
@@ -852,7 +1135,7 @@ static int modify_qp(struct ibv_qp *qp, struct sd_qp_attr *a, uint64_t mask)
 	enum ibv_qp_state cur = q->ibv.state;
 	enum ibv_qp_state next = (mask & IBV_QP_STATE) ? a->state : cur;
 	uint64_t req, opt;
-	if (mask >> 21 != 0 || !transition(cur, next, &req, &opt))
+	if (mask >> 21 != 0 || !transition(q->ibv.qp_type, cur, next, &req, &opt))
 		goto out; /* exp-only attributes (DC, RSS, ...), or an illegal transition */
 	uint64_t given = mask & ~(uint64_t)IBV_QP_STATE;
 	if ((given & req) != req || (given & ~(req | opt)) != 0)
@@ -910,6 +1193,8 @@ static int modify_qp(struct ibv_qp *qp, struct sd_qp_attr *a, uint64_t mask)
 	}
 	if (mask & IBV_QP_ACCESS_FLAGS)
 		q->access = a->access;
+	if (mask & IBV_QP_QKEY)
+		q->qkey = a->qkey;
 	if (mask & IBV_QP_DEST_QPN)
 		path->dest_qpn = a->dest_qpn;
 	if (mask & IBV_QP_RQ_PSN)
@@ -934,8 +1219,12 @@ static int modify_qp(struct ibv_qp *qp, struct sd_qp_attr *a, uint64_t mask)
 		path->max_dest_rd_atomic = a->max_dest_rd_atomic;
 	if (next == IBV_QPS_RESET) {
 		sd_rc_stop(d, q);
-		sd_queue_reset(&q->sq);
-		sd_queue_reset(&q->rq);
+		sd_queue_reset(d, &q->sq);
+		sd_queue_reset(d, &q->rq);
+		if (q->srq != NULL)
+			drop_held(q);
+		q->last_wqe = 0;
+		q->qkey = 0;
 		sd_link_put(d, path->link);
 		memset(path, 0, sizeof *path);
 		memset(&q->req, 0, sizeof q->req);
@@ -1001,6 +1290,7 @@ int sd_op_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 	attr->min_rnr_timer = q->path.min_rnr_timer;
 	attr->max_rd_atomic = q->path.max_rd_atomic;
 	attr->max_dest_rd_atomic = q->path.max_dest_rd_atomic;
+	attr->qkey = q->qkey;
 	if (q->path.link != NULL) {
 		attr->ah_attr.is_global = q->path.global;
 		memcpy(attr->ah_attr.grh.dgid.raw, q->path.dgid, 16);
@@ -1014,31 +1304,54 @@ int sd_op_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 	init->send_cq = q->ibv.send_cq;
 	init->recv_cq = q->ibv.recv_cq;
 	init->cap = cap;
-	init->qp_type = IBV_QPT_RC;
+	init->qp_type = q->ibv.qp_type;
+	init->srq = q->ibv.srq;
 	init->sq_sig_all = q->sig_all;
 	sd_unlock(d);
 	(void)mask; /* every attribute is filled, as providers may */
 	return 0;
 }
 
+/* ibv_exp_query_intf: the accelerated verbs families (ibv_intf,
+ * perftest's --verb_type=accl) are not simulated. Without the op the
+ * header's inline returns NULL with errno ENOSYS and leaves *status as
+ * the caller had it (ibv_intf then prints a status of 0, "OK"); with it
+ * the caller learns IBV_EXP_INTF_STAT_INTF_NOT_SUPPORTED. */
+static void *op_exp_query_intf(struct ibv_context *ctx, struct ibv_exp_query_intf_params *params,
+                               enum ibv_exp_query_intf_status *status)
+{
+	(void)ctx;
+	(void)params;
+	if (status != NULL)
+		*status = IBV_EXP_INTF_STAT_INTF_NOT_SUPPORTED;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
 /* ------------------------------------------------------------------ */
 /* Device queries                                                       */
 /* ------------------------------------------------------------------ */
 
-static void fill_common_attr(struct sd_device *d, char *fw_ver, uint64_t *node_guid, int *max_qp,
-                             int *max_qp_wr, int *max_sge, int *max_cq, int *max_cqe, int *max_mr,
-                             int *max_pd)
-{
-	strcpy(fw_ver, "softdev-2");
-	*node_guid = d->node_guid;
-	*max_qp = 1 << 16;
-	*max_qp_wr = (int)d->max_qp_wr;
-	*max_sge = SD_MAX_SGE;
-	*max_cq = 1 << 16;
-	*max_cqe = (int)d->max_cqe;
-	*max_mr = 1 << 24;
-	*max_pd = 1 << 16;
-}
+/* The limits both queries report: ibv_query_device's struct and the exp
+ * one have these members, at different offsets. */
+#define FILL_COMMON_ATTR(d, a) do {                                              \
+	strcpy((a)->fw_ver, "softdev-2");                                        \
+	(a)->node_guid = (d)->node_guid;                                         \
+	(a)->sys_image_guid = (d)->node_guid;                                    \
+	(a)->max_qp = 1 << 16;                                                   \
+	(a)->max_qp_wr = (int)(d)->max_qp_wr;                                    \
+	(a)->max_sge = SD_MAX_SGE;                                               \
+	(a)->max_cq = 1 << 16;                                                   \
+	(a)->max_cqe = (int)(d)->max_cqe;                                        \
+	(a)->max_mr = 1 << 24;                                                   \
+	(a)->max_pd = 1 << 16;                                                   \
+	(a)->max_ah = 1 << 16;                                                   \
+	(a)->max_srq = 1 << 16;                                                  \
+	(a)->max_srq_wr = (int)(d)->max_qp_wr;                                   \
+	(a)->max_srq_sge = SD_MAX_SGE;                                           \
+	(a)->phys_port_cnt = 1;                                                  \
+	(a)->max_qp_rd_atom = (a)->max_qp_init_rd_atom = (a)->max_res_rd_atom = SD_MAX_RD_ATOMIC; \
+} while (0)
 
 static int op_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 {
@@ -1046,12 +1359,8 @@ static int op_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 	if (err != 0)
 		return err;
 	memset(a, 0, sizeof *a);
-	fill_common_attr(sd_dev(ctx), a->fw_ver, &a->node_guid, &a->max_qp, &a->max_qp_wr, &a->max_sge,
-	                 &a->max_cq, &a->max_cqe, &a->max_mr, &a->max_pd);
-	a->phys_port_cnt = 1;
-	a->sys_image_guid = a->node_guid;
+	FILL_COMMON_ATTR(sd_dev(ctx), a);
 	a->atomic_cap = IBV_ATOMIC_HCA;
-	a->max_qp_rd_atom = a->max_qp_init_rd_atom = a->max_res_rd_atom = SD_MAX_RD_ATOMIC;
 	return 0;
 }
 
@@ -1067,12 +1376,8 @@ static int op_exp_query_device(struct ibv_context *ctx, struct ibv_exp_device_at
 	const uint64_t ops = 1ull << IBV_EXP_CALC_OP_ADD | 1ull << IBV_EXP_CALC_OP_BAND |
 	                     1ull << IBV_EXP_CALC_OP_BXOR | 1ull << IBV_EXP_CALC_OP_BOR;
 	memset(a, 0, offsetof(struct ibv_exp_device_attr, comp_mask));
-	fill_common_attr(sd_dev(ctx), a->fw_ver, &a->node_guid, &a->max_qp, &a->max_qp_wr, &a->max_sge,
-	                 &a->max_cq, &a->max_cqe, &a->max_mr, &a->max_pd);
-	a->phys_port_cnt = 1;
-	a->sys_image_guid = a->node_guid;
+	FILL_COMMON_ATTR(sd_dev(ctx), a);
 	a->exp_atomic_cap = IBV_EXP_ATOMIC_HCA; /* replies in host order */
-	a->max_qp_rd_atom = a->max_qp_init_rd_atom = a->max_res_rd_atom = SD_MAX_RD_ATOMIC;
 	a->comp_mask = want & (IBV_EXP_DEVICE_ATTR_CALC_CAP | IBV_EXP_DEVICE_ATTR_EXP_CAP_FLAGS);
 	if (want & IBV_EXP_DEVICE_ATTR_CALC_CAP) {
 		a->calc_cap.data_types = 1ull << IBV_EXP_CALC_DATA_TYPE_INT |
@@ -1381,6 +1686,13 @@ int sd_init(struct sd_device *d, const struct sd_config *cfg)
 	o->destroy_qp = op_destroy_qp;
 	o->post_send = sd_op_post_send;
 	o->post_recv = sd_op_post_recv;
+	o->create_srq = op_create_srq;
+	o->modify_srq = op_modify_srq;
+	o->query_srq = op_query_srq;
+	o->destroy_srq = op_destroy_srq;
+	o->post_srq_recv = sd_op_post_srq_recv;
+	o->create_ah = op_create_ah;
+	o->destroy_ah = op_destroy_ah;
 
 	/* The experimental entry points the inline verbs dispatch to. */
 	d->exp.sz = sizeof(struct verbs_context_exp);
@@ -1397,6 +1709,7 @@ int sd_init(struct sd_device *d, const struct sd_config *cfg)
 	d->exp.drv_exp_ibv_poll_cq = sd_op_exp_poll_cq;
 	d->exp.lib_exp_post_task = sd_op_post_task;
 	d->exp.drv_exp_post_task = sd_op_post_task;
+	d->exp.exp_query_intf = op_exp_query_intf;
 	return 0;
 }
 
@@ -1458,8 +1771,9 @@ static void free_tables(struct ibv_context *ctx)
  * ibv_poll_cq, ibv_exp_post_task, …) read qp->context, the context's
  * dispatch tables and the exp record before any code of the device runs,
  * and a caller may do that at any moment, Close or not. So the device's
- * record, its lock and the records of every PD, MR, CQ and QP live at
- * Close (and of every CQ and QP destroyed before) are never freed: they
+ * record, its lock and the records of every PD, MR, CQ, QP, SRQ and AH
+ * live at Close (and of every CQ, QP and SRQ destroyed before) are never
+ * freed: they
  * stay as tombstones whose entry points take the lock, find the device
  * closed and fail with ENODEV (sd_enter). Everything else goes: rings,
  * scatter/gather and inline areas, the tables, the event queue, the
@@ -1483,12 +1797,26 @@ void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks)
 		queue_free(&q->rq);
 		memset(&q->sq, 0, sizeof q->sq);
 		memset(&q->rq, 0, sizeof q->rq);
+		free(q->held.sge);
+		q->held.sge = NULL;
 		q->ibv.state = IBV_QPS_ERR;
 	}
 	for (struct sd_cq *c = d->cqs; c != NULL; c = c->next) {
 		leaks->cqs++;
 		free(c->ring);
 		c->ring = NULL;
+		if (c->notify_fd >= 0)
+			close(c->notify_fd);
+		c->notify_fd = -1;
+	}
+	for (struct sd_srq *r = d->srqs; r != NULL; r = r->next) {
+		leaks->srqs++;
+		queue_free(&r->rq);
+		memset(&r->rq, 0, sizeof r->rq);
+	}
+	for (struct sd_ah *h = d->ahs; h != NULL; h = h->next) {
+		leaks->ahs++;
+		h->link = NULL; /* free_tables frees the links */
 	}
 	for (struct sd_mr *m = d->mrs; m != NULL; m = m->next)
 		leaks->mrs++;
@@ -1530,9 +1858,21 @@ void sd_fini(struct sd_device *d)
 			d->qps = q->next;
 		else
 			d->dead_qps = q->next;
-		queue_free(&q->sq);
-		queue_free(&q->rq);
-		free(q);
+		qp_free(q);
+	}
+	while (d->srqs != NULL || d->dead_srqs != NULL) {
+		struct sd_srq *r = d->srqs != NULL ? d->srqs : d->dead_srqs;
+		if (r == d->srqs)
+			d->srqs = r->next;
+		else
+			d->dead_srqs = r->next;
+		queue_free(&r->rq);
+		free(r);
+	}
+	while (d->ahs != NULL) {
+		struct sd_ah *h = d->ahs;
+		d->ahs = h->next;
+		free(h);
 	}
 	while (d->cqs != NULL || d->dead_cqs != NULL) {
 		struct sd_cq *c = d->cqs != NULL ? d->cqs : d->dead_cqs;
@@ -1620,6 +1960,8 @@ int sd_dereg_mr(struct ibv_context *ctx, struct ibv_mr *mr)
 	return ok ? 0 : EINVAL;
 }
 
+/* ibv_destroy_cq, with the library's bookkeeping: the CQ's completion
+ * channel counts one CQ fewer (refcnt, under the context's mutex). */
 int sd_destroy_cq(struct ibv_context *ctx, struct ibv_cq *cq)
 {
 	struct sd_device *d = sd_dev(ctx);
@@ -1628,7 +1970,18 @@ int sd_destroy_cq(struct ibv_context *ctx, struct ibv_cq *cq)
 		return err;
 	int ok = sd_cq_of(d, cq) != NULL;
 	sd_unlock(d);
-	return ok ? ctx->ops.destroy_cq(cq) : EINVAL;
+	if (!ok)
+		return EINVAL;
+	struct ibv_comp_channel *ch = cq->channel;
+	if (ch != NULL)
+		pthread_mutex_lock(&ch->context->mutex);
+	err = ctx->ops.destroy_cq(cq);
+	if (ch != NULL) {
+		if (err == 0)
+			--ch->refcnt;
+		pthread_mutex_unlock(&ch->context->mutex);
+	}
+	return err;
 }
 
 int sd_destroy_qp(struct ibv_context *ctx, struct ibv_qp *qp)
@@ -1659,4 +2012,114 @@ int sd_modify_qp(struct ibv_context *ctx, struct ibv_qp *qp, struct ibv_qp_attr 
 int sd_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr)
 {
 	return ctx->ops.query_port(ctx, port, attr);
+}
+
+/* ibv_create_srq: the op, then what libibverbs fills in (context,
+ * srq_context, pd, events_completed, mutex, cond). */
+struct ibv_srq *sd_create_srq(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_srq_init_attr *attr,
+                              int *err)
+{
+	struct sd_device *d = sd_dev(ctx);
+	if ((*err = sd_enter(d)) != 0)
+		return NULL;
+	int ok = sd_owns(d, SD_PD, pd) == 1;
+	sd_unlock(d);
+	if (!ok || attr == NULL) {
+		*err = EINVAL;
+		return NULL;
+	}
+	errno = 0;
+	struct ibv_srq *srq = ctx->ops.create_srq(pd, attr);
+	if (srq == NULL) {
+		*err = errno ? errno : ENOMEM;
+		return NULL;
+	}
+	srq->context = ctx;
+	srq->srq_context = attr->srq_context;
+	srq->pd = pd;
+	srq->events_completed = 0;
+	pthread_mutex_init(&srq->mutex, NULL);
+	pthread_cond_init(&srq->cond, NULL);
+	return srq;
+}
+
+/* The SRQ verbs on a handle that must be a live SRQ of the device. */
+static int srq_live(struct sd_device *d, struct ibv_srq *srq)
+{
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
+	err = sd_owns(d, SD_SRQ, srq) == 1 ? 0 : EINVAL;
+	sd_unlock(d);
+	return err;
+}
+
+int sd_modify_srq(struct ibv_context *ctx, struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)
+{
+	int err = srq_live(sd_dev(ctx), srq);
+	if (err == 0 && attr == NULL)
+		err = EINVAL;
+	return err != 0 ? err : ctx->ops.modify_srq(srq, attr, mask);
+}
+
+int sd_query_srq(struct ibv_context *ctx, struct ibv_srq *srq, struct ibv_srq_attr *attr)
+{
+	int err = srq_live(sd_dev(ctx), srq);
+	if (err == 0 && attr == NULL)
+		err = EINVAL;
+	return err != 0 ? err : ctx->ops.query_srq(srq, attr);
+}
+
+int sd_destroy_srq(struct ibv_context *ctx, struct ibv_srq *srq)
+{
+	int err = srq_live(sd_dev(ctx), srq);
+	return err != 0 ? err : ctx->ops.destroy_srq(srq);
+}
+
+/* ibv_post_srq_recv is the header's inline verb, which reads
+ * srq->context first: the handle is checked before that. */
+int sd_post_srq_recv(struct ibv_context *ctx, struct ibv_srq *srq, struct ibv_recv_wr *wr,
+                     struct ibv_recv_wr **bad)
+{
+	int err = srq_live(sd_dev(ctx), srq);
+	if (err != 0) {
+		if (bad != NULL)
+			*bad = wr;
+		return err;
+	}
+	return ctx->ops.post_srq_recv(srq, wr, bad);
+}
+
+/* ibv_create_ah: the op, then what libibverbs fills in (context, pd). */
+struct ibv_ah *sd_create_ah(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_ah_attr *attr, int *err)
+{
+	struct sd_device *d = sd_dev(ctx);
+	struct ibv_ah *ah = NULL;
+	if ((*err = sd_enter(d)) != 0)
+		return NULL;
+	errno = 0;
+	if (sd_owns(d, SD_PD, pd) != 1 || attr == NULL)
+		errno = EINVAL;
+	else
+		ah = create_ah_locked(d, (struct sd_pd *)pd, attr);
+	if (ah == NULL)
+		*err = errno ? errno : ENOMEM;
+	sd_unlock(d);
+	return ah;
+}
+
+/* ibv_destroy_ah, checking the handle by address first (a destroyed
+ * AH's record is freed: it is never read). */
+int sd_destroy_ah(struct ibv_context *ctx, struct ibv_ah *ah)
+{
+	struct sd_device *d = sd_dev(ctx);
+	int err = sd_enter(d);
+	if (err != 0)
+		return err;
+	if (sd_owns(d, SD_AH, ah) == 1)
+		destroy_ah_locked(d, (struct sd_ah *)ah);
+	else
+		err = EINVAL;
+	sd_unlock(d);
+	return err;
 }

@@ -126,10 +126,17 @@ static void rearm(struct sd_device *d, struct sd_qp *q)
 /* Packets out                                                          */
 /* ------------------------------------------------------------------ */
 
+/* The transport of a QP's packets. */
+static uint8_t tp_of(const struct sd_qp *q)
+{
+	return q->ibv.qp_type == IBV_QPT_UD ? SD_TP_UD : q->ibv.qp_type == IBV_QPT_UC ? SD_TP_UC : SD_TP_RC;
+}
+
 static void pkt_init(struct sd_pkt *p, const struct sd_qp *q, uint8_t op, uint32_t psn)
 {
 	memset(p, 0, sizeof *p);
 	p->op = op;
+	p->tp = tp_of(q);
 	p->dst_qpn = q->path.dest_qpn;
 	p->src_qpn = q->ibv.qp_num;
 	p->psn = psn;
@@ -309,6 +316,7 @@ int sd_rc_transmit(struct sd_device *d, struct sd_qp *q)
 	struct sd_wqe *w = sd_wqe_at(&q->sq, pos, &sg);
 	struct sd_link *l = q->path.link;
 
+	int uc = q->ibv.qp_type == IBV_QPT_UC;
 	if (r->rnr_wait)
 		return 0;
 	if (w->state == SD_WQE_QUEUED) {
@@ -327,11 +335,13 @@ int sd_rc_transmit(struct sd_device *d, struct sd_qp *q)
 		if (psn_diff(r->npsn, r->una) >= SD_WINDOW || sd_link_busy(d, l))
 			return 0;
 		/* A SEND to a QP of this device with no receive WQE for it
-		 * waits here instead of being NAKed (see the top). */
-		if (l->kind == SD_LINK_LOOP && (w->op == SD_OP_SEND || w->op == SD_OP_SEND_IMM || w->op == SD_OP_WRITE_IMM)) {
+		 * waits here instead of being NAKed (see the top). UC has no
+		 * RNR: there the message is sent, and dropped. */
+		if (!uc && l->kind == SD_LINK_LOOP &&
+		    (w->op == SD_OP_SEND || w->op == SD_OP_SEND_IMM || w->op == SD_OP_WRITE_IMM)) {
 			struct sd_qp *p = sd_qp_by_num(d, q->path.dest_qpn);
 			if (p != NULL && (p->ibv.state == IBV_QPS_RTR || p->ibv.state == IBV_QPS_RTS) &&
-			    p->path.link == &d->loop && p->path.dest_qpn == q->ibv.qp_num && !sd_rq_ready(&p->rq))
+			    p->path.link == &d->loop && p->path.dest_qpn == q->ibv.qp_num && !sd_recv_ready(p))
 				return 0;
 		}
 		uint64_t len = w->op == SD_OP_CMP_SWAP || w->op == SD_OP_FETCH_ADD ? 8 : w->u.xfer.length;
@@ -346,7 +356,9 @@ int sd_rc_transmit(struct sd_device *d, struct sd_qp *q)
 		if (rdat)
 			r->rd_out++;
 		w->state = SD_WQE_SENT;
-		if (r->una == w->psn || !r->armed)
+		if (uc)
+			r->una = r->npsn; /* nothing is ever answered: nothing outstanding */
+		else if (r->una == w->psn || !r->armed)
 			rearm(d, q);
 	} else if (sd_link_busy(d, l)) {
 		return 0;
@@ -360,6 +372,18 @@ int sd_rc_transmit(struct sd_device *d, struct sd_qp *q)
 	 * answer takes. */
 	int whole = is_rdatomic(w->op) || r->sent + n >= w->npkts;
 	r->sent = whole ? 0 : r->sent + n;
+	if (uc) {
+		/* UC: the requester completes a WQE when its last packet is out
+		 * (IB spec 9.7.x: no acknowledgements, no retries). */
+		if (whole) {
+			q->sq.next = pos + 1;
+			r->hw = q->sq.next;
+			w->state = SD_WQE_DONE;
+			w->status = IBV_WC_SUCCESS;
+			sd_sq_retire(d, q);
+		}
+		return 1;
+	}
 	if (l->kind == SD_LINK_LOOP) {
 		d->loop_sender = q;
 		d->loop_upto = whole ? psn_add(w->psn, w->npkts) : psn_add(w->psn, r->sent);
@@ -369,6 +393,71 @@ int sd_rc_transmit(struct sd_device *d, struct sd_qp *q)
 		if (q->sq.next > r->hw)
 			r->hw = q->sq.next;
 	}
+	return 1;
+}
+
+/*
+ * UD: a SEND is one datagram to the QP and Q_Key its WR named, at the
+ * device its address handle names (u.ud), with a GRH if that handle had
+ * one, and the requester completes it once the datagram is out: nothing
+ * answers it, and what is not taken (no such QP, a wrong Q_Key, no
+ * receive WQE) is dropped there unseen. A Q_Key with its high bit set
+ * means the QP's own (IB spec 10.2.4, as mlx4 and mlx5 send it). A
+ * datagram longer than the port's MTU completes too and is never
+ * delivered: the fabric drops it (rxe's fake_udp_send, after IBA 10.7.3).
+ * Local SGEs are checked first (IBV_WC_LOC_PROT_ERR), as for any send.
+ * Returns 1 if it moved.
+ */
+int sd_ud_transmit(struct sd_device *d, struct sd_qp *q)
+{
+	struct ibv_sge *sg;
+	struct sd_wqe *w = sd_wqe_at(&q->sq, q->sq.next, &sg);
+	struct sd_link *l = w->u.ud.link;
+	if (!(w->flags & SD_WQE_UD) || l == NULL) {
+		sd_sq_done_next(d, q, IBV_WC_LOC_QP_OP_ERR); /* cannot be: post builds every UD SEND */
+		return 1;
+	}
+	if (sd_link_busy(d, l))
+		return 0;
+	if (!(w->flags & SD_WQE_INLINE) && !sd_local_ok(d, q->pd, sg, w->num_sge, 0)) {
+		sd_wqe_release(d, w);
+		sd_sq_done_next(d, q, IBV_WC_LOC_PROT_ERR);
+		return 1;
+	}
+	struct src s;
+	wqe_src(q, q->sq.next, w, sg, &s);
+	if (s.len <= sd_port_mtu(d)) {
+		struct sd_pkt p;
+		pkt_init(&p, q, SD_PKT_SEND_ONLY, q->req.npsn);
+		p.dst_qpn = w->u.ud.remote_qpn;
+		p.qkey = (w->u.ud.remote_qkey & 0x80000000u) ? q->qkey : w->u.ud.remote_qkey;
+		p.len = (uint32_t)s.len;
+		if (s.flat != NULL) {
+			p.data = s.flat;
+		} else {
+			p.sg = s.sg;
+			p.nsg = s.nsg;
+		}
+		if (w->op == SD_OP_SEND_IMM) {
+			p.flags |= SD_PKT_F_IMM;
+			p.imm = w->u.ud.imm;
+		}
+		if (w->flags & SD_WQE_SOLICITED)
+			p.flags |= SD_PKT_F_SE;
+		if (w->flags & SD_WQE_GRH) {
+			p.flags |= SD_PKT_F_GRH;
+			p.hop_limit = w->u.ud.hop_limit;
+		}
+		sd_link_send(d, l, &p);
+		q->ws.tx_pkts++;
+	} else {
+		q->ws.dropped++;
+	}
+	w->psn = q->req.npsn;
+	w->npkts = 1;
+	q->req.npsn = q->req.una = psn_add(q->req.npsn, 1);
+	sd_wqe_release(d, w);
+	sd_sq_done_next(d, q, IBV_WC_SUCCESS);
 	return 1;
 }
 
@@ -691,10 +780,46 @@ static void place(const struct ibv_sge *dst, int nd, uint64_t off, const struct 
 	}
 }
 
+/* UC: the message being taken is abandoned (a packet lost, or one out
+ * of sequence). Its receive WQE is not completed and takes the next
+ * message (class D1 of rxe's responder, as IB spec 9.8.x has a UC
+ * responder silently drop an incomplete message); what an RDMA WRITE
+ * placed stays. */
+static void uc_abandon(struct sd_qp *q)
+{
+	q->resp.in_msg = 0;
+	q->resp.off = 0;
+}
+
+/* UC: drops the rest of the current message, silently: UC errors are
+ * never answered (class D/E), the QP stays in its state. */
+static void uc_drop(struct sd_qp *q)
+{
+	uc_abandon(q);
+	q->resp.drop_msg = 1;
+	q->ws.dropped++;
+}
+
+/*
+ * A request packet for an RC or UC QP. RC is described at the top. UC,
+ * as rxe's responder takes it (check_psn, check_op_seq, check_op_valid,
+ * and its class D/E errors) and the IB spec's UC responder: a packet with
+ * the expected PSN continues or starts a message; after a PSN gap the
+ * message in progress is dropped and nothing is taken until a FIRST or
+ * ONLY packet starts a new one (with whatever PSN it carries, which the
+ * responder then expects from). A continuation of the wrong kind, an RDMA
+ * WRITE the QP's access flags or the MRs refuse, packet lengths that
+ * break the path MTU rules and a SEND or an RDMA WRITE with immediate
+ * finding no receive WQE drop the message, silently. Nothing is ever
+ * acknowledged. A SEND longer than its receive WQE completes that WQE
+ * with IBV_WC_LOC_LEN_ERR, as for RC (and the QP goes to the error
+ * state, as an error CQE takes mlx4 and mlx5 QPs there).
+ */
 static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_pkt *p)
 {
 	struct sd_resp *s = &q->resp;
 	uint32_t mtu = q->path.mtu;
+	int uc = q->ibv.qp_type == IBV_QPT_UC;
 
 	if (q->ibv.state != IBV_QPS_RTR && q->ibv.state != IBV_QPS_RTS) {
 		q->ws.dropped++;
@@ -704,22 +829,6 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 		s->comm_est = 1;
 		sd_raise(d, IBV_EVENT_COMM_EST, &q->ibv);
 	}
-	int32_t diff = psn_diff(p->psn, s->epsn);
-	if (diff > 0) {
-		if (!s->nak_sent) {
-			s->nak_sent = 1;
-			send_ack(d, q, SD_AETH_NAK_SEQ, s->epsn);
-		} else {
-			q->ws.dropped++;
-		}
-		return;
-	}
-	if (diff < 0) {
-		duplicate(d, q, p);
-		return;
-	}
-	s->nak_sent = 0;
-
 	int send = p->op >= SD_PKT_SEND_FIRST && p->op <= SD_PKT_SEND_ONLY;
 	int write = p->op >= SD_PKT_WRITE_FIRST && p->op <= SD_PKT_WRITE_ONLY;
 	int starts = p->op == SD_PKT_SEND_FIRST || p->op == SD_PKT_SEND_ONLY || p->op == SD_PKT_WRITE_FIRST ||
@@ -729,36 +838,59 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 	           p->op == SD_PKT_WRITE_ONLY;
 	int imm = (p->flags & SD_PKT_F_IMM) != 0;
 	int rq_flags = (imm ? SD_RQ_IMM : 0) | ((p->flags & SD_PKT_F_SE) ? SD_RQ_SOLICITED : 0);
+	int32_t diff = psn_diff(p->psn, s->epsn);
 
-	/* The opcode sequence: a message's middle and last packets follow
-	 * its first, of its kind; a new message waits for the last one. */
-	if ((s->in_msg == SD_OP_SEND && !(send && !starts)) || (s->in_msg == SD_OP_WRITE && !(write && !starts)) ||
-	    (!s->in_msg && !starts) || (imm && !ends) || (!send && !write && !starts)) {
-		responder_fatal(d, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
-		return;
-	}
-	/* What the QP lets a requester do. */
-	int need = write ? IBV_ACCESS_REMOTE_WRITE : p->op == SD_PKT_READ_REQ ? IBV_ACCESS_REMOTE_READ :
-	           (p->op == SD_PKT_CMP_SWAP || p->op == SD_PKT_FETCH_ADD) ? IBV_ACCESS_REMOTE_ATOMIC : 0;
-	if (need && !(q->access & need)) {
-		responder_fatal(d, q, SD_AETH_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
-		return;
-	}
-	/* A receive WQE for a SEND's first packet, or for the immediate of
-	 * an RDMA WRITE's last; without one, RNR: nothing happens here. */
-	if ((send && starts) || (write && imm)) {
-		if (!sd_rq_ready(&q->rq)) {
-			/* Later packets of this attempt are dropped, not NAKed
-			 * again, until the requester resends this one. */
-			s->nak_sent = 1;
-			send_ack(d, q, SD_AETH_RNR, p->psn);
+	if (uc) {
+		if (s->drop_msg || diff != 0) {
+			if (!starts) {
+				uc_drop(q);
+				return;
+			}
+			uc_abandon(q);
+			s->drop_msg = 0;
+			s->epsn = p->psn;
+		}
+		if (s->in_msg && starts)
+			uc_abandon(q); /* a new message before the last one ended */
+		if ((s->in_msg == SD_OP_SEND && !send) || (s->in_msg == SD_OP_WRITE && !write) ||
+		    (!s->in_msg && !starts) || (imm && !ends) || (!send && !write)) {
+			uc_drop(q);
 			return;
 		}
-	}
-	if ((p->op == SD_PKT_READ_REQ || p->op == SD_PKT_CMP_SWAP || p->op == SD_PKT_FETCH_ADD) &&
-	    q->path.max_dest_rd_atomic == 0) {
-		responder_fatal(d, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
-		return;
+		if (write && !(q->access & IBV_ACCESS_REMOTE_WRITE)) {
+			uc_drop(q);
+			return;
+		}
+	} else {
+		if (diff > 0) {
+			if (!s->nak_sent) {
+				s->nak_sent = 1;
+				send_ack(d, q, SD_AETH_NAK_SEQ, s->epsn);
+			} else {
+				q->ws.dropped++;
+			}
+			return;
+		}
+		if (diff < 0) {
+			duplicate(d, q, p);
+			return;
+		}
+		s->nak_sent = 0;
+		/* The opcode sequence: a message's middle and last packets
+		 * follow its first, of its kind; a new message waits for the
+		 * last one. */
+		if ((s->in_msg == SD_OP_SEND && !(send && !starts)) || (s->in_msg == SD_OP_WRITE && !(write && !starts)) ||
+		    (!s->in_msg && !starts) || (imm && !ends) || (!send && !write && !starts)) {
+			responder_fatal(d, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
+			return;
+		}
+		/* What the QP lets a requester do. */
+		int need = write ? IBV_ACCESS_REMOTE_WRITE : p->op == SD_PKT_READ_REQ ? IBV_ACCESS_REMOTE_READ :
+		           (p->op == SD_PKT_CMP_SWAP || p->op == SD_PKT_FETCH_ADD) ? IBV_ACCESS_REMOTE_ATOMIC : 0;
+		if (need && !(q->access & need)) {
+			responder_fatal(d, q, SD_AETH_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
+			return;
+		}
 	}
 	/* Packet lengths: first and middle packets are exactly path_mtu,
 	 * last ones 1..path_mtu, only ones up to path_mtu. */
@@ -771,6 +903,34 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 		bad_len = 1;
 	if ((write || p->op == SD_PKT_READ_REQ) && starts && p->dma_len > 0x80000000u)
 		bad_len = 1;
+	if (bad_len && uc) {
+		uc_drop(q);
+		return;
+	}
+	/* A receive WQE for a SEND's first packet, or for the immediate of
+	 * an RDMA WRITE's last; without one, RNR: nothing happens here (UC:
+	 * the message is dropped). The WQE is taken then (from an SRQ: handed
+	 * out to this QP). */
+	if ((send && starts) || (write && imm)) {
+		if (!sd_recv_ready(q)) {
+			if (uc) {
+				uc_drop(q);
+				return;
+			}
+			/* Later packets of this attempt are dropped, not NAKed
+			 * again, until the requester resends this one. */
+			s->nak_sent = 1;
+			send_ack(d, q, SD_AETH_RNR, p->psn);
+			return;
+		}
+		if (!bad_len)
+			sd_recv_take(d, q);
+	}
+	if ((p->op == SD_PKT_READ_REQ || p->op == SD_PKT_CMP_SWAP || p->op == SD_PKT_FETCH_ADD) &&
+	    q->path.max_dest_rd_atomic == 0) {
+		responder_fatal(d, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
+		return;
+	}
 	if (bad_len) {
 		responder_fatal(d, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
 		return;
@@ -778,22 +938,26 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 
 	if (send) {
 		struct ibv_sge *rsg;
-		struct sd_wqe *r = sd_wqe_at(&q->rq, q->rq.tail, &rsg);
+		uint64_t rlen;
+		int rnsge;
+		sd_recv_wqe(q, &rlen, &rsg, &rnsge);
 		if (starts) {
 			s->off = 0;
-			if (!sd_local_ok(d, q->pd, rsg, r->num_sge, 1)) {
+			if (!sd_local_ok(d, q->pd, rsg, rnsge, 1)) {
 				sd_rq_complete(d, q, IBV_WC_LOC_PROT_ERR, IBV_EXP_WC_RECV, 0, 0, 0);
-				send_ack(d, q, SD_AETH_NAK_OP, p->psn);
+				if (!uc)
+					send_ack(d, q, SD_AETH_NAK_OP, p->psn);
 				return;
 			}
 		}
-		if (s->off + p->len > r->u.xfer.length) {
+		if (s->off + p->len > rlen) {
 			s->in_msg = 0;
 			sd_rq_complete(d, q, IBV_WC_LOC_LEN_ERR, IBV_EXP_WC_RECV, 0, 0, 0);
-			send_ack(d, q, SD_AETH_NAK_INV, p->psn);
+			if (!uc)
+				send_ack(d, q, SD_AETH_NAK_INV, p->psn);
 			return;
 		}
-		place(rsg, r->num_sge, s->off, p);
+		place(rsg, rnsge, s->off, p);
 		s->off += p->len;
 		s->epsn = psn_add(s->epsn, 1);
 		if (ends) {
@@ -806,6 +970,10 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 	} else if (write) {
 		if (starts) {
 			if (p->dma_len > 0 && !sd_remote_ok(d, q, p->va, p->dma_len, p->rkey, IBV_ACCESS_REMOTE_WRITE)) {
+				if (uc) {
+					uc_drop(q);
+					return;
+				}
 				responder_fatal(d, q, SD_AETH_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
 				return;
 			}
@@ -814,6 +982,10 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 			s->off = 0;
 		}
 		if (s->off + p->len > s->len || (ends && s->off + p->len != s->len)) {
+			if (uc) {
+				uc_drop(q);
+				return;
+			}
 			responder_fatal(d, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
 			return;
 		}
@@ -869,7 +1041,7 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 		sd_link_send(d, q->path.link, &a);
 		return;
 	}
-	if (send || write) {
+	if ((send || write) && !uc) {
 		if (ends || (p->flags & SD_PKT_F_ACKREQ))
 			send_ack(d, q, SD_AETH_ACK, p->psn);
 	}
@@ -881,25 +1053,103 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 
 static int is_request(uint8_t op) { return op >= SD_PKT_SEND_FIRST && op <= SD_PKT_FETCH_ADD; }
 
+/* The 40-byte GRH a UD receive buffer starts with, as the IB spec lays
+ * it out (IPv6's header): version 6, traffic class and flow label 0, the
+ * payload length (what follows the GRH up to the ICRC: BTH 12, DETH 8,
+ * immediate 4, the payload, ICRC 4), next header 0x1B (BTH), the hop
+ * limit, source and destination GID. */
+static void write_grh(uint8_t g[40], const struct sd_pkt *p, const uint8_t sgid[16], const uint8_t dgid[16])
+{
+	uint32_t paylen = 12 + 8 + ((p->flags & SD_PKT_F_IMM) ? 4 : 0) + p->len + 4;
+	memset(g, 0, 40);
+	g[0] = 0x60;
+	g[4] = (uint8_t)(paylen >> 8);
+	g[5] = (uint8_t)paylen;
+	g[6] = 0x1b;
+	g[7] = p->hop_limit;
+	memcpy(g + 8, sgid, 16);
+	memcpy(g + 24, dgid, 16);
+}
+
+/*
+ * A datagram for a UD QP (IB spec 9.8.x and C10-1xx; the responder side
+ * of rxe's UD): taken in RTR and RTS only, from any device and QP, if its
+ * Q_Key is the QP's; then into the next receive WQE (none: dropped,
+ * silently). The first 40 bytes of that WQE are the GRH's: written when
+ * the datagram carries one (IBV_WC_GRH), left as they were otherwise; the
+ * payload follows at offset 40 (ibv_post_recv(3)), and byte_len counts
+ * those 40 bytes (as IPoIB reads it on every HCA). A WQE too short for
+ * them completes with IBV_WC_LOC_LEN_ERR, one whose SGEs fail their
+ * checks with IBV_WC_LOC_PROT_ERR. The completion names the source QP
+ * and, on an InfiniBand port, the source LID.
+ */
+static void ud_rx(struct sd_device *d, const struct sd_link *from, struct sd_qp *q, const struct sd_pkt *p)
+{
+	enum { GRH_LEN = 40 };
+	if ((q->ibv.state != IBV_QPS_RTR && q->ibv.state != IBV_QPS_RTS) || p->op != SD_PKT_SEND_ONLY ||
+	    p->qkey != q->qkey || !sd_recv_ready(q)) {
+		q->ws.dropped++;
+		return;
+	}
+	sd_recv_take(d, q);
+	struct ibv_sge *rsg;
+	uint64_t rlen;
+	int rnsge;
+	sd_recv_wqe(q, &rlen, &rsg, &rnsge);
+	int imm = (p->flags & SD_PKT_F_IMM) != 0;
+	int flags = (imm ? SD_RQ_IMM : 0) | ((p->flags & SD_PKT_F_SE) ? SD_RQ_SOLICITED : 0) |
+	            ((p->flags & SD_PKT_F_GRH) ? SD_RQ_GRH : 0);
+	uint16_t slid = d->port_ib ? sd_lid_of(from->gid) : 0;
+	uint32_t status = IBV_WC_SUCCESS;
+	if (!sd_local_ok(d, q->pd, rsg, rnsge, 1))
+		status = IBV_WC_LOC_PROT_ERR;
+	else if (GRH_LEN + (uint64_t)p->len > rlen)
+		status = IBV_WC_LOC_LEN_ERR;
+	if (status != IBV_WC_SUCCESS) {
+		sd_rq_complete_from(d, q, status, IBV_EXP_WC_RECV, 0, 0, 0, p->src_qpn, slid);
+		return;
+	}
+	if (p->flags & SD_PKT_F_GRH) {
+		uint8_t g[GRH_LEN];
+		write_grh(g, p, from->gid, d->gid);
+		struct ibv_sge flat = { (uintptr_t)g, GRH_LEN, 0 };
+		sd_sg_copy(rsg, rnsge, 0, &flat, 1, 0, GRH_LEN);
+	}
+	place(rsg, rnsge, GRH_LEN, p);
+	sd_rq_complete_from(d, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV, GRH_LEN + (uint64_t)p->len, flags, p->imm,
+	                    p->src_qpn, slid);
+}
+
 /*
  * A packet from the device whose GID is from (this one's own for the
- * loopback link). It is taken only by the QP it names, if that QP's path
- * leads to from and to the packet's source QP; anything else is dropped
+ * loopback link). It is taken only by the QP it names, of its transport;
+ * a connected QP (RC, UC) takes it only if its path leads to from and to
+ * the packet's source QP, a UD QP from anyone. Anything else is dropped
  * (d->wire_dropped), as an HCA drops packets for a QP they do not belong
  * to.
  */
 void sd_rc_rx(struct sd_device *d, const struct sd_link *from, const struct sd_pkt *p)
 {
 	struct sd_qp *q = sd_qp_by_num(d, p->dst_qpn);
-	if (q == NULL || q->dead || q->path.link == NULL || q->path.link->kind != from->kind ||
-	    memcmp(q->path.link->gid, from->gid, 16) != 0 || q->path.dest_qpn != p->src_qpn ||
-	    p->op == 0 || p->op >= SD_PKT_OP_END) {
+	if (q == NULL || q->dead || p->op == 0 || p->op >= SD_PKT_OP_END || p->tp != tp_of(q)) {
+		d->wire_dropped++;
+		return;
+	}
+	if (p->tp == SD_TP_UD) {
+		q->ws.rx_pkts++;
+		ud_rx(d, from, q, p);
+		return;
+	}
+	if (q->path.link == NULL || q->path.link->kind != from->kind ||
+	    memcmp(q->path.link->gid, from->gid, 16) != 0 || q->path.dest_qpn != p->src_qpn) {
 		d->wire_dropped++;
 		return;
 	}
 	q->ws.rx_pkts++;
 	if (is_request(p->op))
 		responder_rx(d, q, p);
+	else if (p->tp == SD_TP_UC)
+		q->ws.dropped++; /* UC answers nothing: no acknowledgement is one of its packets */
 	else
 		requester_rx(d, q, p);
 }
@@ -957,7 +1207,7 @@ int sd_rc_timers(struct sd_device *d, uint64_t now)
 void sd_rc_unanswered(struct sd_device *d, struct sd_qp *q)
 {
 	struct sd_req *r = &q->req;
-	if (q->ibv.state == IBV_QPS_RTS && psn_diff(d->loop_upto, r->una) > 0 && !r->rnr_wait)
+	if (q->ibv.qp_type == IBV_QPT_RC && q->ibv.state == IBV_QPS_RTS && psn_diff(d->loop_upto, r->una) > 0 && !r->rnr_wait)
 		fail_at(d, q, r->una, IBV_WC_RETRY_EXC_ERR);
 }
 

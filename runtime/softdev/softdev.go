@@ -71,6 +71,9 @@ func Open(opts ...DeviceOption) (*Device, error) {
 	}
 	c := C.struct_sd_config{max_qp_wr: C.uint32_t(l.MaxQPWR), max_cqe: C.uint32_t(l.MaxCQE), timescale: C.double(cfg.timeScale),
 		listen_fd: -1, autonomous: map[runMode]C.int{runAuto: C.SD_RUN_AUTO, runThread: C.SD_RUN_THREAD, runPolls: C.SD_RUN_POLLS}[cfg.run]}
+	if cfg.ib {
+		c.port_ib = 1
+	}
 	if addr == "" {
 		c.auto_loopback = 1
 	} else {
@@ -229,10 +232,10 @@ func (d *Device) Close() error {
 	d.detach()
 	var l C.struct_sd_leaks
 	C.sd_close(d.ctx, &l)
-	if l.pds+l.mrs+l.cqs+l.qps == 0 {
+	if l.pds+l.mrs+l.cqs+l.qps+l.ahs+l.srqs == 0 {
 		return nil
 	}
-	return &LeakError{PDs: int(l.pds), MRs: int(l.mrs), CQs: int(l.cqs), QPs: int(l.qps)}
+	return &LeakError{PDs: int(l.pds), MRs: int(l.mrs), CQs: int(l.cqs), QPs: int(l.qps), AHs: int(l.ahs), SRQs: int(l.srqs)}
 }
 
 func callErr(fn string, errno C.int) error {
@@ -358,13 +361,14 @@ func (d *Device) DestroyCQ(cq *verbs.CQ) error {
 	})
 }
 
-// CreateQP creates an RC queue pair in pd, in the RESET state, through
+// CreateQP creates a queue pair in pd, in the RESET state, through
 // verbs.ExpCreateQP (with IBV_EXP_QP_INIT_ATTR_CREATE_FLAGS always set,
 // so the call reaches the provider even without flags: the header routes
-// a PD-only request to the exported ibv_create_qp). Without QPCaps the
-// queues hold DefaultCaps.
+// a PD-only request to the exported ibv_create_qp). It is an RC QP unless
+// Transport says otherwise; without QPCaps the queues hold DefaultCaps;
+// with SRQ its receives come from a shared receive queue.
 func (d *Device) CreateQP(pd *verbs.PD, sendCQ, recvCQ *verbs.CQ, opts ...QPOption) (*verbs.QP, error) {
-	cfg := qpConfig{caps: DefaultCaps}
+	cfg := qpConfig{caps: DefaultCaps, qpType: verbs.QptRC}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -392,7 +396,8 @@ func (d *Device) CreateQP(pd *verbs.PD, sendCQ, recvCQ *verbs.CQ, opts ...QPOpti
 			MaxRecvSGE:    uint32(cfg.caps.RecvSGE),
 			MaxInlineData: uint32(cfg.caps.Inline),
 		}
-		attr.QPType = verbs.QptRC
+		attr.QPType = cfg.qpType
+		attr.SRQ = cfg.srq
 		if cfg.sigAll {
 			attr.SQSigAll = 1
 		}

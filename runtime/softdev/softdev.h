@@ -52,6 +52,8 @@ enum {
 	SD_WQE_CALC     = 0x04, /* reduce the operands, send the result */
 	SD_WQE_EN_LAST  = 0x08, /* IBV_EXP_SEND_WAIT_EN_LAST was given */
 	SD_WQE_SOLICITED = 0x10, /* IBV_SEND_SOLICITED: the responder's CQE is a solicited event */
+	SD_WQE_GRH      = 0x20, /* UD: the address handle had a GRH (the datagram carries one) */
+	SD_WQE_UD       = 0x40, /* a UD SEND: u.ud holds its address */
 };
 
 /* Where a send WQE is between post and retirement (sd_wqe.state). */
@@ -92,6 +94,18 @@ struct sd_wqe {
 			uint64_t compare_add; /* CMP_AND_SWP: compare; FETCH_AND_ADD: the addend */
 			uint64_t swap;
 		} atomic;
+		struct {
+			/* UD SEND: what the WQE copied of its address handle (as an
+			 * HCA's datagram segment holds the address vector, so the AH
+			 * may go before the WQE runs). imm and length sit where xfer
+			 * has them. */
+			uint32_t        imm;
+			uint32_t        remote_qkey;
+			struct sd_link *link;       /* a reference of its own, dropped when the WQE is done */
+			uint64_t        length;
+			uint32_t        remote_qpn;
+			uint8_t         hop_limit;
+		} ud;
 		struct {
 			struct sd_cq *cq;
 			uint64_t      target; /* CQEs the CQ must have produced */
@@ -145,6 +159,17 @@ struct sd_pd {
 	struct sd_pd     *prev, *next;
 };
 
+/* An address handle (UD): where datagrams sent with it go. */
+struct sd_ah {
+	struct ibv_ah     ibv;
+	struct sd_device *dev;
+	struct sd_pd     *pd;
+	struct sd_link   *link;     /* the device the address names */
+	uint8_t           global;   /* is_global: datagrams carry a GRH */
+	uint8_t           hop_limit;
+	struct sd_ah     *prev, *next;
+};
+
 struct sd_mr {
 	struct ibv_mr     ibv;
 	struct sd_device *dev;
@@ -166,7 +191,9 @@ struct sd_cqe {
 	uint32_t      solicited; /* a receive of a SEND with IBV_SEND_SOLICITED: wakes SD_ARM_SOLICITED */
 	uint64_t      wqe_pos;   /* the position of the WQE it completes in its queue */
 	uint32_t      wqe_gen;   /* that queue's generation when the WQE retired */
-	uint32_t      wqe_queue; /* SD_CQE_SEND or SD_CQE_RECV: the queue a poll frees slots of */
+	uint32_t      wqe_queue; /* SD_CQE_SEND, SD_CQE_RECV or SD_CQE_SRQ: the queue a poll frees slots of */
+	struct sd_srq *srq;      /* SD_CQE_SRQ: the SRQ whose WQE it completes (its record outlives it) */
+	uint16_t      slid;      /* receives on an InfiniBand port: the sender's LID */
 	uint32_t      status;    /* enum ibv_wc_status */
 	uint32_t      opcode;    /* enum ibv_exp_wc_opcode (same values as ibv_wc_opcode) */
 	uint32_t      byte_len;
@@ -178,6 +205,7 @@ struct sd_cqe {
 enum {
 	SD_CQE_SEND = 1,
 	SD_CQE_RECV = 2,
+	SD_CQE_SRQ  = 3,
 };
 
 enum {
@@ -247,7 +275,12 @@ enum {
 	SD_PKT_F_IMM    = 0x1, /* SEND or WRITE LAST/ONLY with immediate data */
 	SD_PKT_F_ACKREQ = 0x2, /* the requester wants this packet acknowledged */
 	SD_PKT_F_SE     = 0x4, /* solicited event: the responder's CQE wakes a solicited-only arm */
+	SD_PKT_F_GRH    = 0x8, /* UD: the datagram carries a GRH (its address handle was global) */
 };
+
+/* The transport a packet belongs to, as the top bits of an IB opcode say:
+ * a QP takes only its own transport's packets. */
+enum { SD_TP_RC = 0, SD_TP_UC = 1, SD_TP_UD = 3 };
 
 /* AETH syndromes of ACK, READ response and ATOMIC ACK packets. */
 enum {
@@ -266,6 +299,9 @@ enum {
 
 struct sd_pkt {
 	uint8_t               op, flags, syndrome, rnr_timer;
+	uint8_t               tp;       /* SD_TP_* */
+	uint8_t               hop_limit; /* UD with a GRH: the hop limit its address handle set */
+	uint32_t              qkey;     /* UD: the DETH's Q_Key */
 	uint32_t              dst_qpn, src_qpn, psn;
 	uint32_t              len, imm;
 	uint64_t              va;       /* RETH or AtomicETH */
@@ -349,6 +385,7 @@ struct sd_resp {
 	uint64_t        len;       /* WRITE in progress: the RETH length */
 	struct sd_rdres res[16];   /* max_dest_rd_atomic of them, round robin */
 	uint32_t        res_next;
+	uint8_t         drop_msg;  /* UC: the rest of a message is being dropped (a PSN gap) */
 };
 
 /* Counters a test reads (QPWire). */
@@ -362,12 +399,41 @@ struct sd_wire_stats {
 	uint64_t dropped;              /* packets for this QP dropped (state, source, sequence) */
 };
 
+/* A shared receive queue. Its ring's tail counts the WQEs handed out to
+ * QPs, which complete in any order; freed counts those whose CQEs were
+ * polled, so head - freed is what the SRQ holds for capacity (as mlx4
+ * and mlx5 free an SRQ WQE in poll_cq). */
+struct sd_srq {
+	struct ibv_srq    ibv;
+	struct sd_device *dev;
+	struct sd_pd     *pd;
+	struct sd_queue   rq;
+	uint32_t          limit;    /* armed srq_limit (0: not armed) */
+	uint32_t          refs;     /* QPs attached */
+	int               dead;     /* destroyed: kept so stale handles fail cleanly */
+	struct sd_srq    *prev, *next;
+};
+
+/* The receive WQE a QP with an SRQ took for the message arriving now: a
+ * copy, as the SRQ's slot may be posted into again before it completes. */
+struct sd_held {
+	int             valid;
+	uint64_t        wr_id;
+	uint64_t        length;
+	uint16_t        num_sge;
+	struct ibv_sge *sge;        /* the SRQ's max_sge entries */
+};
+
 struct sd_qp {
 	struct ibv_qp     ibv;
 	struct sd_device *dev;
 	struct sd_pd     *pd;
 	struct sd_cq     *scq, *rcq;
 	struct sd_queue   sq, rq;
+	struct sd_srq    *srq;          /* receives come from here (rq is then empty) */
+	struct sd_held    held;         /* with an SRQ: the WQE of the message arriving */
+	uint32_t          qkey;         /* UD */
+	int               last_wqe;     /* with an SRQ, in error: IBV_EVENT_QP_LAST_WQE_REACHED raised */
 	uint32_t          create_flags; /* enum ibv_exp_qp_create_flags bits */
 	int               sig_all;
 	struct sd_path    path;
@@ -383,7 +449,7 @@ struct sd_qp {
 /* An affiliated asynchronous event waiting to be read. */
 struct sd_event {
 	int   type;    /* enum ibv_event_type */
-	void *element; /* struct ibv_cq * or struct ibv_qp * */
+	void *element; /* struct ibv_cq *, struct ibv_qp * or struct ibv_srq * */
 };
 
 /*
@@ -409,8 +475,11 @@ struct sd_device {
 	struct sd_cq            *cqs, *cqs_tail;
 	struct sd_addrset        cqset;   /* every CQ handed out, live or destroyed: sd_owns in O(1) */
 	struct sd_qp            *qps, *qps_tail; /* creation order: the round-robin order */
+	struct sd_ah            *ahs, *ahs_tail;
+	struct sd_srq           *srqs, *srqs_tail;
 	struct sd_cq            *dead_cqs;       /* destroyed, freed at close */
 	struct sd_qp            *dead_qps;
+	struct sd_srq           *dead_srqs;
 	struct sd_mr           **keys;    /* MR per key slot */
 	uint32_t                 nkeys, keycap;
 	struct sd_qp           **qpn;     /* QP per (qp_num - SD_QPN_BASE) */
@@ -489,7 +558,7 @@ enum {
 
 /* Leftover objects found by sd_close. */
 struct sd_leaks {
-	uint32_t pds, mrs, cqs, qps;
+	uint32_t pds, mrs, cqs, qps, ahs, srqs;
 };
 
 /* ---- entry points used by the Go side ---- */
@@ -597,14 +666,15 @@ int sd_enter_clean(struct sd_device *d);
  * one of d's objects of that kind, comparing addresses only (obj is
  * never read): 1 live, -1 destroyed (a CQ's or QP's record stays until
  * close), 0 not d's. Device lock held, as for the lookups after it. */
-enum sd_kind { SD_PD, SD_MR, SD_CQ, SD_QP };
+enum sd_kind { SD_PD, SD_MR, SD_CQ, SD_QP, SD_AH, SD_SRQ };
 int sd_owns(struct sd_device *d, enum sd_kind kind, const void *obj);
 struct sd_cq *sd_cq_of(struct sd_device *d, struct ibv_cq *cq);
 struct sd_qp *sd_qp_of(struct sd_device *d, struct ibv_qp *qp);
 struct sd_qp *sd_qp_by_num(struct sd_device *d, uint32_t qpn);
 struct sd_mr *sd_mr_by_key(struct sd_device *d, uint32_t key);
-void sd_queue_release_refs(struct sd_queue *q);
-void sd_queue_reset(struct sd_queue *q);
+void sd_queue_release_refs(struct sd_device *d, struct sd_queue *q);
+void sd_queue_reset(struct sd_device *d, struct sd_queue *q);
+void sd_wqe_release(struct sd_device *d, struct sd_wqe *w);
 long sd_run(struct sd_device *d);
 long sd_run_queues(struct sd_device *d);
 void sd_raise(struct sd_device *d, int type, void *element);
@@ -615,10 +685,20 @@ struct sd_wqe *sd_wqe_at(struct sd_queue *q, uint64_t pos, struct ibv_sge **sg);
 int sd_rq_ready(const struct sd_queue *q);
 void sd_sq_retire(struct sd_device *d, struct sd_qp *q);
 void sd_sq_done_next(struct sd_device *d, struct sd_qp *q, uint32_t status);
+/* Receives, from the QP's own queue or its SRQ: is a WQE there for a new
+ * message; take it (an SRQ hands it out, raising its limit event); the
+ * WQE the message lands in (wr_id, length, SGEs); complete it. */
+int sd_recv_ready(const struct sd_qp *q);
+void sd_recv_take(struct sd_device *d, struct sd_qp *q);
+void sd_recv_wqe(struct sd_qp *q, uint64_t *length, struct ibv_sge **sg, int *nsge);
 void sd_rq_complete(struct sd_device *d, struct sd_qp *p, uint32_t status, uint32_t opcode,
                     uint64_t len, int flags, uint32_t imm);
-enum { SD_RQ_IMM = 1, SD_RQ_SOLICITED = 2 }; /* sd_rq_complete's flags */
+/* The same for a datagram: its source QP and LID are the packet's. */
+void sd_rq_complete_from(struct sd_device *d, struct sd_qp *p, uint32_t status, uint32_t opcode,
+                         uint64_t len, int flags, uint32_t imm, uint32_t src_qp, uint16_t slid);
+enum { SD_RQ_IMM = 1, SD_RQ_SOLICITED = 2, SD_RQ_GRH = 4 }; /* sd_rq_complete's flags */
 void sd_qp_error(struct sd_device *d, struct sd_qp *q);
+void sd_cq_arm(struct sd_cq *c, int solicited_only);
 
 /* dma.c */
 int sd_local_ok(struct sd_device *d, struct sd_pd *pd, const struct ibv_sge *sg, int n, int write);
@@ -632,6 +712,7 @@ uint64_t sd_atomic(int op, uint64_t addr, uint64_t compare_add, uint64_t swap);
 /* rc.c */
 uint64_t sd_now(void);
 int sd_rc_transmit(struct sd_device *d, struct sd_qp *q);
+int sd_ud_transmit(struct sd_device *d, struct sd_qp *q);
 void sd_rc_rx(struct sd_device *d, const struct sd_link *from, const struct sd_pkt *p);
 int sd_rc_timers(struct sd_device *d, uint64_t now);
 void sd_rc_unanswered(struct sd_device *d, struct sd_qp *q);
@@ -651,7 +732,7 @@ int sd_net_open(struct sd_device *d, const uint8_t addr[16], int auto_loopback, 
 void sd_net_stop(struct sd_device *d);
 void sd_net_close(struct sd_device *d);
 int sd_net_poll(struct sd_device *d);
-void sd_net_flush(struct sd_device *d);
+int sd_net_flush(struct sd_device *d);
 void sd_net_kick(struct sd_device *d);
 void sd_net_timer_armed(struct sd_device *d, uint64_t deadline);
 int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p);
@@ -659,6 +740,7 @@ int sd_wire_busy(struct sd_device *d, struct sd_link *l);
 void sd_wire_close_link(struct sd_device *d, struct sd_link *l);
 void sd_wire_open_link(struct sd_device *d, struct sd_link *l);
 void sd_port_state(struct sd_device *d, int *active, int *mtu);
+uint32_t sd_port_mtu(const struct sd_device *d);
 
 /* Data path operations installed in the dispatch tables. */
 int sd_op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
@@ -669,5 +751,20 @@ int sd_op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 int sd_op_exp_poll_cq(struct ibv_cq *cq, int n, struct ibv_exp_wc *wc, uint32_t wc_size);
 /* ops.query_qp, with the exported verbs in libverbs.c. */
 int sd_op_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init);
+int sd_op_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+
+/* Shared receive queues and address handles as libibverbs' exported
+ * verbs run them (the ops plus the library's bookkeeping), for the
+ * in-process front end (libverbs.c, Device). Each checks that its object
+ * is a live one of the device first. */
+struct ibv_srq *sd_create_srq(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_srq_init_attr *attr,
+                              int *err);
+int sd_modify_srq(struct ibv_context *ctx, struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask);
+int sd_query_srq(struct ibv_context *ctx, struct ibv_srq *srq, struct ibv_srq_attr *attr);
+int sd_destroy_srq(struct ibv_context *ctx, struct ibv_srq *srq);
+int sd_post_srq_recv(struct ibv_context *ctx, struct ibv_srq *srq, struct ibv_recv_wr *wr,
+                     struct ibv_recv_wr **bad);
+struct ibv_ah *sd_create_ah(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_ah_attr *attr, int *err);
+int sd_destroy_ah(struct ibv_context *ctx, struct ibv_ah *ah);
 
 #endif /* SOFTDEV_H */
