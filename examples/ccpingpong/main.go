@@ -13,22 +13,38 @@
 // ping-pong's CQ, whose completion on the manager's CQ says a completion
 // is there to poll.
 //
-// It runs on the software device (runtime/softdev), one device per
-// process, at the address -addr or $VERBSEXP_SOFTDEV_ADDR gives (by
-// default a loopback address of its own). The server listens for the
-// handshake at its device's address:
+// By default it runs on a software device of its own (-d softdev,
+// runtime/softdev), one per process, at the address -addr or
+// $VERBSEXP_SOFTDEV_ADDR gives (by default a loopback address of its
+// own). The server listens for the handshake at its device's address:
 //
 //	go run ./examples/ccpingpong -addr 127.0.0.2 -c ADD -t INT64 -o 1,2 &
 //	go run ./examples/ccpingpong -addr 127.0.0.3 -c ADD -t INT64 -o 1,2 127.0.0.2
 //
 // On two hosts, give each its own address (VERBSEXP_SOFTDEV_ADDR=10.0.0.1
 // on the server's, 10.0.0.2 on the client's) and the client the server's.
+// With -d NAME it opens a device libibverbs lists instead (an HCA, or
+// softdev0 under softdev exec: runtime/softdev/launch), listening on every
+// address, as the vendor's program does.
 //
-// Where the vendor's program and this one differ: the handshake carries
-// the GID (the port is RoCE: LID 0, one GID; the vendor's refuses LID 0)
-// and each side's settings and operands, so a peer with another -n, -m,
-// -c or -t is refused at once and results are checked exactly even when
-// the two -o lists differ; -V is always on; MAX and MIN (and MAXLOC,
+// It talks to the vendor's ibv_cc_pingpong in both directions, with the
+// same options: wherever the vendor's handshake serves (an InfiniBand
+// port, as under softdev exec, or -G), this program speaks it (LID:QPN:PSN
+// only, each side assuming the other's options are its own), and a
+// server answers in the form its client spoke (runtime/softdev/launch's
+// TestCCPingpongInterop runs XOR and MAX over UINT64 and ADD over INT64,
+// polling and with -e, either side the vendor's). FLOAT64 does not
+// interoperate: the vendor's program stores a FLOAT64 result as an
+// integer before it sends it on (pp_update_last_result), so its chain of
+// results is not the one this program computes, and this program says
+// which result differs.
+//
+// Where the vendor's program and this one differ otherwise: on a RoCE
+// port without -G (LID 0, which the vendor's refuses) the handshake is
+// this program's own, carrying the GID and each side's settings and
+// operands, so a peer with another -n, -m, -c or -t is refused at once
+// and results are checked exactly even when the two -o lists differ;
+// -V is always on; MAX and MIN (and MAXLOC,
 // MINLOC, which the vendor's refuses, with the side as the location: 0
 // the server, 1 the client) run as the device's UINT MAXLOC on
 // coll.OrderKey's keys; INT8, INT16, UINT8 and UINT16 work too; without
@@ -41,8 +57,9 @@
 // share a small host.
 //
 // The other flags: -l sets the service level in the address vector, which
-// the software device does not use; -e is refused (no completion
-// channels); -d takes only softdev; -i and -g go to ibv_query_port and
+// the software device does not use; -e sleeps on a completion channel
+// shared by both CQs, re-arming the ping-pong's CQ after each event, as
+// the vendor's program does; -i and -g go to ibv_query_port and
 // ibv_query_gid, so only port 1 and GID index 0 pass; -G replaces the GID
 // the handshake gave (one nobody has ends in IBV_WC_RETRY_EXC_ERR);
 // -addr sets the device's address. The exit code is 0 when every result
@@ -162,7 +179,7 @@ func parseArgs(args []string, stderr io.Writer) (*config, *flags, error) {
 	f.intVar(&c.rxDepth, "r", "rx-depth", "DEPTH", 500, "receives posted at a time (reposted when one is left)")
 	f.intVar(&c.iters, "n", "iters", "ITERS", 1000, "message exchanges")
 	f.intVar(&c.sl, "l", "sl", "SL", 0, "service level of the path, 0 to 15 (set, and unused by the software device)")
-	f.boolVar(&c.events, "e", "events", "sleep on CQ events: refused (the software device has no completion channels)")
+	f.boolVar(&c.events, "e", "events", "sleep on CQ events (a completion channel) instead of polling")
 	f.strVar(&c.calcName, "c", "calc", "OP", "calc operation: "+names(calcOps, func(o calcOp) string { return o.name })+"; without it, plain SENDs")
 	f.strVar(&c.typeName, "t", "op_type", "TYPE", "calc operand type: "+names(dataTypes, func(t dataType) string { return t.name }))
 	f.strVar(&c.operands, "o", "operands", "O1,O2,...", "calc operands, comma separated, at most 16: each SEND reduces the last result and O2,...")
@@ -199,10 +216,10 @@ func (c *config) check() error {
 		return fmt.Errorf("-r %d: want at least 1 receive", c.rxDepth)
 	case c.iters < 1:
 		return fmt.Errorf("-n %d: want at least 1 exchange", c.iters)
+	case c.addr != "" && c.ibDev != "" && c.ibDev != "softdev":
+		return fmt.Errorf("-addr is the software device's (-d softdev); -d %s is a device libibverbs lists, at its own address", c.ibDev)
 	case c.sl < 0 || c.sl > 15:
 		return fmt.Errorf("-l %d: a service level is 0 to 15", c.sl)
-	case c.events:
-		return errors.New("-e: the software device has no completion channels (ibv_create_comp_channel is not supported); leave -e out to poll")
 	case c.gidIndex < 0 || c.gidIndex > 255:
 		return fmt.Errorf("-g %d: want a GID index, 0 to 255", c.gidIndex)
 	}
@@ -293,9 +310,6 @@ func run(cfg *config, out io.Writer) (err error) {
 		}
 		s.ctx = s.dev.Context()
 	} else {
-		if cfg.addr != "" {
-			return fmt.Errorf("-addr is the software device's (-d softdev); -d %s is a device libibverbs lists", cfg.ibDev)
-		}
 		if s.vdev, err = device.Open(cfg.ibDev); err != nil {
 			return fmt.Errorf("-d %s: %w", cfg.ibDev, err)
 		}

@@ -53,6 +53,10 @@ type side struct {
 	mr      *verbs.MR
 	cq, mcq *verbs.CQ
 	qp, mqp *verbs.QP
+	channel *verbs.CompChannel // -e: both CQs report to it
+	events  uint32             // CQ events taken, acknowledged at close
+	evCQ    **verbs.CQ         // ibv_get_cq_event's results, in C memory
+	evCtx   *unsafe.Pointer
 
 	// The WRs, their SGEs and the completions, in C memory: the verbs
 	// read the WRs during the call, the device writes the completions.
@@ -88,8 +92,14 @@ func (s *side) open(cfg *config) error {
 	if s.mr, err = verbs.RegMR(s.pd, s.buf.Pointer(), uint64(s.buf.Len()), int32(verbs.AccessLocalWrite)); err != nil {
 		return err
 	}
+	if cfg.events {
+		if s.channel, err = verbs.CreateCompChannel(s.ctx); err != nil {
+			return fmt.Errorf("-e: a completion channel: %w", err)
+		}
+		s.evCQ, s.evCtx = cnew[*verbs.CQ](s), cnew[unsafe.Pointer](s)
+	}
 	// Each CQ has room for every receive and one more.
-	if s.cq, err = verbs.CreateCQ(s.ctx, int32(cfg.rxDepth+1), nil, nil, 0); err != nil {
+	if s.cq, err = verbs.CreateCQ(s.ctx, int32(cfg.rxDepth+1), nil, s.channel, 0); err != nil {
 		return err
 	}
 	if s.qp, err = s.createQP(s.cq, verbs.QPCap{MaxSendWR: 16, MaxRecvWR: uint32(cfg.rxDepth), MaxSendSGE: maxOperands, MaxRecvSGE: 16}); err != nil {
@@ -98,7 +108,7 @@ func (s *side) open(cfg *config) error {
 	if err := s.toInit(s.qp, cfg.ibPort); err != nil {
 		return err
 	}
-	if s.mcq, err = verbs.CreateCQ(s.ctx, int32(cfg.rxDepth+1), nil, nil, 0); err != nil {
+	if s.mcq, err = verbs.CreateCQ(s.ctx, int32(cfg.rxDepth+1), nil, s.channel, 0); err != nil {
 		return err
 	}
 	// The manager posts one CQE_WAIT at a time.
@@ -239,19 +249,41 @@ func (s *side) pollMCQ() error {
 	}
 }
 
-// pollCQ returns the next one or two completions of the ping-pong's CQ,
-// polling until there is one.
+// pollCQ returns the next one or two completions of the ping-pong's CQ:
+// polling until there is one, or with -e polling once after an event
+// (none, if the event's completions were taken by the poll before).
 func (s *side) pollCQ() ([]verbs.WC, error) {
 	for {
 		n, err := verbs.PollCQ(s.cq, int32(len(s.wc)), &s.wc[0])
 		if err != nil {
 			return nil, fmt.Errorf("poll of the CQ: %w", err)
 		}
-		if n > 0 {
+		if n > 0 || s.channel != nil {
 			return s.wc[:n], nil
 		}
 		idle()
 	}
+}
+
+// arm asks for an event at the ping-pong CQ's next completion.
+func (s *side) arm() error {
+	if err := verbs.ReqNotifyCQ(s.cq, 0); err != nil {
+		return fmt.Errorf("-e: ibv_req_notify_cq: %w", err)
+	}
+	return nil
+}
+
+// awaitEvent sleeps until the channel has an event, which must be the
+// ping-pong CQ's, and arms the CQ again, as the vendor's program does.
+func (s *side) awaitEvent() error {
+	if err := verbs.GetCQEvent(s.channel, s.evCQ, s.evCtx); err != nil {
+		return fmt.Errorf("-e: ibv_get_cq_event: %w", err)
+	}
+	s.events++
+	if *s.evCQ != s.cq {
+		return fmt.Errorf("-e: an event for CQ %p, not the ping-pong's %p", *s.evCQ, s.cq)
+	}
+	return s.arm()
 }
 
 // close destroys what open created, in the vendor's order, and the
@@ -270,10 +302,16 @@ func (s *side) close() error {
 		add("destroy manager QP", verbs.DestroyQP(s.mqp))
 	}
 	if s.cq != nil {
+		if s.events > 0 {
+			add("acknowledge CQ events", verbs.AckCQEvents(s.cq, s.events))
+		}
 		add("destroy CQ", verbs.DestroyCQ(s.cq))
 	}
 	if s.mcq != nil {
 		add("destroy manager CQ", verbs.DestroyCQ(s.mcq))
+	}
+	if s.channel != nil {
+		add("destroy completion channel", verbs.DestroyCompChannel(s.channel))
 	}
 	if s.mr != nil {
 		add("deregister MR", verbs.DeregMR(s.mr))

@@ -16,6 +16,12 @@
 // value hits. The software device's limits can be raised with -max-wr and
 // -max-cqe.
 //
+// It ports no vendor program, so it has none to talk to: the vendor's
+// ibv_task_pingpong posts a task list per message from two processes,
+// this example posts the whole schedule once, between two QPs of one
+// process (its counterpart across processes, talking to the vendor's
+// program, is examples/ccpingpong).
+//
 // It runs on the software device (runtime/softdev), so it needs no
 // hardware:
 //

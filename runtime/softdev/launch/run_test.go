@@ -141,8 +141,9 @@ func listening(r *run, port int, d time.Duration) bool {
 // the server's handshake.
 type pair struct {
 	prog     string
-	args     []string // both sides
-	portFlag string   // the flag that sets the handshake port: -p
+	paths    [2]string // the server's and the client's programs, if not the vendor's prog
+	args     []string  // both sides
+	portFlag string    // the flag that sets the handshake port: -p
 	wrap     [2][]string
 	addr     [2]string
 	host     string
@@ -151,9 +152,28 @@ type pair struct {
 
 func (p pair) run(t *testing.T) (server, client string) {
 	t.Helper()
+	return p.runWith(t, nil)
+}
+
+// runWith is run with more arguments for one side (extra(0): the
+// server's, extra(1): the client's), before the common ones.
+func (p pair) runWith(t *testing.T, extra func(side int) []string) (server, client string) {
+	t.Helper()
 	port := freePort(t)
 	args := append(append([]string{}, p.args...), p.portFlag, strconv.Itoa(port))
-	srv := start(t, launched(p.wrap[0], p.addr[0], bin(p.prog), args...))
+	sideArgs := func(i int) []string {
+		if extra == nil {
+			return args
+		}
+		return append(extra(i), args...)
+	}
+	path := func(i int) string {
+		if p.paths[i] != "" {
+			return p.paths[i]
+		}
+		return bin(p.prog)
+	}
+	srv := start(t, launched(p.wrap[0], p.addr[0], path(0), sideArgs(0)...))
 	ctx, cancel := context.WithTimeout(context.Background(), p.d)
 	defer cancel()
 	if !listening(srv, port, p.d) {
@@ -165,7 +185,7 @@ func (p pair) run(t *testing.T) (server, client string) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	cli := start(t, launched(p.wrap[1], p.addr[1], bin(p.prog), append(args, host)...))
+	cli := start(t, launched(p.wrap[1], p.addr[1], path(1), append(sideArgs(1), host)...))
 	left := time.Until(deadline(ctx))
 	cli.wait(t, p.prog+" client", left)
 	srv.wait(t, p.prog+" server", time.Until(deadline(ctx))+time.Second)

@@ -2,6 +2,7 @@ package launch_test
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,18 +63,25 @@ func TestPingpongs(t *testing.T) {
 	}
 }
 
-// TestCCPingpong: the CORE-Direct pingpong with each calc and its own
-// verification (-V), polling and with events.
+// TestCCPingpong: the CORE-Direct pingpong with each kind of calc and
+// its own verification (-V), polling and with events. What -V can check
+// bounds the cases (examples/ccpingpong's tests, which check every result
+// exactly, cover the rest): it compares each result with the last one
+// and one operand, so it holds for two operands only; mlx5 computes MAX
+// and MIN as MAXLOC, on UINT64 only (libmlx5's mlx5_calc_ops_table: the
+// program's MAX on INT64 fails at post there, and here); and it turns a
+// FLOAT64 result into an integer before comparing, so FLOAT64 runs
+// without -V.
 func TestCCPingpong(t *testing.T) {
 	needVendor(t)
 	for _, c := range [][]string{
-		{"-c", "ADD", "-t", "INT64", "-o", "1,2,3"},
-		{"-c", "XOR", "-t", "UINT64", "-o", "5,9,12"},
-		{"-c", "MAX", "-t", "INT64", "-o", "7,-3,4"},
-		{"-c", "ADD", "-t", "FLOAT64", "-o", "1.5,2.25,3"},
+		{"-c", "ADD", "-t", "INT64", "-o", "1,2", "-V"},
+		{"-c", "XOR", "-t", "UINT64", "-o", "5,9", "-V"},
+		{"-c", "MAX", "-t", "UINT64", "-o", "7,3", "-V"},
+		{"-c", "ADD", "-t", "FLOAT64", "-o", "1.5,2.25"},
 	} {
 		for _, ev := range [][]string{nil, {"-e"}} {
-			args := append(append([]string{"-n", "100", "-V"}, c...), ev...)
+			args := append(append([]string{"-n", "100"}, c...), ev...)
 			t.Run(strings.Join(args, "_"), func(t *testing.T) {
 				srv, cli := pair{prog: "ibv_cc_pingpong", args: args, portFlag: "-p", d: 2 * time.Minute}.run(t)
 				for side, out := range map[string]string{"server": srv, "client": cli} {
@@ -87,13 +95,35 @@ func TestCCPingpong(t *testing.T) {
 }
 
 // TestTaskPingpong: ibv_exp_post_task, the verb this project exists for.
+// The program's client sends one message more than its server receives
+// (its first send, then one per message received), and that last send
+// races the server's ibv_destroy_qp: on an HCA the send usually wins (a
+// destroy is a firmware command), here the server's destroy is
+// immediate. So the client either ends 0 or fails that very send, the
+// one after its last receive ("... for count ITERS"), with
+// IBV_WC_RETRY_EXC_ERR, after every exchange completed on both sides.
 func TestTaskPingpong(t *testing.T) {
 	needVendor(t)
-	srv, cli := pair{prog: "ibv_task_pingpong", args: []string{"-n", pingpongIters}, portFlag: "-p", d: 2 * time.Minute}.run(t)
-	for side, out := range map[string]string{"server": srv, "client": cli} {
-		if !strings.Contains(out, pingpongIters+" iters in") {
-			t.Errorf("ibv_task_pingpong %s:\n%s", side, out)
-		}
+	port := freePort(t)
+	args := []string{"-n", pingpongIters, "-p", strconv.Itoa(port)}
+	srv := start(t, launched(nil, "", bin("ibv_task_pingpong"), args...))
+	if !listening(srv, port, time.Minute) {
+		t.Fatalf("the server never listened:\n%s", srv.out.String())
+	}
+	cli := start(t, launched(nil, "", bin("ibv_task_pingpong"), append(args, "127.0.0.1")...))
+	cli.wait(t, "the client", 2*time.Minute)
+	srv.wait(t, "the server", time.Minute)
+	srv.ok(t, "the server")
+	if !strings.Contains(srv.out.String(), pingpongIters+" iters in") {
+		t.Fatalf("the server did not complete %s exchanges:\n%s", pingpongIters, srv.out.String())
+	}
+	lastSend := "cqe error status transport retry counter exceeded (12 v:0) for count " + pingpongIters
+	switch out := cli.out.String(); {
+	case cli.err == nil && strings.Contains(out, pingpongIters+" iters in"):
+	case cli.err != nil && strings.Contains(out, lastSend) && strings.Count(out, "cqe error") == 1:
+		t.Logf("the client's extra last send lost the race with the server's destroy, as the program allows")
+	default:
+		t.Fatalf("the client: %v\n%s", cli.err, out)
 	}
 }
 
