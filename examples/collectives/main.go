@@ -44,6 +44,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verbsexp/verbsexp/abiutil/dynlib"
 	verbs "github.com/verbsexp/verbsexp/generated"
 	"github.com/verbsexp/verbsexp/internal/examplecli"
 	"github.com/verbsexp/verbsexp/runtime/coll"
@@ -297,8 +298,13 @@ func runRank(cfg config, out io.Writer) (err error) {
 		}
 	}
 	if w.dev == nil {
+		// Every verb went to the library: no stand-in of an in-process
+		// device is registered in this process.
+		if n := dynlib.ProvidedCount(); n != 0 {
+			return fmt.Errorf("rank %d: %d functions served by stand-ins on a device opened through libibverbs", c.Rank(), n)
+		}
 		if c.Rank() == 0 {
-			fmt.Fprintf(out, "%d ranks, one per process (%s), each on device %s through libibverbs; New took %v; %d runs of each collective, every result checked on every rank; rank 0's times:\n",
+			fmt.Fprintf(out, "%d ranks, one per process (%s), each on device %s through libibverbs (no stand-in); New took %v; %d runs of each collective, every result checked on every rank; rank 0's times:\n",
 				cfg.ranks, job.Launcher, w.vdev.Name, boot.Round(time.Microsecond), cfg.iters)
 			w.table(out)
 		}
