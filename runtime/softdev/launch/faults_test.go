@@ -2,6 +2,7 @@ package launch_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -108,31 +109,42 @@ func scratchDirs(t *testing.T) []string {
 
 // Faults, as on a cluster.
 
-// TestKilledPeer: a pingpong's server program is killed with SIGKILL
-// mid-run: its client ends with "transport retry counter exceeded"
-// (IBV_WC_RETRY_EXC_ERR) within the QP's retry budget and some slack, and
-// the dead one's launcher leaves nothing: it exits with 137, its address
-// takes a listener again, its mount point is gone.
+// TestKilledPeer: a server killed with SIGKILL mid-run: its client ends
+// with "transport retry counter exceeded" (IBV_WC_RETRY_EXC_ERR) within
+// the QP's retry budget and some slack, and the dead one's launcher
+// leaves nothing: it exits with 137, its address takes a listener again,
+// its mount point is gone. The program is ib_write_bw, whose client
+// always has RDMA WRITEs outstanding: a peer that only waits for a
+// receive (a pingpong's client between its send's ACK and the reply)
+// would wait for ever, on an HCA as here (RC has no keepalive).
 func TestKilledPeer(t *testing.T) {
 	needVendor(t)
 	port := freePort(t)
-	args := []string{"-n", "100000000", "-s", "64", "-p", strconv.Itoa(port)}
+	args := []string{"-n", "100000000", "-s", "4096", "-p", strconv.Itoa(port)}
 	addr := freeDeviceAddr(t)
-	srv := start(t, launched(nil, addr, bin("ibv_rc_pingpong"), args...))
+	srv := start(t, launched(nil, addr, bin("ib_write_bw"), args...))
 	if !listening(srv, port, time.Minute) {
 		t.Fatalf("the server never listened:\n%s", srv.out.String())
 	}
-	cli := start(t, launched(nil, "", bin("ibv_rc_pingpong"), append(args, "127.0.0.1")...))
-	prog := program(t, srv, "ibv_rc_pingpong")
-	time.Sleep(300 * time.Millisecond) // mid-run
+	cli := start(t, launched(nil, "", bin("ib_write_bw"), append(args, "127.0.0.1")...))
+	prog := program(t, srv, "ib_write_bw")
+	// Mid-run: once the client's device sends to the server's (a
+	// connection established to the server's device's wire port).
+	for end := time.Now().Add(time.Minute); !wireEstablished(t, addr); {
+		if time.Now().After(end) {
+			t.Fatalf("the client's device never reached the server's:\n%s\nserver:\n%s", cli.out.String(), srv.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
 	syscall.Kill(prog, syscall.SIGKILL)
 	killed := time.Now()
 	// timeout 14 (67 ms) times retry_cnt 7 plus the first try: 0.54 s.
 	const bound = 8*67*time.Millisecond + 3*time.Second
 	cli.wait(t, "the client of a killed server", bound+10*time.Second)
 	took := time.Since(killed)
-	if cli.err == nil || !strings.Contains(cli.out.String(), "transport retry counter exceeded") {
-		t.Fatalf("the client of a killed server: %v\n%s\nwant it to fail with transport retry counter exceeded", cli.err, cli.out.String())
+	if cli.err == nil || !strings.Contains(cli.out.String(), "Failed status 12") {
+		t.Fatalf("the client of a killed server: %v\n%s\nwant it to fail with status 12 (IBV_WC_RETRY_EXC_ERR)", cli.err, cli.out.String())
 	}
 	if took > bound {
 		t.Errorf("the client took %v to fail, bound %v", took, bound)
@@ -212,4 +224,22 @@ func freeDeviceAddr(t *testing.T) string {
 	}
 	defer d.Close()
 	return d.Addr.String()
+}
+
+// wireEstablished says whether a TCP connection to addr's wire port is
+// established (/proc/net/tcp: local address addr:4791, state 01).
+func wireEstablished(t *testing.T, addr string) bool {
+	ip := net.ParseIP(addr).To4()
+	if ip == nil {
+		t.Fatalf("%s: not an IPv4 address", addr)
+	}
+	local := fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], launch.WirePort)
+	b, _ := os.ReadFile("/proc/net/tcp")
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 3 && f[1] == local && f[3] == "01" {
+			return true
+		}
+	}
+	return false
 }

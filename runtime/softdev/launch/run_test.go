@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -96,14 +97,22 @@ func (r *run) ok(t *testing.T, what string) {
 
 // freePort is a TCP port nothing listens on now, for a program's own
 // handshake (-p): tests run beside other tests.
+//
+// It is drawn at random below the kernel's ephemeral range (32768 and
+// up), which every program that binds port 0 draws from: a port a test
+// found free is not handed to another process a moment later.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		port := 10000 + rand.IntN(20000)
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
+		if err == nil {
+			l.Close()
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free TCP port in 10000-29999 after 100 tries")
+	return 0
 }
 
 // listening waits until some socket listens on TCP port (any address),
