@@ -1,0 +1,39 @@
+// Package semantics holds softdev's tests about semantics (the vendor's
+// CORE-Direct rules, the RC transport, asynchronous and completion
+// events) as one table of cases, each run on both paths a program can
+// reach the device by:
+//
+//   - inprocess: softdev.Open (with softdev.Autonomous and
+//     softdev.InfiniBandPort, the closest twin of the driver: its
+//     transport thread runs the queues as an HCA does, and the port has
+//     a LID), the exported verbs served by softdev's own front end;
+//   - library: the test binary re-run under `softdev exec` (package
+//     launch), the device opened with runtime/device through MLNX_OFED
+//     4.9's unchanged libibverbs.so.1 and the softdev driver, with no
+//     stand-in of the in-process front end registered (each rank checks
+//     that none served a call).
+//
+// A case is written once against the generated package's verbs (the
+// exported ones, ibv_alloc_pd, ibv_modify_qp, ibv_get_async_event, …, and
+// the headers' inline ones, ibv_exp_post_send, ibv_poll_cq, …), which on
+// the first path reach softdev's stand-ins and on the second the vendor's
+// library and the driver. It asserts only what a program sees through
+// them: completions (statuses, wr_ids, lengths, data), errnos, QP states
+// (ibv_query_qp), events, and time bounds from the QP's timers; never a
+// softdev counter. Nothing relies on polls driving the device: every
+// expectation is "these completions within a deadline" (10 s, the
+// vendor's bound) and every "nothing happens" is watched for a quiet
+// window, so the cases hold on an HCA too.
+//
+// Every rank of every case is a process of its own (internal/multiproc),
+// on both paths: a case of two devices has two ranks that trade their
+// QP numbers, LIDs and keys through the job's exchange files, and a rank
+// can die (SIGKILL) or be stopped (SIGSTOP) as a process on a cluster
+// can. The library path needs the vendor's packages (OFED_DEBS, default
+// ../shared/ofed-4.9/debs beside the checkout) and root (the launcher's
+// mount namespace); without them its subtests skip saying why, or fail
+// under VERBSEXP_REQUIRE_OFED (make test).
+//
+//	go test ./runtime/softdev/semantics              # every case, both paths
+//	go test ./runtime/softdev/semantics -run '/RNR/library'
+package semantics
