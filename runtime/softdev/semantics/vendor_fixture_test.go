@@ -262,7 +262,9 @@ func (v *vd) collect(ws ...vdWant) [][]verbs.WC {
 }
 
 // count is collect of one CQ; it returns how many completions it gave.
-func (v *vd) count(cq *verbs.CQ, depth, want int) int { return len(v.collect(vdWant{cq, depth, want})[0]) }
+func (v *vd) count(cq *verbs.CQ, depth, want int) int {
+	return len(v.collect(vdWant{cq, depth, want})[0])
+}
 
 // produced waits, through the verbs, until cq has produced n CQEs since
 // its creation, polled or not: a cross-channel probe QP of its own posts

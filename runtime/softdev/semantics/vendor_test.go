@@ -727,4 +727,3 @@ func tc8RecvEnTI8(v *vd) {
 			v.enable(vdReWRID+3, verbs.ExpWRRecvEnable, 2, s|verbs.ExpSendWaitEnLast)}
 	}, 2, []uint64{vdReWRID + 1, vdReWRID + 2, vdReWRID + 3})
 }
-
