@@ -219,6 +219,11 @@ func listenAt(a netip.Addr) (*os.File, error) {
 	}
 	if err := syscall.Listen(fd, 128); err != nil {
 		syscall.Close(fd)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			// Another launcher bound it too (SO_REUSEADDR lets two bind
+			// while neither listens) and listened first: it is taken.
+			return nil, &AddressInUseError{Addr: a}
+		}
 		return nil, fmt.Errorf("listening at %s: %w", a, err)
 	}
 	return os.NewFile(uintptr(fd), "softdev-listener"), nil
