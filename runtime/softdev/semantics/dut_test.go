@@ -369,6 +369,7 @@ type link struct {
 	minRNR       uint8
 	rdAtomic     uint8
 	access       verbs.AccessFlags
+	rtrOnly      bool // stop at RTR: a responder that never sends
 }
 
 func defaultLink() link {
@@ -400,6 +401,9 @@ func (d *dut) connect(qp *verbs.QP, peer addr, peerQPN uint32, l link) {
 	if err := verbs.ModifyQP(qp, a, int32(verbs.QPStateConst|verbs.QPAv|verbs.QPPathMTU|verbs.QPDestQPN|
 		verbs.QPRQPSN|verbs.QPMaxDestRdAtomic|verbs.QPMinRnrTimer)); err != nil {
 		d.t.Fatalf("ibv_modify_qp(QP %#x to RTR): %v", qp.QPNum, err)
+	}
+	if l.rtrOnly {
+		return
 	}
 	*a = verbs.QPAttr{QPState: verbs.QpsRts, SQPSN: l.sqPSN, Timeout: l.timeout, RetryCnt: l.retry,
 		RnrRetry: l.rnr, MaxRdAtomic: l.rdAtomic}
@@ -536,10 +540,13 @@ func (d *dut) awaitWithin(cq *verbs.CQ, want int, limit time.Duration) []verbs.E
 func (d *dut) await(cq *verbs.CQ, want int) []verbs.ExpWC { return d.awaitWithin(cq, want, within) }
 
 // quiet polls cq for the quiet window and returns whatever came.
-func (d *dut) quiet(cq *verbs.CQ) []verbs.ExpWC {
+func (d *dut) quiet(cq *verbs.CQ) []verbs.ExpWC { return d.quietFor(cq, quietWindow) }
+
+// quietFor polls cq for span and returns whatever came.
+func (d *dut) quietFor(cq *verbs.CQ, span time.Duration) []verbs.ExpWC {
 	d.t.Helper()
 	var got []verbs.ExpWC
-	for end := time.Now().Add(quietWindow); time.Now().Before(end); time.Sleep(time.Millisecond) {
+	for end := time.Now().Add(span); time.Now().Before(end); time.Sleep(time.Millisecond) {
 		got = append(got, d.poll(cq)...)
 	}
 	return got

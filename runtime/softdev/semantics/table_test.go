@@ -44,6 +44,20 @@ type semCase struct {
 	// responderDies: rank 1 ends by SIGKILL (n.die), as a process on a
 	// cluster can, and no other way.
 	responderDies bool
+	// known is a difference between the paths this case found and that
+	// is not fixed yet (a softdev bug): see knownDiff.
+	known *knownDiff
+}
+
+// knownDiff marks a case that fails on one path for a known softdev bug.
+// There the case must still fail, a rank printing want; the subtest then
+// skips saying why, loudly. Once the bug is fixed the case passes there,
+// and the table fails until the mark is removed: a difference is never
+// forgotten, and never silently accepted.
+type knownDiff struct {
+	path pathKind
+	want string // in the failing rank's output
+	bug  string // what differs, and where the fix belongs
 }
 
 // cases is the table: the CORE-Direct rules, calc, the RC transport and
@@ -105,6 +119,23 @@ func runJob(t *testing.T, c semCase, p pathKind) {
 		return err
 	}
 	start := time.Now()
+	if k := c.known; k != nil && k.path == p {
+		res := multiproc.Start(t, c.ranks, cfg).Wait()
+		var failed []byte
+		for _, r := range res {
+			if cfg.Expect(r.Rank, r.Err) != nil {
+				failed = append(failed, r.Output...)
+			}
+		}
+		switch {
+		case failed == nil:
+			t.Fatalf("the case passes on this path now, though marked as a known difference (%s): remove the mark", k.bug)
+		case !bytes.Contains(failed, []byte(k.want)):
+			multiproc.Check(t, res, cfg.Expect)
+			t.Fatalf("the case fails on this path, but not as its known difference says (%q: %s)", k.want, k.bug)
+		}
+		t.Skipf("SKIPPED: a known difference between the paths, a softdev bug: %s; the case fails here as expected (%q)", k.bug, k.want)
+	}
 	res := multiproc.Run(t, c.ranks, cfg)
 	skip := regexp.MustCompile(`(?m)^\s*--- SKIP`)
 	for _, r := range res {
@@ -214,6 +245,13 @@ type wire struct {
 // attributes for this rank; both ranks are connected when it returns.
 func (n *node) wireUp(attr func(rank int) link, setup func() []uint32) *wire {
 	n.t.Helper()
+	return n.wireUpWith(attr, setup, nil)
+}
+
+// wireUpWith is wireUp with edit applied to what this rank learnt of the
+// other before it connects (a wrong QP number, a LID nobody has).
+func (n *node) wireUpWith(attr func(rank int) link, setup func() []uint32, edit func(*peerInfo)) *wire {
+	n.t.Helper()
 	if n.size != 2 {
 		n.t.Fatalf("wireUp needs two ranks, the case has %d", n.size)
 	}
@@ -226,6 +264,9 @@ func (n *node) wireUp(attr func(rank int) link, setup func() []uint32) *wire {
 	}
 	all := exchange(n, me)
 	w.peer = all[1-n.rank]
+	if edit != nil {
+		edit(&w.peer)
+	}
 	d.connect(w.qp, w.peer.Addr, w.peer.QPN, attr(n.rank))
 	n.barrier("connected")
 	return w
