@@ -103,7 +103,11 @@ func TestSemantics(t *testing.T) {
 // runJob starts the case's ranks (under softdev exec on the library
 // path) and checks how each ended.
 func runJob(t *testing.T, c semCase, p pathKind) {
-	cfg := multiproc.Config{Timeout: 90 * time.Second}
+	cfg := multiproc.Config{Timeout: 90 * time.Second, Env: func(int) []string {
+		// Under -race a process sleeps 1 s at exit (atexit_sleep_ms) to
+		// let late race reports out: a rank reports before it exits.
+		return []string{"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")}
+	}}
 	if p == library {
 		needVendor(t)
 		cfg.Wrap = func(int) []string {
