@@ -48,6 +48,7 @@ type dut struct {
 	mr  *verbs.MR
 
 	mem   arena
+	idle  *verbs.CQ // see waitReadable
 	qps   []*verbs.QP
 	cqs   []*verbs.CQ
 	chans []*verbs.CompChannel
@@ -68,6 +69,12 @@ func openDUT(t testing.TB, p pathKind) *dut {
 	switch p {
 	case inProcess:
 		sd, err := softdev.Open(softdev.Autonomous(), softdev.InfiniBandPort())
+		if err != nil {
+			t.Fatalf("softdev.Open: %v", err)
+		}
+		d.ctx, d.close = sd.Context(), sd.Close
+	case inProcessDefault:
+		sd, err := softdev.Open()
 		if err != nil {
 			t.Fatalf("softdev.Open: %v", err)
 		}
@@ -607,11 +614,33 @@ func readable(t testing.TB, fd int, wait time.Duration) int {
 	}
 }
 
+// waitReadable polls fd (as readable does) until it is readable, for up
+// to limit, and polls an idle CQ of the device meanwhile, as a program
+// waiting for an event may poll its CQs: on an HCA, or on a softdev that
+// runs its queues in its own thread, those polls change nothing; on the
+// in-process default device, whose QPs' send queues run in polls until
+// one connects to another device, they are what runs them. It returns
+// readable's count, 0 if fd stayed unreadable.
+func (d *dut) waitReadable(fd int, limit time.Duration) int {
+	d.t.Helper()
+	if d.idle == nil {
+		d.idle = d.cq(1)
+	}
+	for end := time.Now().Add(limit); ; {
+		if got := d.poll(d.idle); len(got) != 0 {
+			d.t.Fatalf("a CQ no QP uses gave %+v", sum(got))
+		}
+		if n := readable(d.t, fd, time.Millisecond); n != 0 || time.Now().After(end) {
+			return n
+		}
+	}
+}
+
 // event reads the next asynchronous event (ibv_get_async_event), which
 // must come within the bound, and acknowledges it.
 func (d *dut) event(limit time.Duration) verbs.AsyncEvent {
 	d.t.Helper()
-	if readable(d.t, int(d.ctx.AsyncFD), limit) == 0 {
+	if d.waitReadable(int(d.ctx.AsyncFD), limit) == 0 {
 		d.t.Fatalf("no asynchronous event within %v", limit)
 	}
 	ev := cAlloc[verbs.AsyncEvent](d)
@@ -628,7 +657,7 @@ func (d *dut) event(limit time.Duration) verbs.AsyncEvent {
 // noEvent checks that no asynchronous event comes in the quiet window.
 func (d *dut) noEvent(why string) {
 	d.t.Helper()
-	if n := readable(d.t, int(d.ctx.AsyncFD), quietWindow); n != 0 {
+	if n := d.waitReadable(int(d.ctx.AsyncFD), quietWindow); n != 0 {
 		ev := d.event(0)
 		d.t.Fatalf("an asynchronous event %s: %v", why, ev.EventType)
 	}

@@ -112,7 +112,7 @@ func eventsCQOverrun(n *node) {
 func eventsDroppedWithTheirObject(n *node) {
 	t, d := n.t, n.d
 	qp, scq := overrunWorker(d)
-	if readable(t, int(d.ctx.AsyncFD), within) == 0 {
+	if d.waitReadable(int(d.ctx.AsyncFD), within) == 0 {
 		t.Fatal("no event after the overrun")
 	}
 	if err := d.destroyQP(qp); err != nil {
@@ -121,7 +121,7 @@ func eventsDroppedWithTheirObject(n *node) {
 	if err := d.destroyCQ(scq); err != nil {
 		t.Fatalf("ibv_destroy_cq: %v", err)
 	}
-	if readable(t, int(d.ctx.AsyncFD), quietWindow) == 0 {
+	if d.waitReadable(int(d.ctx.AsyncFD), quietWindow) == 0 {
 		return
 	}
 	// Say what is left (read, never acknowledged: an ack would write
@@ -210,7 +210,7 @@ func compChannel(n *node) {
 	events := map[*verbs.CQ]uint32{}
 	event := func(want *verbs.CQ) {
 		t.Helper()
-		if readable(t, int(ch.FD), within) == 0 {
+		if d.waitReadable(int(ch.FD), within) == 0 {
 			t.Fatal("no completion event on the channel")
 		}
 		if err := verbs.GetCQEvent(ch, gotCQ, gotCtx); err != nil {
@@ -223,7 +223,7 @@ func compChannel(n *node) {
 	}
 	none := func(why string) {
 		t.Helper()
-		if readable(t, int(ch.FD), quietWindow) != 0 {
+		if d.waitReadable(int(ch.FD), quietWindow) != 0 {
 			t.Fatalf("a completion event %s", why)
 		}
 	}
@@ -335,10 +335,11 @@ func compChannelBlocking(n *node) {
 	}
 	got := make(chan error, 1)
 	go func() { got <- verbs.GetCQEvent(ch, gotCQ, gotCtx) }()
-	if readable(t, int(ch.FD), quietWindow) != 0 {
+	if d.waitReadable(int(ch.FD), quietWindow) != 0 {
 		t.Fatal("an event before anything completed")
 	}
 	d.postSend(qp, d.send(1, verbs.ExpWRNop, verbs.ExpSendSignaled, nil, 0))
+	d.await(cq, 1)
 	select {
 	case err := <-got:
 		if err != nil || *gotCQ != cq {
@@ -347,7 +348,6 @@ func compChannelBlocking(n *node) {
 	case <-time.After(within):
 		t.Fatalf("the blocked ibv_get_cq_event did not return within %v of the completion", within)
 	}
-	d.await(cq, 1)
 	if err := verbs.AckCQEvents(cq, 1); err != nil {
 		t.Fatal(err)
 	}

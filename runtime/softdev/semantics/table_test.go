@@ -26,14 +26,22 @@ import (
 type pathKind int
 
 const (
-	inProcess pathKind = iota // softdev.Open
-	library                   // runtime/device.Open under softdev exec
+	// inProcess: softdev.Open(Autonomous(), InfiniBandPort()), the twin
+	// of the driver: its thread runs the queues, its port has a LID.
+	inProcess pathKind = iota
+	// inProcessDefault: softdev.Open() as most in-process users open it:
+	// a RoCE port (the QPs name each other by GID), the send queues run
+	// by polls until a QP connects to another device.
+	inProcessDefault
+	// library: runtime/device.Open under softdev exec, through the
+	// vendor's libibverbs and the driver.
+	library
 )
 
 var paths = []struct {
 	name string
 	kind pathKind
-}{{"inprocess", inProcess}, {"library", library}}
+}{{"inprocess", inProcess}, {"inprocess-default", inProcessDefault}, {"library", library}}
 
 // semCase is one case of the table.
 type semCase struct {

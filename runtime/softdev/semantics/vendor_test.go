@@ -385,7 +385,7 @@ func tc4CreateCQTI1(v *vd) {
 		wrid++
 	}
 	// The events say the overrun happened: then the CQ holds what it will.
-	if n := readable(t, int(v.d.ctx.AsyncFD), within); n != 2 {
+	if n := v.d.waitReadable(int(v.d.ctx.AsyncFD), within); n != 2 {
 		t.Fatalf("poll(async_fd twice) = %d, want 2", n)
 	}
 	s := v.poll(v.scq, v.cqTx+2)
