@@ -201,38 +201,3 @@ func (r *rig) progress2() {
 		}
 	}
 }
-
-// Destroying a CQ or QP drops the events still queued for it.
-func TestEventsDroppedWithTheirObject(t *testing.T) {
-	f := newFixture(t)
-	cq, err := f.d.CreateCQ(1) // 2 slots
-	if err != nil {
-		t.Fatal(err)
-	}
-	rcq := f.cq(8)
-	qp, err := f.d.CreateQP(f.pd, cq, rcq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Connect(qp, qp); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		w := f.send(uint64(i), verbs.ExpWRRDMAWrite, verbs.ExpSendSignaled, f.sges(f.mr.Lkey, [2]int{0, 8}), 1)
-		w.WR.RDMA().RemoteAddr, w.WR.RDMA().Rkey = f.addr(64), f.mr.Rkey
-		f.postSend(qp, w)
-	}
-	f.d.Progress()
-	if n := readable(t, f.d.AsyncFD(), 0); n != 2 {
-		t.Fatalf("events pending: %d", n)
-	}
-	if err := f.d.DestroyQP(qp); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.d.DestroyCQ(cq); err != nil {
-		t.Fatal(err)
-	}
-	if n := readable(t, f.d.AsyncFD(), 0); n != 0 {
-		t.Fatalf("events left after their CQ and QP were destroyed: %d", n)
-	}
-}

@@ -4,10 +4,7 @@ package softdev
 
 import (
 	"encoding/binary"
-	"errors"
-	"syscall"
 	"testing"
-	"time"
 	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
@@ -18,8 +15,8 @@ import (
 // tests/api/gtest_cd.h): the device query every test starts with, the
 // manager (mqp, mcq) created in SetUp, and the worker __init_test makes.
 // It deliberately does not use rig_test.go or helpers_test.go (only the
-// plain utilities of util_test.go): the tests of vendor_test.go are a
-// second, independent reading of the suite.
+// plain utilities of util_test.go): the tests of vendor_test.go and
+// vendor_calc_test.go are a second, independent reading of the suite.
 //
 // What a vendor test does through libibverbs' exported functions is done
 // with the Device methods standing in for them (AllocPD, RegMR, CreateCQ,
@@ -31,8 +28,10 @@ import (
 //
 // The vendor polls in loops bounded by time (10 s) and sleeps before its
 // final polls, waiting for an HCA. This device does all its work at the
-// start of every poll, so the loops here run a fixed number of passes
-// beyond the last post (vdSettle), and the sleeps are gone.
+// start of every poll, so the tests here poll where the vendor's loops
+// end, and the sleeps are gone. Package semantics runs the suite with the
+// vendor's own time-bounded polls on every path (this device, and softdev
+// behind the vendor's libibverbs).
 
 const (
 	vdPage          = 4096    // ctx->size: one page, the size of every message
@@ -42,9 +41,7 @@ const (
 	vdSGEs          = 16      // max_send_sge and max_recv_sge of both QPs
 	vdRecvWRID      = 0x10000 // the type bits of the receives' wr_id
 	vdSendWRID      = 0x20000 // the type bits OR-ed into the sends' wr_id
-	vdTypeBits      = ^uint64(0xFFFF)
 	vdSendPostCount = 10
-	vdSettle        = 3 // polling passes after the last post, instead of 10 s
 )
 
 // vdInit are __init_test's arguments.
@@ -426,68 +423,6 @@ func (v *vd) postMgr(ws ...*verbs.ExpSendWR) {
 	}
 }
 
-// vdTally is the bookkeeping of the vendor's polling loops: completions
-// counted per CQ, sends and receives told apart by the wr_id's type
-// bits, and receives reposted when at most one is left.
-type vdTally struct {
-	routs      int
-	scnt, rcnt int
-	sPolled    int
-	rPolled    int
-	onRecv     func() // the test's own check on each receive
-}
-
-// pollBoth is one pass of the vendor's loop body: poll the send CQ
-// (cq_tx_depth entries) and then the receive CQ (cq_rx_depth), every
-// completion a success; it returns how many it found.
-func (v *vd) pollBoth(tl *vdTally) int {
-	v.t.Helper()
-	n := 0
-	for _, side := range []struct {
-		cq     *verbs.CQ
-		depth  int
-		polled *int
-	}{{v.scq, v.cqTx, &tl.sPolled}, {v.rcq, v.cqRx, &tl.rPolled}} {
-		got := v.poll(side.cq, side.depth)
-		*side.polled += len(got)
-		n += len(got)
-		for _, c := range got {
-			if c.Status != verbs.WCSuccess {
-				v.t.Fatalf("completion wr_id %#x failed: %v", c.WRID, c.Status)
-			}
-			switch c.WRID & vdTypeBits {
-			case vdSendWRID:
-				tl.scnt++
-			case vdRecvWRID:
-				if tl.routs--; tl.routs <= 1 {
-					tl.routs += v.postRead(v.qpRx - tl.routs)
-					if tl.routs < v.qpRx {
-						v.t.Fatalf("could not repost receives (%d)", tl.routs)
-					}
-				}
-				if tl.onRecv != nil {
-					tl.onRecv()
-				}
-				tl.rcnt++
-			}
-		}
-	}
-	return n
-}
-
-// loop runs the vendor's "post, then poll for a while" loop: post(i) for
-// i in 0..count-1, each followed by a pass of pollBoth, then vdSettle
-// passes more. post may be nil for a loop that only polls.
-func (v *vd) loop(count int, tl *vdTally, post func(i int)) {
-	v.t.Helper()
-	for i := 0; i < count+vdSettle; i++ {
-		if i < count && post != nil {
-			post(i)
-		}
-		v.pollBoth(tl)
-	}
-}
-
 // mustWrite is __post_write that must succeed.
 func (v *vd) mustWrite(wrid uint64, what vdWrite) {
 	v.t.Helper()
@@ -504,21 +439,3 @@ func vdWRIDs(cs []verbs.WC) []uint64 {
 	}
 	return out
 }
-
-// pollAsyncFD is the vendor's poll(2) of async_fd: two entries for the
-// same descriptor, POLLIN, the timeout given; it returns poll's count.
-func (v *vd) pollAsyncFD(timeout time.Duration) int {
-	v.t.Helper()
-	return readable(v.t, int(v.d.Context().AsyncFD), timeout)
-}
-
-// asyncNonblocking is fcntl(async_fd, F_SETFL, flags | O_NONBLOCK).
-func (v *vd) asyncNonblocking() {
-	v.t.Helper()
-	if err := syscall.SetNonblock(int(v.d.Context().AsyncFD), true); err != nil {
-		v.t.Fatalf("fcntl(async_fd, O_NONBLOCK): %v", err)
-	}
-}
-
-// vdIsEINVAL is the vendor's (EINVAL == rc || EINVAL == errno).
-func vdIsEINVAL(err error) bool { return errors.Is(err, syscall.EINVAL) }

@@ -16,10 +16,11 @@ import (
 // ibv_ack_async_event and the counters the library keeps), and completion
 // channels (ibv_create_comp_channel, ibv_req_notify_cq, ibv_get_cq_event,
 // ibv_ack_cq_events), which on the library path the unchanged libibverbs
-// gets through the driver standing in for the kernel. runtime/softdev's
-// TestCompChannel* and TestEventsDroppedWithTheirObject state the same
-// rules on a poll-driven device; the vendor's tc4 (VendorTC4*) the CQ
-// overrun's.
+// gets through the driver standing in for the kernel. CompChannel,
+// CompChannelBlocking and EventsDroppedWithTheirObject were
+// runtime/softdev's tests of those names; runtime/softdev's
+// TestRule11*/TestRule12* keep what needs its counters (CQStats, QPStats)
+// or Progress. The vendor's tc4 (VendorTC4*) is the CQ overrun's too.
 
 func eventCases() []semCase {
 	return []semCase{

@@ -12,11 +12,12 @@ import (
 // The vendor's CORE-Direct suite (gtest_cd_tc1.cc to tc5 and tc8,
 // libibverbs-1.2.1mlnx1), one case per TEST_F, named after it, on the
 // fixture of vendor_fixture_test.go: the counts, wr_ids and statuses the
-// vendor expects, collected the vendor's way (polls bounded by time). They
-// are runtime/softdev's TestVendor* rewritten on the device under test;
-// those stay, asserting in addition what only a poll-driven device can
-// promise (how far a schedule got at a given poll). The calc tests (tc6,
-// tc7) are in calc_test.go.
+// vendor expects, collected the vendor's way (polls bounded by time).
+// They were runtime/softdev's TestVendorTC* (moved here, their assertions
+// kept); its TestVendorTC5SendWaitTI6 stays there for what only a device
+// that runs in polls can promise (how far a schedule has got at a given
+// poll), and its vendor_calc_test.go for the vendor's own calc fixture.
+// The calc cases here are in calc_test.go.
 
 const (
 	vdEnWRID = uint64('M') // the wr_id of tc3's SEND_ENABLEs
