@@ -69,11 +69,11 @@ type knownDiff struct {
 	bug  string // what differs, and where the fix belongs
 }
 
-// cases is the table: the CORE-Direct rules, calc, the RC transport and
-// the events.
+// cases is the table: the CORE-Direct rules, calc, the RC transport, UC
+// and UD, and the events.
 func cases() []semCase {
 	var all []semCase
-	for _, group := range [][]semCase{coreDirectCases(), calcCases(), rcCases(), eventCases()} {
+	for _, group := range [][]semCase{coreDirectCases(), calcCases(), rcCases(), ucudCases(), eventCases()} {
 		all = append(all, group...)
 	}
 	return all
