@@ -406,8 +406,8 @@ func rcReceiveTooSmall(n *node) {
 }
 
 // rcDuplicate: the responder's process is stopped (SIGSTOP) while a SEND
-// is outstanding: the requester's ACK timer (timeout 14: 67 ms) resends
-// it, three or four times in 250 ms, within retry_cnt 7; then the
+// is outstanding: the requester's ACK timer (timeout 15: 134 ms) resends
+// it, twice in 300 ms, well within retry_cnt 7 (1.07 s); then the
 // responder continues (SIGCONT) and finds the first copy and the
 // duplicates. The first is executed, the duplicates answered and not
 // executed again: of two receives posted, one completes, with the first
@@ -416,7 +416,8 @@ func rcReceiveTooSmall(n *node) {
 // message, not by the copies).
 func rcDuplicate(n *node) {
 	t, d := n.t, n.d
-	w := n.wireUp(plain, nil)
+	const stop = 300 * time.Millisecond
+	w := n.wireUp(requester(func(l *link) { l.timeout = 15 }), nil)
 	if n.rank == 1 {
 		d.postRecv(w.qp, d.recvBuf(1, 0, 64), d.recvBuf(2, 100, 64))
 		n.barrier("posted")
@@ -449,7 +450,7 @@ func rcDuplicate(n *node) {
 	copy(d.buf, "one")
 	start := time.Now()
 	d.postSend(w.qp, d.sendBuf(1, verbs.ExpSendSignaled, 0, 3))
-	if got := d.quietFor(w.cq, time.Until(start.Add(250*time.Millisecond))); len(got) != 0 {
+	if got := d.quietFor(w.cq, time.Until(start.Add(stop))); len(got) != 0 {
 		t.Fatalf("the send completed while its responder was stopped: %+v", sum(got))
 	}
 	cont()
@@ -458,7 +459,7 @@ func rcDuplicate(n *node) {
 	if len(c) != 1 || c[0].WRID != 1 || c[0].Status != verbs.WCSuccess {
 		t.Fatalf("the first send: %+v, want one successful completion", sum(c))
 	}
-	if took := time.Since(start); took < 250*time.Millisecond {
+	if took := time.Since(start); took < stop {
 		t.Errorf("the send completed %v after its post, while its responder was stopped", took)
 	}
 	n.barrier("checked")
