@@ -88,6 +88,7 @@ struct sd_net {
 	int             running, stop;
 	uint64_t        next_id;
 	uint64_t        sleep_until; /* what the thread's wait is bounded by */
+	int             timer_armed; /* a transport timer was armed in this pass (sd_net_flush) */
 	struct sd_conn *conns;
 	uint32_t        nconns, hellos;
 	uint64_t        backoff;
@@ -699,7 +700,10 @@ int sd_net_poll(struct sd_device *d)
 	return did;
 }
 
-/* Sends what every opened connection holds. Device lock held. */
+/* Sends what every opened connection holds, and wakes the transport
+ * thread if a timer armed in this pass is still armed and due before its
+ * wait ends (sd_net_timer_armed). What ends every pass of the engine.
+ * Device lock held. */
 void sd_net_flush(struct sd_device *d)
 {
 	struct sd_net *n = d->net;
@@ -711,6 +715,11 @@ void sd_net_flush(struct sd_device *d)
 		if (c->out && c->olen > c->ooff)
 			conn_flush(d, c);
 		c = next;
+	}
+	if (n->timer_armed) {
+		n->timer_armed = 0;
+		if (d->timers > 0 && d->next_deadline < __atomic_load_n(&n->sleep_until, __ATOMIC_RELAXED))
+			sd_net_kick(d);
 	}
 }
 
@@ -744,10 +753,15 @@ void sd_net_kick(struct sd_device *d)
 	}
 }
 
+/* A transport timer was armed: the thread hears of it when the pass
+ * ends (sd_net_flush), if it is armed still. A transfer between two QPs
+ * of this device arms and disarms within one pass; waking the thread at
+ * once cost a system call and a context switch per message. */
 void sd_net_timer_armed(struct sd_device *d, uint64_t deadline)
 {
-	if (d->net != NULL && deadline < __atomic_load_n(&d->net->sleep_until, __ATOMIC_RELAXED))
-		sd_net_kick(d);
+	(void)deadline;
+	if (d->net != NULL)
+		d->net->timer_armed = 1;
 }
 
 /* ------------------------------------------------------------------ */
