@@ -58,7 +58,7 @@ func launched(wrap []string, addr, prog string, args ...string) *exec.Cmd {
 }
 
 // start starts cmd, its output collected.
-func start(t *testing.T, cmd *exec.Cmd) *run {
+func start(t testing.TB, cmd *exec.Cmd) *run {
 	t.Helper()
 	r := &run{cmd: cmd, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = &r.out, &r.out
@@ -75,7 +75,7 @@ func (r *run) kill() { syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL) }
 
 // wait waits for the run to end, up to d; at the deadline it is killed
 // and the test fails, with its output.
-func (r *run) wait(t *testing.T, what string, d time.Duration) {
+func (r *run) wait(t testing.TB, what string, d time.Duration) {
 	t.Helper()
 	select {
 	case <-r.done:
@@ -87,7 +87,7 @@ func (r *run) wait(t *testing.T, what string, d time.Duration) {
 }
 
 // ok fails the test unless the run exited 0.
-func (r *run) ok(t *testing.T, what string) {
+func (r *run) ok(t testing.TB, what string) {
 	t.Helper()
 	if r.err != nil {
 		t.Fatalf("%s: %v; its output:\n%s", what, r.err, r.out.String())
@@ -96,7 +96,7 @@ func (r *run) ok(t *testing.T, what string) {
 
 // freePort is a TCP port nothing listens on now, for a program's own
 // handshake (-p): tests run beside other tests.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -149,7 +149,7 @@ type pair struct {
 	d        time.Duration
 }
 
-func (p pair) run(t *testing.T) (server, client string) {
+func (p pair) run(t testing.TB) (server, client string) {
 	t.Helper()
 	port := freePort(t)
 	args := append(append([]string{}, p.args...), p.portFlag, strconv.Itoa(port))
