@@ -56,6 +56,9 @@ enum {
 	SD_BACKOFF_MAX  = 1000000000,       /* doubling up to 1 s */
 	SD_LINGER_NS    = 500000000,        /* Close waits this long for queued frames to leave */
 	SD_PORT_CHECK_NS = 200000000,       /* how often the port's interface is looked at */
+	SD_HOLD_NS      = 20000,            /* an ACK may wait this long for a frame to leave with */
+	SD_HOLD_MAX_NS  = 1000000,          /* ... and, if the device goes quiet, at most this long */
+	SD_HOLD_ACTIVE_NS = 100000000,      /* the thread keeps that bound this long after a hold */
 };
 
 static const char sd_magic[8] = { 'V', 'X', 'S', 'D', 'W', 'I', 'R', 'E' };
@@ -76,6 +79,9 @@ struct sd_conn {
 	struct sd_link *link;     /* opened: the link it carries */
 	uint8_t        *obuf;
 	size_t          ooff, olen, ocap;
+	uint64_t        queued_at; /* opened: when the oldest frame not yet handed to the socket was queued */
+	int             urgent;   /* opened: a frame that may not be held is among them (sd_wire_send) */
+	int             held;     /* opened: a pass held them back (flush) */
 	uint8_t        *ibuf;
 	size_t          ilen, icap;
 	uint64_t        since;    /* when accepted (hello deadline) */
@@ -89,6 +95,7 @@ struct sd_net {
 	uint64_t        next_id;
 	uint64_t        sleep_until; /* what the thread's wait is bounded by */
 	int             timer_armed; /* a transport timer was armed in this pass (sd_net_flush) */
+	uint64_t        last_hold;   /* when a pass last held an ACK back (sd_net_flush) */
 	struct sd_conn *conns;
 	uint32_t        nconns, hellos;
 	uint64_t        backoff;
@@ -380,6 +387,7 @@ static struct sd_conn *conn_open(struct sd_device *d, struct sd_link *l)
 /* Sends what the connection holds, as far as the socket takes it. */
 static void conn_flush(struct sd_device *d, struct sd_conn *c)
 {
+	c->held = 0;
 	if (c->state == CONN_CONNECTING)
 		return;
 	while (c->ooff < c->olen) {
@@ -401,6 +409,7 @@ static void conn_flush(struct sd_device *d, struct sd_conn *c)
 		return;
 	}
 	c->ooff = c->olen = 0;
+	c->urgent = 0;
 	if (c->want_out) {
 		c->want_out = 0;
 		conn_watch(d->net, c, EPOLL_CTL_MOD);
@@ -430,6 +439,10 @@ int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p)
 		l->dropped++;
 		return -1;
 	}
+	if (c->olen == c->ooff)
+		c->queued_at = sd_now();
+	if (p->op != SD_PKT_ACK || p->syndrome != SD_AETH_ACK)
+		c->urgent = 1; /* only a plain ACK may wait (sd_net_flush) */
 	uint8_t *f = c->obuf + c->olen;
 	put32(f, (uint32_t)len);
 	uint8_t *h = f + 4;
@@ -700,27 +713,70 @@ int sd_net_poll(struct sd_device *d)
 	return did;
 }
 
-/* Sends what every opened connection holds, and wakes the transport
- * thread if a timer armed in this pass is still armed and due before its
- * wait ends (sd_net_timer_armed). What ends every pass of the engine.
+/* Sends what the opened connections hold. With hold, a connection that
+ * holds nothing but plain ACKs queued less than SD_HOLD_NS ago keeps
+ * them: the requests the application posts next (a reply to what it just
+ * polled, say) carry them in the same system call, which costs as much
+ * as the frame's own on a loopback TCP connection. What is held leaves
+ * at the next pass after SD_HOLD_NS, or when the transport thread flushes
+ * (it never holds, and wakes within SD_HOLD_MAX_NS while holds happen).
  * Device lock held. */
+static void flush(struct sd_device *d, int hold)
+{
+	struct sd_net *n = d->net;
+	uint64_t now = 0;
+	int held = 0;
+	struct sd_conn *c = n->conns;
+	while (c != NULL) {
+		struct sd_conn *next = c->next;
+		if (c->out && c->olen > c->ooff) {
+			if (hold && !c->urgent && now == 0)
+				now = sd_now();
+			c->held = hold && !c->urgent && now - c->queued_at < SD_HOLD_NS;
+			if (c->held)
+				held = 1;
+			else
+				conn_flush(d, c);
+		}
+		c = next;
+	}
+	if (held) {
+		n->last_hold = now;
+		if (now + SD_HOLD_MAX_NS < __atomic_load_n(&n->sleep_until, __ATOMIC_RELAXED))
+			sd_net_kick(d);
+	}
+}
+
+/* What ends every pass of the engine: sends what the connections hold
+ * (plain ACKs may wait, see flush), and wakes the transport thread if a
+ * timer armed in this pass is still armed and due before its wait ends
+ * (sd_net_timer_armed). Device lock held. */
 void sd_net_flush(struct sd_device *d)
 {
 	struct sd_net *n = d->net;
 	if (n == NULL)
 		return;
-	struct sd_conn *c = n->conns;
-	while (c != NULL) {
-		struct sd_conn *next = c->next;
-		if (c->out && c->olen > c->ooff)
-			conn_flush(d, c);
-		c = next;
-	}
+	flush(d, 1);
 	if (n->timer_armed) {
 		n->timer_armed = 0;
 		if (d->timers > 0 && d->next_deadline < __atomic_load_n(&n->sleep_until, __ATOMIC_RELAXED))
 			sd_net_kick(d);
 	}
+}
+
+/* When the transport thread must wake to send what passes held: the
+ * oldest held frame's SD_HOLD_NS, and while holds happen (an application
+ * may go quiet right after one) at most SD_HOLD_MAX_NS on. */
+static uint64_t held_until(struct sd_device *d, uint64_t now)
+{
+	struct sd_net *n = d->net;
+	uint64_t until = UINT64_MAX;
+	for (struct sd_conn *c = n->conns; c != NULL; c = c->next)
+		if (c->held && !c->want_out && c->queued_at + SD_HOLD_NS < until)
+			until = c->queued_at + SD_HOLD_NS;
+	if (n->last_hold != 0 && now - n->last_hold < SD_HOLD_ACTIVE_NS && now + SD_HOLD_MAX_NS < until)
+		until = now + SD_HOLD_MAX_NS;
+	return until;
 }
 
 /* A path resolved to l: its connection is opened now, so that the first
@@ -808,6 +864,9 @@ static void *transport(void *arg)
 			until = n->port_check;
 		if (n->hellos > 0 && now + SD_HELLO_NS < until)
 			until = now + SD_HELLO_NS;
+		uint64_t held = held_until(d, now);
+		if (held < until)
+			until = held;
 		__atomic_store_n(&n->sleep_until, until, __ATOMIC_RELAXED);
 		sd_unlock(d);
 		int k;
@@ -860,7 +919,8 @@ static void *transport(void *arg)
 			d->quiet = 0;
 		if (d->autonomous)
 			sd_run_queues(d); /* the wire was read just above */
-		sd_net_flush(d);
+		flush(d, 0);
+		n->timer_armed = 0; /* the loop's top looks at the timers */
 		sd_unlock(d);
 	}
 }
@@ -975,7 +1035,7 @@ static void linger(struct sd_device *d)
 	uint64_t end = sd_now() + SD_LINGER_NS;
 	for (;;) {
 		sd_lock_clean(d);
-		sd_net_flush(d);
+		flush(d, 0);
 		int pending = 0;
 		for (struct sd_conn *c = n->conns; c != NULL; c = c->next)
 			if (c->out && c->olen > c->ooff)
