@@ -101,7 +101,13 @@ struct sd_net {
 	uint64_t        backoff;
 	uint64_t        port_check; /* when the port's interface is looked at next */
 	int             port_down;  /* IBV_EVENT_PORT_ERR raised, not yet PORT_ACTIVE */
+	struct sd_device *dev;
+	struct sd_net  *next_net;   /* the process's devices with a network (flush_at_exit) */
 };
+
+/* The devices of this process that have a network, for flush_at_exit. */
+static pthread_mutex_t nets_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sd_net *nets;
 
 /* ------------------------------------------------------------------ */
 /* Addresses                                                            */
@@ -1014,6 +1020,11 @@ int sd_net_open(struct sd_device *d, const uint8_t addr[16], int auto_loopback, 
 		goto fail;
 	}
 	n->running = 1;
+	n->dev = d;
+	pthread_mutex_lock(&nets_lock);
+	n->next_net = nets;
+	nets = n;
+	pthread_mutex_unlock(&nets_lock);
 	return 0;
 fail:
 	if (n->lfd >= 0)
@@ -1071,6 +1082,14 @@ void sd_net_close(struct sd_device *d)
 	struct sd_net *n = d->net;
 	if (n == NULL)
 		return;
+	pthread_mutex_lock(&nets_lock);
+	for (struct sd_net **pp = &nets; *pp != NULL; pp = &(*pp)->next_net) {
+		if (*pp == n) {
+			*pp = n->next_net;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&nets_lock);
 	while (n->conns != NULL)
 		conn_free(d, n->conns);
 	close(n->lfd);
@@ -1078,4 +1097,20 @@ void sd_net_close(struct sd_device *d)
 	close(n->wake);
 	free(n);
 	d->net = NULL;
+}
+
+/* A program that exits (exit(3)) right after a poll, without closing its
+ * device, may leave ACKs held (flush): they go to the sockets now, which
+ * the kernel sends on after the process is gone. Best effort: a device
+ * whose lock another thread holds at that moment is skipped. */
+__attribute__((destructor)) static void flush_at_exit(void)
+{
+	pthread_mutex_lock(&nets_lock);
+	for (struct sd_net *n = nets; n != NULL; n = n->next_net) {
+		if (pthread_mutex_trylock(&n->dev->lock) == 0) {
+			flush(n->dev, 0);
+			pthread_mutex_unlock(&n->dev->lock);
+		}
+	}
+	pthread_mutex_unlock(&nets_lock);
 }
