@@ -151,6 +151,17 @@ type pair struct {
 
 func (p pair) run(t testing.TB) (server, client string) {
 	t.Helper()
+	server, client, err := p.try(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return server, client
+}
+
+// try is run returning why the pair failed instead of failing the test
+// (a hang still fails it).
+func (p pair) try(t testing.TB) (server, client string, err error) {
+	t.Helper()
 	port := freePort(t)
 	args := append(append([]string{}, p.args...), p.portFlag, strconv.Itoa(port))
 	srv := start(t, launched(p.wrap[0], p.addr[0], bin(p.prog), args...))
@@ -159,7 +170,7 @@ func (p pair) run(t testing.TB) (server, client string) {
 	if !listening(srv, port, p.d) {
 		srv.kill()
 		<-srv.done
-		t.Fatalf("%s server never listened on port %d; its output:\n%s", p.prog, port, srv.out.String())
+		return srv.out.String(), "", fmt.Errorf("%s server never listened on port %d; its output:\n%s", p.prog, port, srv.out.String())
 	}
 	host := p.host
 	if host == "" {
@@ -170,10 +181,10 @@ func (p pair) run(t testing.TB) (server, client string) {
 	cli.wait(t, p.prog+" client", left)
 	srv.wait(t, p.prog+" server", time.Until(deadline(ctx))+time.Second)
 	if cli.err != nil || srv.err != nil {
-		t.Fatalf("%s %s: client: %v, server: %v\nclient output:\n%s\nserver output:\n%s",
+		return srv.out.String(), cli.out.String(), fmt.Errorf("%s %s: client: %v, server: %v\nclient output:\n%s\nserver output:\n%s",
 			p.prog, strings.Join(args, " "), cli.err, srv.err, cli.out.String(), srv.out.String())
 	}
-	return srv.out.String(), cli.out.String()
+	return srv.out.String(), cli.out.String(), nil
 }
 
 func deadline(ctx context.Context) time.Time {

@@ -124,7 +124,21 @@ func speedTable(tb testing.TB, addrs [2]string, p speedParams) []*speedRow {
 func perftestOnce(tb testing.TB, r *speedRow, addrs [2]string, iters int) float64 {
 	tb.Helper()
 	args := []string{"-s", strconv.Itoa(r.size), "-n", strconv.Itoa(iters)}
-	srv, cli := pair{prog: r.prog, args: args, portFlag: "-p", addr: addrs, d: 10 * time.Minute}.run(tb)
+	var srv, cli string
+	for attempt := 1; ; attempt++ {
+		var err error
+		srv, cli, err = pair{prog: r.prog, args: args, portFlag: "-p", addr: addrs, d: 10 * time.Minute}.try(tb)
+		if err == nil {
+			break
+		}
+		// perftest times with the TSC and checks its rate against
+		// gettimeofday first; on a loaded host that regression can fall
+		// below its r^2 of 0.9, and it gives up. Run it again, twice.
+		if attempt == 3 || !strings.Contains(srv+cli, "Can't produce a report") && !strings.Contains(srv+cli, "Correlation coefficient") {
+			tb.Fatal(err)
+		}
+		tb.Logf("%s %s: perftest could not calibrate its clock (attempt %d of 3, load average %s): again", r.prog, strings.Join(args, " "), attempt, loadavg())
+	}
 	f := strings.Fields(perftestRow(cli))
 	col := 4 // #bytes #iterations t_min t_max t_typical …
 	if r.bw {
@@ -387,10 +401,11 @@ func BenchmarkPerftestVsTCP(b *testing.B) {
 	after := loadavg()
 	for _, r := range rows {
 		b.Run(r.name(), func(b *testing.B) {
-			unit := "us"
+			unit, perMessage := "us", median(r.dev)*1e3 // ns/op: softdev's time per message
 			if r.bw {
-				unit = "MB/s"
+				unit, perMessage = "MB/s", float64(r.size)/(median(r.dev)*(1<<20))*1e9
 			}
+			b.ReportMetric(perMessage, "ns/op")
 			b.ReportMetric(median(r.dev), "softdev-"+unit)
 			b.ReportMetric(median(r.tcp), "tcp-"+unit)
 			b.ReportMetric(r.ratio(), "softdev/tcp")
