@@ -79,9 +79,10 @@ struct sd_conn {
 	struct sd_link *link;     /* opened: the link it carries */
 	uint8_t        *obuf;
 	size_t          ooff, olen, ocap;
-	uint64_t        queued_at; /* opened: when the oldest frame not yet handed to the socket was queued */
-	int             urgent;   /* opened: a frame that may not be held is among them (sd_wire_send) */
-	int             held;     /* opened: a pass held them back (flush) */
+	uint8_t        *abuf;     /* opened: plain ACKs not yet in obuf (sd_wire_send, flush) */
+	size_t          alen, acap;
+	uint64_t        acks_at;  /* when the first of them was queued */
+	int             held;     /* a pass held them back (flush) */
 	uint8_t        *ibuf;
 	size_t          ilen, icap;
 	uint64_t        since;    /* when accepted (hello deadline) */
@@ -297,6 +298,7 @@ static void conn_free(struct sd_device *d, struct sd_conn *c)
 	epoll_ctl(n->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	free(c->obuf);
+	free(c->abuf);
 	free(c->ibuf);
 	free(c);
 }
@@ -333,6 +335,20 @@ static int out_reserve(struct sd_conn *c, size_t more)
 		return -1;
 	c->obuf = b;
 	c->ocap = cap;
+	return 0;
+}
+
+/* Moves the ACKs held aside (sd_wire_send) to the end of the output. 0,
+ * or -1 out of memory (they stay aside). */
+static int acks_out(struct sd_conn *c)
+{
+	if (c->alen == 0)
+		return 0;
+	if (out_reserve(c, c->alen) != 0)
+		return -1;
+	memcpy(c->obuf + c->olen, c->abuf, c->alen);
+	c->olen += c->alen;
+	c->alen = 0;
 	return 0;
 }
 
@@ -394,6 +410,7 @@ static struct sd_conn *conn_open(struct sd_device *d, struct sd_link *l)
 static void conn_flush(struct sd_device *d, struct sd_conn *c)
 {
 	c->held = 0;
+	acks_out(c); /* after the requests queued meanwhile */
 	if (c->state == CONN_CONNECTING)
 		return;
 	while (c->ooff < c->olen) {
@@ -415,7 +432,6 @@ static void conn_flush(struct sd_device *d, struct sd_conn *c)
 		return;
 	}
 	c->ooff = c->olen = 0;
-	c->urgent = 0;
 	if (c->want_out) {
 		c->want_out = 0;
 		conn_watch(d->net, c, EPOLL_CTL_MOD);
@@ -430,27 +446,10 @@ static void conn_flush(struct sd_device *d, struct sd_conn *c)
  * or -1 when the packet is dropped (no connection can be had now, or too
  * much is queued): the transport's timers deal with that, as with a
  * packet lost on a fabric. */
-int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p)
+/* A frame at f: its length, the header, the payload. */
+static void encode(uint8_t *f, const struct sd_pkt *p)
 {
-	struct sd_conn *c = l->conn;
-	if (c == NULL) {
-		if (d->net == NULL || sd_now() < l->retry_at || (c = conn_open(d, l)) == NULL) {
-			l->dropped++;
-			return -1;
-		}
-		l->conn = c;
-	}
-	size_t len = SD_PKT_HDR + p->len;
-	if (c->olen - c->ooff + 4 + len > SD_OUT_HARD || p->len > SD_PKT_MAX || out_reserve(c, 4 + len) != 0) {
-		l->dropped++;
-		return -1;
-	}
-	if (c->olen == c->ooff)
-		c->queued_at = sd_now();
-	if (p->op != SD_PKT_ACK || p->syndrome != SD_AETH_ACK)
-		c->urgent = 1; /* only a plain ACK may wait (sd_net_flush) */
-	uint8_t *f = c->obuf + c->olen;
-	put32(f, (uint32_t)len);
+	put32(f, (uint32_t)(SD_PKT_HDR + p->len));
 	uint8_t *h = f + 4;
 	memset(h, 0, SD_PKT_HDR);
 	h[0] = p->op;
@@ -476,7 +475,58 @@ int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p)
 			sd_sg_copy(&to, 1, 0, p->sg, p->nsg, p->off, p->len);
 		}
 	}
-	c->olen += 4 + len;
+}
+
+/* Queues a packet on l's connection, opening it if need be. Returns 0,
+ * or -1 when the packet is dropped (no connection can be had now, or too
+ * much is queued): the transport's timers deal with that, as with a
+ * packet lost on a fabric.
+ *
+ * A plain ACK is put aside (abuf): it may wait a little for requests to
+ * the same peer and then go after them, in the same send(2) (flush). The
+ * ACK answers this device's responder, the requests come from its
+ * requesters: two sequences that RC orders each on its own. Any other
+ * answer (a READ response, an atomic ACK, a NAK) takes the ACKs put aside
+ * before it along, so that answers keep their order. */
+int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p)
+{
+	struct sd_conn *c = l->conn;
+	if (c == NULL) {
+		if (d->net == NULL || sd_now() < l->retry_at || (c = conn_open(d, l)) == NULL) {
+			l->dropped++;
+			return -1;
+		}
+		l->conn = c;
+	}
+	size_t len = 4 + SD_PKT_HDR + p->len;
+	if (p->len > SD_PKT_MAX) {
+		l->dropped++;
+		return -1;
+	}
+	if (p->op == SD_PKT_ACK && p->syndrome == SD_AETH_ACK) {
+		if (c->alen + len > c->acap) {
+			size_t cap = c->acap ? 2 * c->acap : 4096;
+			uint8_t *b = cap > SD_OUT_HARD ? NULL : realloc(c->abuf, cap);
+			if (b == NULL) {
+				l->dropped++;
+				return -1;
+			}
+			c->abuf = b;
+			c->acap = cap;
+		}
+		if (c->alen == 0)
+			c->acks_at = sd_now();
+		encode(c->abuf + c->alen, p);
+		c->alen += len;
+		return 0;
+	}
+	if (c->olen - c->ooff + len > SD_OUT_HARD || out_reserve(c, len) != 0 ||
+	    (p->op > SD_PKT_FETCH_ADD && acks_out(c) != 0)) {
+		l->dropped++;
+		return -1;
+	}
+	encode(c->obuf + c->olen, p);
+	c->olen += len;
 	return 0;
 }
 
@@ -719,32 +769,34 @@ int sd_net_poll(struct sd_device *d)
 	return did;
 }
 
-/* Sends what the opened connections hold. With hold, a connection that
- * holds nothing but plain ACKs queued less than SD_HOLD_NS ago keeps
- * them: the requests the application posts next (a reply to what it just
- * polled, say) carry them in the same system call, which costs as much
- * as the frame's own on a loopback TCP connection. What is held leaves
- * at the next pass after SD_HOLD_NS, or when the transport thread flushes
- * (it never holds, and wakes within SD_HOLD_MAX_NS while holds happen).
+/* Sends what the opened connections hold. With hold, a connection whose
+ * output is only ACKs put aside less than SD_HOLD_NS ago (sd_wire_send)
+ * keeps them: the requests the application posts next (a reply to what
+ * it just polled, the next write) carry them in the same send(2), which
+ * on a loopback TCP connection costs as much as the frame's own, and
+ * after them, so a peer that polls for the ACK finds the data placed
+ * when it sees it. What is held leaves with the next request, at the
+ * next pass after SD_HOLD_NS, or when the transport thread flushes (it
+ * never holds, and wakes within SD_HOLD_MAX_NS while holds happen).
  * Device lock held. */
 static void flush(struct sd_device *d, int hold)
 {
 	struct sd_net *n = d->net;
 	uint64_t now = 0;
 	int held = 0;
-	struct sd_conn *c = n->conns;
-	while (c != NULL) {
-		struct sd_conn *next = c->next;
-		if (c->out && c->olen > c->ooff) {
-			if (hold && !c->urgent && now == 0)
+	for (struct sd_conn *c = n->conns, *next; c != NULL; c = next) {
+		next = c->next;
+		if (!c->out || (c->olen == c->ooff && c->alen == 0))
+			continue;
+		c->held = 0;
+		if (hold && c->olen == c->ooff) {
+			if (now == 0)
 				now = sd_now();
-			c->held = hold && !c->urgent && now - c->queued_at < SD_HOLD_NS;
-			if (c->held)
-				held = 1;
-			else
-				conn_flush(d, c);
+			c->held = now - c->acks_at < SD_HOLD_NS;
+			held |= c->held;
 		}
-		c = next;
+		if (!c->held)
+			conn_flush(d, c);
 	}
 	if (held) {
 		n->last_hold = now;
@@ -778,8 +830,8 @@ static uint64_t held_until(struct sd_device *d, uint64_t now)
 	struct sd_net *n = d->net;
 	uint64_t until = UINT64_MAX;
 	for (struct sd_conn *c = n->conns; c != NULL; c = c->next)
-		if (c->held && !c->want_out && c->queued_at + SD_HOLD_NS < until)
-			until = c->queued_at + SD_HOLD_NS;
+		if (c->held && c->alen > 0 && c->acks_at + SD_HOLD_NS < until)
+			until = c->acks_at + SD_HOLD_NS;
 	if (n->last_hold != 0 && now - n->last_hold < SD_HOLD_ACTIVE_NS && now + SD_HOLD_MAX_NS < until)
 		until = now + SD_HOLD_MAX_NS;
 	return until;
@@ -1049,7 +1101,7 @@ static void linger(struct sd_device *d)
 		flush(d, 0);
 		int pending = 0;
 		for (struct sd_conn *c = n->conns; c != NULL; c = c->next)
-			if (c->out && c->olen > c->ooff)
+			if (c->out && (c->olen > c->ooff || c->alen > 0))
 				pending = 1;
 		sd_unlock(d);
 		if (!pending || sd_now() > end)
