@@ -19,6 +19,10 @@
  * it expects. Nothing a frame says is trusted further: lengths are
  * bounded here and ranges checked against the MRs there.
  *
+ * Frames queue in the connection's buffer and leave at the end of the
+ * engine's pass, all in one send(2); plain ACKs wait aside and may be
+ * held for the next pass's requests (flush).
+ *
  * A transport thread per device takes what arrives, runs the timers and
  * sends what is queued, as an HCA does while the host computes; the
  * engine's own runs (polls, Progress, and the thread too on an
