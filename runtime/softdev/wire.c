@@ -101,6 +101,7 @@ struct sd_net {
 	uint64_t        sleep_until; /* what the thread's wait is bounded by */
 	int             timer_armed; /* a transport timer was armed in this pass (sd_net_flush) */
 	uint64_t        last_hold;   /* when a pass last held an ACK back (sd_net_flush) */
+	int             holding;     /* the last flush held some: polls look again (sd_net_poll) */
 	struct sd_conn *conns;
 	uint32_t        nconns, hellos;
 	uint64_t        backoff;
@@ -524,8 +525,8 @@ int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p)
 		c->alen += len;
 		return 0;
 	}
-	if (c->olen - c->ooff + len > SD_OUT_HARD || out_reserve(c, len) != 0 ||
-	    (p->op > SD_PKT_FETCH_ADD && acks_out(c) != 0)) {
+	if ((p->op > SD_PKT_FETCH_ADD && acks_out(c) != 0) ||
+	    c->olen - c->ooff + len > SD_OUT_HARD || out_reserve(c, len) != 0) {
 		l->dropped++;
 		return -1;
 	}
@@ -757,10 +758,14 @@ static void expire_hellos(struct sd_device *d, uint64_t now)
 
 /* What the wire has for the device, without waiting: events, then the
  * transport's timers. Device lock held. 1 if anything happened. */
+static void flush(struct sd_device *d, int hold);
+
 int sd_net_poll(struct sd_device *d)
 {
 	struct sd_net *n = d->net;
 	int did = 0;
+	if (n != NULL && n->holding)
+		flush(d, 1); /* what was held SD_HOLD_NS ago leaves, even if nothing else happens */
 	if (n != NULL && n->nconns > 0) {
 		struct epoll_event evs[32];
 		int k = epoll_wait(n->epfd, evs, 32, 0);
@@ -780,9 +785,11 @@ int sd_net_poll(struct sd_device *d)
  * on a loopback TCP connection costs as much as the frame's own, and
  * after them, so a peer that polls for the ACK finds the data placed
  * when it sees it. What is held leaves with the next request, at the
- * next pass after SD_HOLD_NS, or when the transport thread flushes (it
- * never holds, and wakes within SD_HOLD_MAX_NS while holds happen).
- * Device lock held. */
+ * first poll or pass after SD_HOLD_NS (sd_net_poll looks, even on a
+ * device with nothing else to do, so a spinning poller sends it within
+ * SD_HOLD_NS whatever the transport thread's lot), or when the transport
+ * thread flushes (it never holds, and wakes within SD_HOLD_MAX_NS while
+ * holds happen). Device lock held. */
 static void flush(struct sd_device *d, int hold)
 {
 	struct sd_net *n = d->net;
@@ -802,6 +809,7 @@ static void flush(struct sd_device *d, int hold)
 		if (!c->held)
 			conn_flush(d, c);
 	}
+	n->holding = held;
 	if (held) {
 		n->last_hold = now;
 		if (now + SD_HOLD_MAX_NS < __atomic_load_n(&n->sleep_until, __ATOMIC_RELAXED))
