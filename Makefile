@@ -24,6 +24,11 @@
 #   make softdev [OFED_DEBS=DIR]      softdev exec and its driver for MLNX_OFED 4.9's libibverbs
 #                                     (.tmp/softdev/; the packages default to ../shared/ofed-4.9;
 #                                     OFED_INCLUDE=/usr/include: an installed MLNX_OFED's)
+#   make bench-softdev [SPEED_ROUNDS=5]
+#                                     perftest on softdev (two processes, the vendor's libibverbs)
+#                                     against TCP between the same two addresses, rounds
+#                                     interleaved, with the machine; and a post+poll round on the
+#                                     driver's device against an in-process one (as root)
 #   make examples                     run the cross-channel examples on the software device
 #                                     (ccpingpong as two processes, and in two network
 #                                     namespaces when run as root)
@@ -64,7 +69,7 @@ BENCH_GEN_RUNS ?= 7
 OFED_DEBS    ?= $(abspath $(CURDIR)/../shared/ofed-4.9/debs)
 export OFED_DEBS
 
-.PHONY: generate test vet softdev staticcheck fmt-check bench-gen toolchains launchers abi-check abi-baseline test-runtime bench bench-mpirun examples origin-test origin-abi-check
+.PHONY: generate test vet softdev bench-softdev staticcheck fmt-check bench-gen toolchains launchers abi-check abi-baseline test-runtime bench bench-mpirun examples origin-test origin-abi-check
 
 toolchains:
 	@scripts/ensure-toolchains
@@ -213,3 +218,10 @@ softdev:
 	$(GO) build -o .tmp/softdev/softdev ./runtime/softdev/cmd/softdev
 	.tmp/softdev/softdev build-driver $(if $(OFED_INCLUDE),-include "$(OFED_INCLUDE)",-ofed-debs "$(OFED_DEBS)") -src runtime/softdev -o .tmp/softdev/libsoftdev-rdmav2.so
 	@echo "built .tmp/softdev/softdev and .tmp/softdev/libsoftdev-rdmav2.so"
+
+# A measurement, not a test (make test runs TestSpeedSmoke instead: one
+# round, tiny counts, nothing judged). The launch tests build the driver
+# and the softdev command themselves; rounds are minutes each on 2 cores.
+SPEED_ROUNDS ?= 5
+bench-softdev:
+	$(GO) test ./runtime/softdev/launch -run '^$$' -bench '^Benchmark(PerftestVsTCP|ProviderPath)$$' -benchtime 1x -timeout 90m -args -speed.rounds=$(SPEED_ROUNDS)

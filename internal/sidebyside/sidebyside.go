@@ -24,11 +24,13 @@ type Way struct {
 }
 
 // Result holds, per way in the order given, the median time of one
-// operation and the heap allocations per operation over all rounds.
+// operation and the heap allocations per operation over all rounds, and
+// every round's time of one operation (sorted), for the spread.
 type Result struct {
 	Names  []string
 	NsOp   []float64
 	Allocs []float64
+	Rounds [][]float64
 }
 
 // Of returns the median ns per operation of the way named name.
@@ -92,6 +94,7 @@ func Measure(rounds, n int, ways ...Way) (Result, error) {
 		res.Names = append(res.Names, w.Name)
 		res.NsOp = append(res.NsOp, times[i][len(times[i])/2])
 		res.Allocs = append(res.Allocs, float64(objs[i])/float64(rounds*n))
+		res.Rounds = append(res.Rounds, times[i])
 	}
 	return res, nil
 }

@@ -2,6 +2,7 @@ package sidebyside
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -41,6 +42,11 @@ func TestMeasure(t *testing.T) {
 	}
 	if res.Of("a") <= 0 || res.Ratio("b", "a") <= 0 {
 		t.Fatalf("medians %v", res.NsOp)
+	}
+	for i, r := range res.Rounds {
+		if len(r) != 3 || !slices.IsSorted(r) || r[1] != res.NsOp[i] {
+			t.Fatalf("%s: rounds %v, want 3 sorted, the middle one the median %v", res.Names[i], r, res.NsOp[i])
+		}
 	}
 	boom := errors.New("boom")
 	_, err = Measure(1, 1, Way{Name: "bad", Run: func(int) error { return boom }})

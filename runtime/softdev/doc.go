@@ -491,7 +491,14 @@
 // a hello naming the opener's GID, checked against the connection's
 // source address, then frames of a 4-byte length, a 64-byte header
 // (fields little-endian at fixed offsets) and at most one MTU of
-// payload. A listener reachable from elsewhere lets anyone who can reach
+// payload. A send(2) costs about as much for one small frame as for
+// several, so a plain ACK that a poll or a post produces may wait up to
+// 20 µs for the next request to the same peer and leave behind it in the
+// same send, as HCAs coalesce ACKs (the transport thread sends what
+// still waits then; an application that goes quiet delays its peer's
+// completion by at most 1 ms): a peer polling for that ACK finds the
+// request's data placed when the completion shows. A listener reachable
+// from elsewhere lets anyone who can reach
 // the address send frames that claim a GID; like RoCE, the wire has no
 // authentication: a frame is taken only if it names a QP connected to
 // that GID and source QP with the PSN it expects, and its ranges are

@@ -50,7 +50,7 @@
 #include "softdev.h"
 
 enum {
-	SD_WINDOW     = 512, /* PSNs a QP may have unanswered */
+	SD_WINDOW     = 4096, /* PSNs a QP may have unanswered: 16 MiB at a 4 KiB MTU */
 	SD_TX_BUDGET  = 32,  /* packets one step of one QP sends */
 };
 

@@ -19,6 +19,10 @@
  * it expects. Nothing a frame says is trusted further: lengths are
  * bounded here and ranges checked against the MRs there.
  *
+ * Frames queue in the connection's buffer and leave at the end of the
+ * engine's pass, all in one send(2); plain ACKs wait aside and may be
+ * held for the next pass's requests (flush).
+ *
  * A transport thread per device takes what arrives, runs the timers and
  * sends what is queued, as an HCA does while the host computes; the
  * engine's own runs (polls, Progress, and the thread too on an
@@ -58,6 +62,9 @@ enum {
 	SD_LINGER_NS    = 500000000,        /* Close waits this long for queued frames to leave */
 	SD_PORT_CHECK_NS = 200000000,       /* how often the port's interface is looked at */
 	SD_SCAN_PROBE   = 256,              /* taken loopback addresses between checks for a wildcard listener */
+	SD_HOLD_NS      = 20000,            /* an ACK may wait this long for a frame to leave with */
+	SD_HOLD_MAX_NS  = 1000000,          /* ... and, if the device goes quiet, at most this long */
+	SD_HOLD_ACTIVE_NS = 100000000,      /* the thread keeps that bound this long after a hold */
 };
 
 static const char sd_magic[8] = { 'V', 'X', 'S', 'D', 'W', 'I', 'R', 'E' };
@@ -82,6 +89,10 @@ struct sd_conn {
 	struct sd_link *link;     /* opened: the link it carries */
 	uint8_t        *obuf;
 	size_t          ooff, olen, ocap;
+	uint8_t        *abuf;     /* opened: plain ACKs not yet in obuf (sd_wire_send, flush) */
+	size_t          alen, acap;
+	uint64_t        acks_at;  /* when the first of them was queued */
+	int             held;     /* a pass held them back (flush) */
 	uint8_t        *ibuf;
 	size_t          ilen, icap;
 	uint64_t        since;    /* when accepted (hello deadline) */
@@ -94,12 +105,21 @@ struct sd_net {
 	int             running, stop;
 	uint64_t        next_id;
 	uint64_t        sleep_until; /* what the thread's wait is bounded by */
+	int             timer_armed; /* a transport timer was armed in this pass (sd_net_flush) */
+	uint64_t        last_hold;   /* when a pass last held an ACK back (sd_net_flush) */
+	int             holding;     /* the last flush held some: polls look again (sd_net_poll) */
 	struct sd_conn *conns;
 	uint32_t        nconns, hellos;
 	uint64_t        backoff;
 	uint64_t        port_check; /* when the port's interface is looked at next */
 	int             port_down;  /* IBV_EVENT_PORT_ERR raised, not yet PORT_ACTIVE */
+	struct sd_device *dev;
+	struct sd_net  *next_net;   /* the process's devices with a network (flush_at_exit) */
 };
+
+/* The devices of this process that have a network, for flush_at_exit. */
+static pthread_mutex_t nets_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sd_net *nets;
 
 /* ------------------------------------------------------------------ */
 /* Addresses                                                            */
@@ -344,6 +364,7 @@ static void conn_free(struct sd_device *d, struct sd_conn *c)
 	epoll_ctl(n->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	free(c->obuf);
+	free(c->abuf);
 	free(c->ibuf);
 	free(c);
 }
@@ -380,6 +401,20 @@ static int out_reserve(struct sd_conn *c, size_t more)
 		return -1;
 	c->obuf = b;
 	c->ocap = cap;
+	return 0;
+}
+
+/* Moves the ACKs held aside (sd_wire_send) to the end of the output. 0,
+ * or -1 out of memory (they stay aside). */
+static int acks_out(struct sd_conn *c)
+{
+	if (c->alen == 0)
+		return 0;
+	if (out_reserve(c, c->alen) != 0)
+		return -1;
+	memcpy(c->obuf + c->olen, c->abuf, c->alen);
+	c->olen += c->alen;
+	c->alen = 0;
 	return 0;
 }
 
@@ -440,6 +475,8 @@ static struct sd_conn *conn_open(struct sd_device *d, struct sd_link *l)
 /* Sends what the connection holds, as far as the socket takes it. */
 static void conn_flush(struct sd_device *d, struct sd_conn *c)
 {
+	c->held = 0;
+	acks_out(c); /* after the requests queued meanwhile */
 	if (c->state == CONN_CONNECTING)
 		return;
 	while (c->ooff < c->olen) {
@@ -471,27 +508,10 @@ static void conn_flush(struct sd_device *d, struct sd_conn *c)
 /* Frames                                                               */
 /* ------------------------------------------------------------------ */
 
-/* Queues a packet on l's connection, opening it if need be. Returns 0,
- * or -1 when the packet is dropped (no connection can be had now, or too
- * much is queued): the transport's timers deal with that, as with a
- * packet lost on a fabric. */
-int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p)
+/* A frame at f: its length, the header, the payload. */
+static void encode(uint8_t *f, const struct sd_pkt *p)
 {
-	struct sd_conn *c = l->conn;
-	if (c == NULL) {
-		if (d->net == NULL || sd_now() < l->retry_at || (c = conn_open(d, l)) == NULL) {
-			l->dropped++;
-			return -1;
-		}
-		l->conn = c;
-	}
-	size_t len = SD_PKT_HDR + p->len;
-	if (c->olen - c->ooff + 4 + len > SD_OUT_HARD || p->len > SD_PKT_MAX || out_reserve(c, 4 + len) != 0) {
-		l->dropped++;
-		return -1;
-	}
-	uint8_t *f = c->obuf + c->olen;
-	put32(f, (uint32_t)len);
+	put32(f, (uint32_t)(SD_PKT_HDR + p->len));
 	uint8_t *h = f + 4;
 	memset(h, 0, SD_PKT_HDR);
 	h[0] = (uint8_t)(p->tp << 5 | p->op);
@@ -518,7 +538,58 @@ int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p)
 			sd_sg_copy(&to, 1, 0, p->sg, p->nsg, p->off, p->len);
 		}
 	}
-	c->olen += 4 + len;
+}
+
+/* Queues a packet on l's connection, opening it if need be. Returns 0,
+ * or -1 when the packet is dropped (no connection can be had now, or too
+ * much is queued): the transport's timers deal with that, as with a
+ * packet lost on a fabric.
+ *
+ * A plain ACK is put aside (abuf): it may wait a little for requests to
+ * the same peer and then go after them, in the same send(2) (flush). The
+ * ACK answers this device's responder, the requests come from its
+ * requesters: two sequences that RC orders each on its own. Any other
+ * answer (a READ response, an atomic ACK, a NAK) takes the ACKs put aside
+ * before it along, so that answers keep their order. */
+int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p)
+{
+	struct sd_conn *c = l->conn;
+	if (c == NULL) {
+		if (d->net == NULL || sd_now() < l->retry_at || (c = conn_open(d, l)) == NULL) {
+			l->dropped++;
+			return -1;
+		}
+		l->conn = c;
+	}
+	size_t len = 4 + SD_PKT_HDR + p->len;
+	if (p->len > SD_PKT_MAX) {
+		l->dropped++;
+		return -1;
+	}
+	if (p->op == SD_PKT_ACK && p->syndrome == SD_AETH_ACK) {
+		if (c->alen + len > c->acap) {
+			size_t cap = c->acap ? 2 * c->acap : 4096;
+			uint8_t *b = cap > SD_OUT_HARD ? NULL : realloc(c->abuf, cap);
+			if (b == NULL) {
+				l->dropped++;
+				return -1;
+			}
+			c->abuf = b;
+			c->acap = cap;
+		}
+		if (c->alen == 0)
+			c->acks_at = sd_now();
+		encode(c->abuf + c->alen, p);
+		c->alen += len;
+		return 0;
+	}
+	if ((p->op > SD_PKT_FETCH_ADD && acks_out(c) != 0) ||
+	    c->olen - c->ooff + len > SD_OUT_HARD || out_reserve(c, len) != 0) {
+		l->dropped++;
+		return -1;
+	}
+	encode(c->obuf + c->olen, p);
+	c->olen += len;
 	return 0;
 }
 
@@ -752,10 +823,14 @@ static void expire_hellos(struct sd_device *d, uint64_t now)
 
 /* What the wire has for the device, without waiting: events, then the
  * transport's timers. Device lock held. 1 if anything happened. */
+static int flush(struct sd_device *d, int hold);
+
 int sd_net_poll(struct sd_device *d)
 {
 	struct sd_net *n = d->net;
 	int did = 0;
+	if (n != NULL && n->holding)
+		flush(d, 1); /* what was held SD_HOLD_NS ago leaves, even if nothing else happens */
 	if (n != NULL && n->nconns > 0) {
 		struct epoll_event evs[32];
 		int k = epoll_wait(n->epfd, evs, 32, 0);
@@ -768,29 +843,85 @@ int sd_net_poll(struct sd_device *d)
 	return did;
 }
 
-/* Sends what every opened connection holds. Returns 1 if a link that
- * was busy for new work (sd_wire_busy) is not any more: work that
- * waited for it may go now, and nothing else would say so (UC and UD
- * get no answers that would run the queues again). Device lock held. */
+/* Sends what the opened connections hold. With hold, a connection whose
+ * output is only ACKs put aside less than SD_HOLD_NS ago (sd_wire_send)
+ * keeps them: the requests the application posts next (a reply to what
+ * it just polled, the next write) carry them in the same send(2), which
+ * on a loopback TCP connection costs as much as the frame's own, and
+ * after them, so a peer that polls for the ACK finds the data placed
+ * when it sees it. What is held leaves with the next request, at the
+ * first poll or pass after SD_HOLD_NS (sd_net_poll looks, even on a
+ * device with nothing else to do, so a spinning poller sends it within
+ * SD_HOLD_NS whatever the transport thread's lot), or when the transport
+ * thread flushes (it never holds, and wakes within SD_HOLD_MAX_NS while
+ * holds happen). Returns 1 if a link that was busy for new work
+ * (sd_wire_busy) is not any more: work that waited for it may go now,
+ * and nothing else would say so (UC and UD get no answers that would run
+ * the queues again). Device lock held. */
+static int flush(struct sd_device *d, int hold)
+{
+	struct sd_net *n = d->net;
+	uint64_t now = 0;
+	int held = 0, freed = 0;
+	for (struct sd_conn *c = n->conns, *next; c != NULL; c = next) {
+		next = c->next;
+		if (!c->out || (c->olen == c->ooff && c->alen == 0))
+			continue;
+		c->held = 0;
+		if (hold && c->olen == c->ooff) {
+			if (now == 0)
+				now = sd_now();
+			c->held = now - c->acks_at < SD_HOLD_NS;
+			held |= c->held;
+		}
+		if (c->held)
+			continue;
+		int busy = c->olen - c->ooff > SD_OUT_SOFT;
+		struct sd_link *l = c->link;
+		conn_flush(d, c); /* may free c (the connection broke) */
+		if (busy && l != NULL && !sd_wire_busy(d, l))
+			freed = 1;
+	}
+	n->holding = held;
+	if (held) {
+		n->last_hold = now;
+		if (now + SD_HOLD_MAX_NS < __atomic_load_n(&n->sleep_until, __ATOMIC_RELAXED))
+			sd_net_kick(d);
+	}
+	return freed;
+}
+
+/* What ends every pass of the engine: sends what the connections hold
+ * (plain ACKs may wait, see flush), and wakes the transport thread if a
+ * timer armed in this pass is still armed and due before its wait ends
+ * (sd_net_timer_armed). Returns flush's answer. Device lock held. */
 int sd_net_flush(struct sd_device *d)
 {
 	struct sd_net *n = d->net;
-	int freed = 0;
 	if (n == NULL)
 		return 0;
-	struct sd_conn *c = n->conns;
-	while (c != NULL) {
-		struct sd_conn *next = c->next;
-		if (c->out && c->olen > c->ooff) {
-			int busy = c->olen - c->ooff > SD_OUT_SOFT;
-			struct sd_link *l = c->link;
-			conn_flush(d, c); /* may free c (the connection broke) */
-			if (busy && l != NULL && !sd_wire_busy(d, l))
-				freed = 1;
-		}
-		c = next;
+	int freed = flush(d, 1);
+	if (n->timer_armed) {
+		n->timer_armed = 0;
+		if (d->timers > 0 && d->next_deadline < __atomic_load_n(&n->sleep_until, __ATOMIC_RELAXED))
+			sd_net_kick(d);
 	}
 	return freed;
+}
+
+/* When the transport thread must wake to send what passes held: the
+ * oldest held frame's SD_HOLD_NS, and while holds happen (an application
+ * may go quiet right after one) at most SD_HOLD_MAX_NS on. */
+static uint64_t held_until(struct sd_device *d, uint64_t now)
+{
+	struct sd_net *n = d->net;
+	uint64_t until = UINT64_MAX;
+	for (struct sd_conn *c = n->conns; c != NULL; c = c->next)
+		if (c->held && c->alen > 0 && c->acks_at + SD_HOLD_NS < until)
+			until = c->acks_at + SD_HOLD_NS;
+	if (n->last_hold != 0 && now - n->last_hold < SD_HOLD_ACTIVE_NS && now + SD_HOLD_MAX_NS < until)
+		until = now + SD_HOLD_MAX_NS;
+	return until;
 }
 
 /* A path resolved to l: its connection is opened now, so that the first
@@ -823,10 +954,15 @@ void sd_net_kick(struct sd_device *d)
 	}
 }
 
+/* A transport timer was armed: the thread hears of it when the pass
+ * ends (sd_net_flush), if it is armed still. A transfer between two QPs
+ * of this device arms and disarms within one pass; waking the thread at
+ * once cost a system call and a context switch per message. */
 void sd_net_timer_armed(struct sd_device *d, uint64_t deadline)
 {
-	if (d->net != NULL && deadline < __atomic_load_n(&d->net->sleep_until, __ATOMIC_RELAXED))
-		sd_net_kick(d);
+	(void)deadline;
+	if (d->net != NULL)
+		d->net->timer_armed = 1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -873,6 +1009,9 @@ static void *transport(void *arg)
 			until = n->port_check;
 		if (n->hellos > 0 && now + SD_HELLO_NS < until)
 			until = now + SD_HELLO_NS;
+		uint64_t held = held_until(d, now);
+		if (held < until)
+			until = held;
 		__atomic_store_n(&n->sleep_until, until, __ATOMIC_RELAXED);
 		sd_unlock(d);
 		struct timespec ts, *tp = NULL;
@@ -920,13 +1059,14 @@ static void *transport(void *arg)
 			d->quiet = 0;
 		if (d->autonomous)
 			sd_run_queues(d); /* the wire was read just above */
-		if (sd_net_flush(d)) {
+		if (flush(d, 0)) {
 			/* A link freed: what waited for it runs (here, or in
 			 * the next poll of a device driven by polls). */
 			d->quiet = 0;
 			if (d->autonomous)
 				sd_run_queues(d);
 		}
+		n->timer_armed = 0; /* the loop's top looks at the timers */
 		sd_unlock(d);
 	}
 }
@@ -1029,6 +1169,11 @@ int sd_net_open(struct sd_device *d, const uint8_t addr[16], int auto_loopback, 
 		goto fail;
 	}
 	n->running = 1;
+	n->dev = d;
+	pthread_mutex_lock(&nets_lock);
+	n->next_net = nets;
+	nets = n;
+	pthread_mutex_unlock(&nets_lock);
 	return 0;
 fail:
 	if (n->lfd >= 0)
@@ -1050,10 +1195,10 @@ static void linger(struct sd_device *d)
 	uint64_t end = sd_now() + SD_LINGER_NS;
 	for (;;) {
 		sd_lock_clean(d);
-		sd_net_flush(d);
+		flush(d, 0);
 		int pending = 0;
 		for (struct sd_conn *c = n->conns; c != NULL; c = c->next)
-			if (c->out && c->olen > c->ooff)
+			if (c->out && (c->olen > c->ooff || c->alen > 0))
 				pending = 1;
 		sd_unlock(d);
 		if (!pending || sd_now() > end)
@@ -1086,6 +1231,14 @@ void sd_net_close(struct sd_device *d)
 	struct sd_net *n = d->net;
 	if (n == NULL)
 		return;
+	pthread_mutex_lock(&nets_lock);
+	for (struct sd_net **pp = &nets; *pp != NULL; pp = &(*pp)->next_net) {
+		if (*pp == n) {
+			*pp = n->next_net;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&nets_lock);
 	while (n->conns != NULL)
 		conn_free(d, n->conns);
 	close(n->lfd);
@@ -1093,4 +1246,20 @@ void sd_net_close(struct sd_device *d)
 	close(n->wake);
 	free(n);
 	d->net = NULL;
+}
+
+/* A program that exits (exit(3)) right after a poll, without closing its
+ * device, may leave ACKs held (flush): they go to the sockets now, which
+ * the kernel sends on after the process is gone. Best effort: a device
+ * whose lock another thread holds at that moment is skipped. */
+__attribute__((destructor)) static void flush_at_exit(void)
+{
+	pthread_mutex_lock(&nets_lock);
+	for (struct sd_net *n = nets; n != NULL; n = n->next_net) {
+		if (pthread_mutex_trylock(&n->dev->lock) == 0) {
+			flush(n->dev, 0);
+			pthread_mutex_unlock(&n->dev->lock);
+		}
+	}
+	pthread_mutex_unlock(&nets_lock);
 }

@@ -76,7 +76,7 @@ func setUp(dir string) string {
 
 // needVendor skips (or, under make test, fails) a test that needs the
 // vendor's stack when it is missing, saying why.
-func needVendor(t *testing.T) {
+func needVendor(t testing.TB) {
 	t.Helper()
 	if vendor.why == "" {
 		return

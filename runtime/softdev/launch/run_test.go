@@ -59,7 +59,7 @@ func launched(wrap []string, addr, prog string, args ...string) *exec.Cmd {
 }
 
 // start starts cmd, its output collected.
-func start(t *testing.T, cmd *exec.Cmd) *run {
+func start(t testing.TB, cmd *exec.Cmd) *run {
 	t.Helper()
 	r := &run{cmd: cmd, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = &r.out, &r.out
@@ -76,7 +76,7 @@ func (r *run) kill() { syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL) }
 
 // wait waits for the run to end, up to d; at the deadline it is killed
 // and the test fails, with its output.
-func (r *run) wait(t *testing.T, what string, d time.Duration) {
+func (r *run) wait(t testing.TB, what string, d time.Duration) {
 	t.Helper()
 	select {
 	case <-r.done:
@@ -88,7 +88,7 @@ func (r *run) wait(t *testing.T, what string, d time.Duration) {
 }
 
 // ok fails the test unless the run exited 0.
-func (r *run) ok(t *testing.T, what string) {
+func (r *run) ok(t testing.TB, what string) {
 	t.Helper()
 	if r.err != nil {
 		t.Fatalf("%s: %v; its output:\n%s", what, r.err, r.out.String())
@@ -101,7 +101,7 @@ func (r *run) ok(t *testing.T, what string) {
 // It is drawn at random below the kernel's ephemeral range (32768 and
 // up), which every program that binds port 0 draws from: a port a test
 // found free is not handed to another process a moment later.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	for range 100 {
 		port := 10000 + rand.IntN(20000)
@@ -159,14 +159,30 @@ type pair struct {
 	d        time.Duration
 }
 
-func (p pair) run(t *testing.T) (server, client string) {
+func (p pair) run(t testing.TB) (server, client string) {
 	t.Helper()
 	return p.runWith(t, nil)
 }
 
 // runWith is run with more arguments for one side (extra(0): the
 // server's, extra(1): the client's), before the common ones.
-func (p pair) runWith(t *testing.T, extra func(side int) []string) (server, client string) {
+func (p pair) runWith(t testing.TB, extra func(side int) []string) (server, client string) {
+	t.Helper()
+	server, client, err := p.tryWith(t, extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return server, client
+}
+
+// try is run returning why the pair failed instead of failing the test
+// (a hang still fails it).
+func (p pair) try(t testing.TB) (server, client string, err error) {
+	t.Helper()
+	return p.tryWith(t, nil)
+}
+
+func (p pair) tryWith(t testing.TB, extra func(side int) []string) (server, client string, err error) {
 	t.Helper()
 	port := freePort(t)
 	args := append(append([]string{}, p.args...), p.portFlag, strconv.Itoa(port))
@@ -188,7 +204,7 @@ func (p pair) runWith(t *testing.T, extra func(side int) []string) (server, clie
 	if !listening(srv, port, p.d) {
 		srv.kill()
 		<-srv.done
-		t.Fatalf("%s server never listened on port %d; its output:\n%s", p.prog, port, srv.out.String())
+		return srv.out.String(), "", fmt.Errorf("%s server never listened on port %d; its output:\n%s", p.prog, port, srv.out.String())
 	}
 	host := p.host
 	if host == "" {
@@ -199,10 +215,10 @@ func (p pair) runWith(t *testing.T, extra func(side int) []string) (server, clie
 	cli.wait(t, p.prog+" client", left)
 	srv.wait(t, p.prog+" server", time.Until(deadline(ctx))+time.Second)
 	if cli.err != nil || srv.err != nil {
-		t.Fatalf("%s %s: client: %v, server: %v\nclient output:\n%s\nserver output:\n%s",
+		return srv.out.String(), cli.out.String(), fmt.Errorf("%s %s: client: %v, server: %v\nclient output:\n%s\nserver output:\n%s",
 			p.prog, strings.Join(args, " "), cli.err, srv.err, cli.out.String(), srv.out.String())
 	}
-	return srv.out.String(), cli.out.String()
+	return srv.out.String(), cli.out.String(), nil
 }
 
 func deadline(ctx context.Context) time.Time {

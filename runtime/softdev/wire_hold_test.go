@@ -1,0 +1,130 @@
+//go:build linux && cgo
+
+package softdev
+
+import (
+	"testing"
+	"time"
+
+	verbs "github.com/verbsexp/verbsexp/generated"
+)
+
+// A plain ACK that a poll or a post produces may wait aside for the next
+// request to the same peer (wire.c, flush). These tests hold the wire to
+// what that must not change: every ACK still arrives, and answers keep
+// their order.
+
+// pollFor polls cq until it has given n completions; the test fails
+// after 10 s (a hang, not a speed).
+func (f *fixture) pollFor(cq *verbs.CQ, n int) []verbs.ExpWC {
+	f.t.Helper()
+	var got []verbs.ExpWC
+	for end := time.Now().Add(10 * time.Second); len(got) < n; time.Sleep(50 * time.Microsecond) {
+		got = append(got, f.poll(cq)...)
+		if len(got) < n && time.Now().After(end) {
+			f.t.Fatalf("%d of %d completions after 10 s: %+v", len(got), n, sum(got))
+		}
+	}
+	return got
+}
+
+// wireClean fails the test unless qp's transport counters show no
+// resend, timeout, duplicate or dropped packet.
+func (f *fixture) wireClean(qp *verbs.QP) {
+	f.t.Helper()
+	w, err := f.d.QPWire(qp)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if w.Retransmitted != 0 || w.Timeouts != 0 || w.Duplicates != 0 || w.Dropped != 0 || w.SeqNaksReceived != 0 {
+		f.t.Fatalf("QP %#x: %+v; want no resend, timeout, duplicate, drop or sequence NAK", qp.QPNum, w)
+	}
+}
+
+// The responder's application calls nothing while the sends arrive (its
+// transport thread takes them, and must not hold their ACKs), then takes
+// its receives with polls and goes quiet again (what those polls held
+// must leave too): the requester completes every send long before its
+// ACK timer (timeout 18: about 1.07 s) would resend.
+func TestWireHeldAcksLeave(t *testing.T) {
+	la, lb := defaultLink(), defaultLink()
+	la.timeout, lb.timeout = 18, 18
+	p := newWirePair(t, la, lb, nil, nil)
+	const n = 4
+	for i := range 2 * n {
+		p.g.postRecv(p.b, p.g.recv(uint64(100+i), p.g.sges(p.g.mr.Lkey, [2]int{1024 + 64*i, 64}), 1))
+	}
+	send := func(from int) {
+		for i := from; i < from+n; i++ {
+			p.f.postSend(p.a, p.f.send(uint64(i), verbs.ExpWRSend, verbs.ExpSendSignaled, p.f.sges(p.f.mr.Lkey, [2]int{64 * i, 8}), 1))
+		}
+		for _, c := range p.f.pollFor(p.cqa, n) {
+			if c.Status != verbs.WCSuccess || c.ExpOpcode != verbs.ExpWCSend {
+				t.Fatalf("send %+v", sum([]verbs.ExpWC{c}))
+			}
+		}
+	}
+	send(0) // g quiet throughout
+	for _, c := range p.g.pollFor(p.cqb, n) {
+		if c.Status != verbs.WCSuccess {
+			t.Fatalf("receive %+v", sum([]verbs.ExpWC{c}))
+		}
+	}
+	// Now g polls for the next ones as they come, then goes quiet.
+	done := make(chan []verbs.ExpWC)
+	go func() { done <- p.g.pollFor(p.cqb, n) }()
+	send(n)
+	for _, c := range <-done {
+		if c.Status != verbs.WCSuccess {
+			t.Fatalf("receive %+v", sum([]verbs.ExpWC{c}))
+		}
+	}
+	p.f.wireClean(p.a)
+}
+
+// SENDs and READs both ways at once: each responder's ACKs (which may
+// wait aside, and let its own requests pass) and its READ responses
+// (which take the ACKs before them along) reach the requester in order:
+// an ACK after a READ response that answers past it would be a ghost,
+// counted as dropped.
+func TestWireAnswersKeepOrder(t *testing.T) {
+	p := newWirePair(t, defaultLink(), defaultLink(), nil, nil)
+	const rounds = 50
+	sides := []struct {
+		me, peer *fixture
+		qp       *verbs.QP
+		cq       *verbs.CQ
+		mark     byte
+	}{{p.f, p.g, p.a, p.cqa, 0xa0}, {p.g, p.f, p.b, p.cqb, 0xb0}}
+	for _, s := range sides {
+		for i := range 256 {
+			s.me.buf[8192+i] = s.mark ^ byte(i) // what the peer's READs fetch
+		}
+		for i := range rounds {
+			s.me.postRecv(s.qp, s.me.recv(uint64(1000+i), s.me.sges(s.me.mr.Lkey, [2]int{1024, 64}), 1))
+		}
+	}
+	for i := range rounds {
+		for _, s := range sides {
+			snd := s.me.send(uint64(2*i), verbs.ExpWRSend, verbs.ExpSendSignaled, s.me.sges(s.me.mr.Lkey, [2]int{0, 16}), 1)
+			rd := s.me.send(uint64(2*i+1), verbs.ExpWRRDMARead, verbs.ExpSendSignaled, s.me.sges(s.me.mr.Lkey, [2]int{16384 + 256*(i%8), 256}), 1)
+			rd.WR.RDMA().RemoteAddr, rd.WR.RDMA().Rkey = s.peer.addr(8192), s.peer.mr.Rkey
+			s.me.postSend(s.qp, snd, rd)
+		}
+		for _, s := range sides {
+			for _, c := range s.me.pollFor(s.cq, 3) { // its SEND, its READ, the peer's SEND
+				if c.Status != verbs.WCSuccess {
+					t.Fatalf("round %d: %+v", i, sum([]verbs.ExpWC{c}))
+				}
+			}
+			got := s.me.buf[16384+256*(i%8):][:256]
+			for k, b := range got {
+				if want := s.peer.buf[8192+k]; b != want {
+					t.Fatalf("round %d: READ byte %d is %#x, want %#x", i, k, b, want)
+				}
+			}
+		}
+	}
+	p.f.wireClean(p.a)
+	p.g.wireClean(p.b)
+}
