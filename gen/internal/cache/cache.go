@@ -263,19 +263,23 @@ func (c *Cache) Put(kind string, k Key, payload []byte) {
 	}
 	sum := sha256.Sum256(payload)
 	var w bytes.Buffer
-	w.Grow(len(magic) + 4*sha256.Size + 2 + len(payload))
+	w.Grow(len(magic) + 4*sha256.Size + 2)
 	w.WriteString(magic)
 	w.WriteString(k.String())
 	w.WriteByte('\n')
 	w.WriteString(hex.EncodeToString(sum[:]))
 	w.WriteByte('\n')
-	w.Write(payload)
+	// The header, then the payload as it is (a megabyte of rendered
+	// files is not copied again).
 	_, werr := tmp.Write(w.Bytes())
+	if werr == nil {
+		_, werr = tmp.Write(payload)
+	}
 	if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), file) != nil {
 		os.Remove(tmp.Name())
 		return
 	}
-	c.grew(int64(w.Len()))
+	c.grew(int64(w.Len() + len(payload)))
 }
 
 // grew accounts for a write and prunes when the directory is over

@@ -6,6 +6,7 @@ package emit
 import (
 	"bytes"
 	"fmt"
+	gofmt "go/format"
 	"sort"
 	"strings"
 	"sync"
@@ -66,6 +67,10 @@ type Input struct {
 	Shims  *shim.Plan
 	Entry  string
 	CFlags []string
+	// Format formats a file's Go source as go/format.Source does (nil:
+	// go/format.Source itself); generate's remembers what it formatted
+	// (a file unchanged since the last run is not formatted again).
+	Format func(src []byte) ([]byte, error)
 
 	abi *manifest.Manifest // built once by Files: abi.json and the shims' asserts
 }
@@ -100,9 +105,7 @@ func Files(in Input) ([]File, error) {
 			if j.render != nil {
 				b, err = j.render()
 			} else {
-				var buf bytes.Buffer
-				err = j.build().Render(&buf)
-				b = buf.Bytes()
+				b, err = in.render(j.build())
 			}
 			if err != nil {
 				errs[i] = renderError(j.name, err)
@@ -122,6 +125,26 @@ func Files(in Input) ([]File, error) {
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
 	return files, nil
+}
+
+// render renders f as jennifer's Render does: its source, unformatted
+// (File.NoFormat), then formatted with in.Format.
+func (in Input) render(f *jen.File) ([]byte, error) {
+	var buf bytes.Buffer
+	f.NoFormat = true
+	if err := f.Render(&buf); err != nil {
+		return nil, err
+	}
+	format := in.Format
+	if format == nil {
+		format = gofmt.Source
+	}
+	b, err := format(buf.Bytes())
+	if err != nil {
+		// As jennifer reports it (renderError reads it).
+		return nil, fmt.Errorf("Error %s while formatting source:\n%s", err, buf.Bytes())
+	}
+	return b, nil
 }
 
 // renderError reports Go that does not format: a generator bug, since

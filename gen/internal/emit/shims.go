@@ -73,8 +73,8 @@ const preamblePlaceholder = "verbsexp/gen: the cgo preamble\n"
 // leaves the whole file as it is.
 func (in Input) shimsFile() ([]byte, error) {
 	pre := in.preamble()
-	var buf bytes.Buffer
-	if err := in.shims(preamblePlaceholder).Render(&buf); err != nil {
+	b, err := in.render(in.shims(preamblePlaceholder))
+	if err != nil {
 		return nil, err
 	}
 	comment := "/*\n" + pre
@@ -83,9 +83,8 @@ func (in Input) shimsFile() ([]byte, error) {
 	}
 	comment += "*/"
 	placeholder := "/*\n" + preamblePlaceholder + "*/"
-	b := buf.Bytes()
 	if !strings.Contains(pre, "\n") || strings.Contains(pre, "*/") || bytes.Count(b, []byte(placeholder)) != 1 {
-		buf.Reset()
+		var buf bytes.Buffer
 		err := in.shims(pre).Render(&buf)
 		return buf.Bytes(), err
 	}

@@ -401,3 +401,35 @@ func TestCacheProbedShadowing(t *testing.T) {
 	inc := tree(t, map[string]string{"infiniband/verbs_exp.h": sideHeader})
 	probedChanges(t, options(target.All, inc), func() { write(t, filepath.Join(early, "sys_side.h"), "typedef long long side_t;\n") })
 }
+
+// TestCacheFormatsChangedSourcesOnly: after a header change that adds a
+// constant, the run formats again only the Go source that changed
+// (consts.go: shims.go changes only in its cgo preamble, which is put in
+// after formatting); the others' formatted text comes from the cache
+// (one "gofmt" entry per source formatted), and the package is the one
+// an uncached run writes.
+func TestCacheFormatsChangedSourcesOnly(t *testing.T) {
+	dir := withCache(t)
+	inc := tree(t, map[string]string{"infiniband/verbs_exp.h": "#include <stdint.h>\nstruct ibv_a { uint32_t a; };\nint ibv_f(struct ibv_a *a);\n#define IBV_X 1\n"})
+	opts := options(target.All, inc)
+	check(t, "first", opts)
+	formatted := func() int {
+		n := 0
+		filepath.WalkDir(filepath.Join(dir, "gofmt"), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && !strings.HasPrefix(d.Name(), ".") {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	before := formatted()
+	if before < 6 {
+		t.Fatalf("%d formatted files in the cache after the first run; want every Go file's", before)
+	}
+	write(t, filepath.Join(inc, "infiniband/verbs_exp.h"), "#include <stdint.h>\nstruct ibv_a { uint32_t a; };\nint ibv_f(struct ibv_a *a);\n#define IBV_X 1\n#define IBV_Y 2\n")
+	check(t, "after adding a constant", opts)
+	if n := formatted() - before; n != 1 {
+		t.Errorf("%d files formatted again after a constant was added; want 1 (consts.go)", n)
+	}
+}

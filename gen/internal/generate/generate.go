@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"go/format"
 	"slices"
 	"strings"
 	"time"
@@ -146,7 +147,7 @@ func Run(opts Options) (*Result, error) {
 	// 6. Emit.
 	files, err := emit.Files(emit.Input{
 		Pkg: pkg, Plans: plans, Command: opts.Command, GoGenerate: opts.GoGenerate, Hashes: hashes,
-		Shims: shims, Entry: opts.Parse.Entry, CFlags: opts.CFlags,
+		Shims: shims, Entry: opts.Parse.Entry, CFlags: opts.CFlags, Format: cachedFormat(c),
 	})
 	if err != nil {
 		return nil, err
@@ -157,6 +158,30 @@ func Run(opts Options) (*Result, error) {
 	res.Files = files
 	clock.done("emit")
 	return res, nil
+}
+
+// cachedFormat formats Go source as go/format.Source does, and keeps
+// each file's formatted text in c under the hash of its unformatted
+// one: when headers change, most files render the same source as in the
+// last run (no layout moves when a constant is added: only consts.go is
+// formatted again), and formatting is most of rendering's cost. Without
+// a cache it is go/format.Source.
+func cachedFormat(c *cache.Cache) func([]byte) ([]byte, error) {
+	if c == nil {
+		return format.Source
+	}
+	return func(src []byte) ([]byte, error) {
+		sum := sha256.Sum256(src)
+		key := c.NewKey("gofmt").Add(hex.EncodeToString(sum[:])).Sum()
+		if b, ok := c.Get("gofmt", key); ok {
+			return b, nil
+		}
+		b, err := format.Source(src)
+		if err == nil {
+			c.Put("gofmt", key, b)
+		}
+		return b, err
+	}
 }
 
 // stageClock records the CPU time of consecutive stages.
@@ -213,7 +238,11 @@ func storeFiles(c *cache.Cache, key cache.Key, files []emit.File) {
 // encodeFiles stores files as a count, then each name and content with
 // its length (uvarints): a megabyte of Go source decodes in a copy.
 func encodeFiles(files []emit.File) []byte {
-	var b []byte
+	n := binary.MaxVarintLen64
+	for _, f := range files {
+		n += 2*binary.MaxVarintLen64 + len(f.Name) + len(f.Data)
+	}
+	b := make([]byte, 0, n)
 	b = binary.AppendUvarint(b, uint64(len(files)))
 	for _, f := range files {
 		b = binary.AppendUvarint(b, uint64(len(f.Name)))
