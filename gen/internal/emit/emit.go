@@ -141,10 +141,20 @@ func (in Input) render(f *jen.File) ([]byte, error) {
 	}
 	b, err := format(buf.Bytes())
 	if err != nil {
-		// As jennifer reports it (renderError reads it).
-		return nil, fmt.Errorf("Error %s while formatting source:\n%s", err, buf.Bytes())
+		return nil, formatError{err, buf.Bytes()}
 	}
 	return b, nil
+}
+
+// formatError is go/format's error as jennifer's Render reports it
+// (renderError reads it).
+type formatError struct {
+	err error
+	src []byte
+}
+
+func (e formatError) Error() string {
+	return "Error " + e.err.Error() + " while formatting source:\n" + string(e.src)
 }
 
 // renderError reports Go that does not format: a generator bug, since

@@ -49,3 +49,37 @@ func TestGeneratedCNames(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderAsJennifer: Input.render (jennifer's source, unformatted,
+// then Input.Format) gives the bytes jennifer's Render gives, and for Go
+// that does not format the same error.
+func TestRenderAsJennifer(t *testing.T) {
+	good := func() *jen.File {
+		f := jen.NewFile("p")
+		f.HeaderComment("// a command")
+		f.Comment("T is a type.")
+		f.Type().Id("T").Struct(jen.Id("A").Int(), jen.Id("Bb").Qual("unsafe", "Pointer"))
+		f.Const().Defs(jen.Id("X").Op("=").Lit(1), jen.Id("Yyyy").Op("=").Lit(22))
+		return f
+	}
+	bad := func() *jen.File {
+		f := jen.NewFile("p")
+		f.Func().Id("init x").Params().Block()
+		return f
+	}
+	var in Input
+	for _, c := range []struct {
+		name string
+		file func() *jen.File
+	}{{"good", good}, {"bad", bad}} {
+		var buf bytes.Buffer
+		wantErr := c.file().Render(&buf)
+		got, err := in.render(c.file())
+		if (err == nil) != (wantErr == nil) || err != nil && renderError("x.go", err).Error() != renderError("x.go", wantErr).Error() {
+			t.Errorf("%s: error %v, jennifer's %v", c.name, err, wantErr)
+		}
+		if wantErr == nil && !bytes.Equal(got, buf.Bytes()) {
+			t.Errorf("%s: rendered\n%s\njennifer renders\n%s", c.name, got, buf.Bytes())
+		}
+	}
+}
