@@ -11,6 +11,7 @@
 #   make staticcheck                  staticcheck (honnef.co/go/tools, pinned in internal/tools/go.mod)
 #   make bench-gen [OFED_INCLUDE=DIR] generation (cached, headers changed, fresh) vs go tool cgo -godefs,
 #                                     and the CPU time of each stage (checks, front end, probes, emit)
+#                                     and the C compilers' part of it
 #   make fuzz [FUZZTIME=30s]          each fuzz target for FUZZTIME
 #   make bench-scale                  generation time and peak RSS vs header size
 #   make bench                        call shims, task posting (Go vs C vs floor), lease scaling,

@@ -38,7 +38,10 @@ var genScenarios = []string{"unchanged", "headers-changed", "fresh", "no-cache"}
 // the run (generate.Result.Stages, which gen writes to
 // $VERBSEXP_STAGE_CPU: the input checks, the front end's one
 // translation, the other targets' probes, layout, rendering) and of the
-// rest (starting the process, the cache, writing the package). Every
+// rest (starting the process, the cache, writing the package), and the
+// C compilers' part of the run (the floor no work of the generator's own
+// can lower: the headers' check, the expansion scan's preprocessor, the
+// probes). Every
 // run's package is compared byte for byte with the one generated without
 // the cache.
 //
@@ -99,6 +102,8 @@ func benchSource(b *testing.B, bin, name, inc string) {
 	// VERBSEXP_STAGE_CPU).
 	stagesFile := filepath.Join(tmp, "stages")
 	stages := map[string]map[string][]time.Duration{} // scenario → stage → runs
+	compilers := map[string][]time.Duration{}         // scenario → the C compilers' CPU per run
+	compStages := map[string]map[string][]time.Duration{}
 	// Every run writes "-o pkg" from a directory of its own, so that the
 	// recorded command, and so the bytes, are the same.
 	gen := func(scenario, headers, parent string) *exec.Cmd {
@@ -149,11 +154,18 @@ func benchSource(b *testing.B, bin, name, inc string) {
 			if stages[s] == nil {
 				stages[s] = map[string][]time.Duration{}
 			}
-			var staged time.Duration
-			for name, d := range readStages(b, stagesFile) {
-				stages[s][name] = append(stages[s][name], d)
-				staged += d
+			if compStages[s] == nil {
+				compStages[s] = map[string][]time.Duration{}
 			}
+			var staged, comp time.Duration
+			cpu, cc := readStages(b, stagesFile)
+			for name, d := range cpu {
+				stages[s][name] = append(stages[s][name], d)
+				compStages[s][name] = append(compStages[s][name], cc[name])
+				staged += d
+				comp += cc[name]
+			}
+			compilers[s] = append(compilers[s], comp)
 			// The rest: starting the process, reading the cache,
 			// writing the package.
 			stages[s]["rest"] = append(stages[s]["rest"], run.cpu-staged)
@@ -205,6 +217,23 @@ func benchSource(b *testing.B, bin, name, inc string) {
 		}
 		fmt.Println()
 	}
+	// The part no rendering or front-end work can remove: the C
+	// compilers' own CPU time (the headers' check, the front end's
+	// expansion scan, every other target's probe; and the compilers'
+	// predefined macros and search lists when not cached).
+	fmt.Printf("\nof which the C compilers (medians), and their whole run's ratio to godefs:\n")
+	for _, s := range genScenarios {
+		fmt.Printf("%-16s", s)
+		for _, n := range stageNames {
+			d := time.Duration(0)
+			if len(compStages[s][n]) > 0 {
+				d = median(compStages[s][n])
+			}
+			fmt.Printf(" %16v", d.Round(100*time.Microsecond))
+		}
+		m := median(compilers[s])
+		fmt.Printf("   all %v: %.2f\n", m.Round(100*time.Microsecond), float64(m)/float64(godefs.cpu))
+	}
 	fmt.Println()
 }
 
@@ -213,23 +242,28 @@ func benchSource(b *testing.B, bin, name, inc string) {
 // cache, "model and layout" one that rendered them.
 var stageNames = []string{"check inputs", "front end", "probes", "model", "model and layout", "emit", "rest"}
 
-// readStages reads the stages file a run wrote (gen's VERBSEXP_STAGE_CPU).
-func readStages(b *testing.B, path string) map[string]time.Duration {
+// readStages reads the stages file a run wrote (gen's VERBSEXP_STAGE_CPU):
+// each stage's CPU time, and the C compilers' part of it.
+func readStages(b *testing.B, path string) (cpu, compilers map[string]time.Duration) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		b.Fatalf("the run wrote no stages: %v", err)
 	}
 	os.Remove(path)
-	r := map[string]time.Duration{}
+	cpu, compilers = map[string]time.Duration{}, map[string]time.Duration{}
 	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		name, ns, ok := strings.Cut(l, "\t")
-		n, err := strconv.ParseInt(ns, 10, 64)
-		if !ok || err != nil {
+		f := strings.Split(l, "\t")
+		if len(f) != 3 {
 			b.Fatalf("stages file: %q", l)
 		}
-		r[name] = time.Duration(n)
+		n, err1 := strconv.ParseInt(f[1], 10, 64)
+		c, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			b.Fatalf("stages file: %q", l)
+		}
+		cpu[f[0]], compilers[f[0]] = time.Duration(n), time.Duration(c)
 	}
-	return r
+	return cpu, compilers
 }
 
 // medianRun takes the medians of CPU and wall time separately.

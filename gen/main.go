@@ -269,8 +269,9 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 }
 
 // stagesEnv names a file to which a run writes the CPU time of each of
-// its stages (generate.Result.Stages), one "name<TAB>nanoseconds" line
-// each: make bench-gen prints them.
+// its stages (generate.Result.Stages), one
+// "name<TAB>nanoseconds<TAB>the C compilers' nanoseconds" line each: make
+// bench-gen prints them.
 const stagesEnv = "VERBSEXP_STAGE_CPU"
 
 func writeStages(stages []generate.Stage) {
@@ -280,7 +281,7 @@ func writeStages(stages []generate.Stage) {
 	}
 	var b strings.Builder
 	for _, s := range stages {
-		fmt.Fprintf(&b, "%s\t%d\n", s.Name, s.CPU.Nanoseconds())
+		fmt.Fprintf(&b, "%s\t%d\t%d\n", s.Name, s.CPU.Nanoseconds(), s.Compilers.Nanoseconds())
 	}
 	os.WriteFile(path, []byte(b.String()), 0o644)
 }

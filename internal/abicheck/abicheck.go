@@ -161,9 +161,10 @@ const checkTimeout = 2 * time.Minute
 
 // compilation is one run of the compiler on a scratch file.
 type compilation struct {
-	out  string // what it printed
-	file string // the scratch file, as out names it
-	err  error  // its exit: nil when it accepted the file
+	out  string        // what it printed
+	file string        // the scratch file, as out names it
+	err  error         // its exit: nil when it accepted the file
+	cpu  time.Duration // its CPU time (user and system, its own children's included)
 }
 
 // compile writes src to a scratch file and runs cc -std=gnu11 on it,
@@ -176,9 +177,10 @@ func compile(cc string, t target.Target, src string, includes []string, flags ..
 
 // Compiled is one run of a compiler on a scratch source file.
 type Compiled struct {
-	Out  string // what it printed (stdout and stderr)
-	File string // the scratch source file, as Out names it (removed)
-	Err  error  // its exit: nil when it accepted the source
+	Out  string        // what it printed (stdout and stderr)
+	File string        // the scratch source file, as Out names it (removed)
+	Err  error         // its exit: nil when it accepted the source
+	CPU  time.Duration // the compiler's CPU time (user and system, cc1's and as's included)
 }
 
 // CompileObject compiles src with the compiler at path cc, which the
@@ -192,7 +194,7 @@ func CompileObject(cc string, t target.Target, src, obj string, includes []strin
 	if err != nil {
 		return nil, err
 	}
-	return &Compiled{Out: c.out, File: c.file, Err: c.err}, nil
+	return &Compiled{Out: c.out, File: c.file, Err: c.err, CPU: c.cpu}, nil
 }
 
 // compileWith is compile with every flag the caller's.
@@ -228,7 +230,11 @@ func compileWith(cc string, t target.Target, src string, includes []string, flag
 		}
 		return nil, fmt.Errorf("linux/%s: cannot run %s: %v", t.GoArch, filepath.Base(cc), runErr)
 	}
-	return &compilation{out.String(), file, runErr}, nil
+	cpu := time.Duration(0)
+	if ps := cmd.ProcessState; ps != nil {
+		cpu = ps.UserTime() + ps.SystemTime()
+	}
+	return &compilation{out.String(), file, runErr, cpu}, nil
 }
 
 // compiler finds t's C compiler and proves it is that target (its

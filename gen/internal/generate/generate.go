@@ -57,10 +57,12 @@ type Cached struct {
 	Files bool // the rendered files came from the cache
 }
 
-// Stage is one stage of a run and the CPU time it took.
+// Stage is one stage of a run and the CPU time it took, and how much of
+// it the C compilers took (parse.CompilerCPU).
 type Stage struct {
-	Name string
-	CPU  time.Duration
+	Name      string
+	CPU       time.Duration
+	Compilers time.Duration
 }
 
 // Run generates the package in memory, in stages:
@@ -186,17 +188,19 @@ func cachedFormat(c *cache.Cache) func([]byte) ([]byte, error) {
 
 // stageClock records the CPU time of consecutive stages.
 type stageClock struct {
-	stages *[]Stage
-	last   time.Duration
+	stages          *[]Stage
+	last, compilers time.Duration
 }
 
-func startStages(stages *[]Stage) *stageClock { return &stageClock{stages, processCPU()} }
+func startStages(stages *[]Stage) *stageClock {
+	return &stageClock{stages, processCPU(), parse.CompilerCPU()}
+}
 
 // done ends the stage name: the CPU time since the last one ended.
 func (c *stageClock) done(name string) {
-	now := processCPU()
-	*c.stages = append(*c.stages, Stage{name, now - c.last})
-	c.last = now
+	now, comp := processCPU(), parse.CompilerCPU()
+	*c.stages = append(*c.stages, Stage{name, now - c.last, comp - c.compilers})
+	c.last, c.compilers = now, comp
 }
 
 // filesKey keys the rendered files by everything rendering reads: the

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/cc/v4"
@@ -136,6 +137,21 @@ func runTool(name string, args ...string) (stdout, stderr []byte, err error) {
 	return out.Bytes(), errOut.Bytes(), err
 }
 
+// compilerCPU is the CPU time (nanoseconds) of every compiler run of
+// this process and, once its answer is read, of the front end's child:
+// make bench-gen shows which part of each stage the compilers are.
+var compilerCPU atomic.Int64
+
+// CompilerCPU returns the CPU time the C compilers took so far (user and
+// system; the front end child's once it has answered).
+func CompilerCPU() time.Duration { return time.Duration(compilerCPU.Load()) }
+
+func addCompilerCPU(ps *os.ProcessState) {
+	if ps != nil {
+		compilerCPU.Add(int64(ps.UserTime() + ps.SystemTime()))
+	}
+}
+
 // run is the one way the generator runs the target compiler: with
 // LC_ALL=C (plain ASCII quotes in messages), empty stdin, and within
 // compilerTimeout, after which its whole process group is killed and the
@@ -149,6 +165,7 @@ func run(name string, args []string, stdout, stderr *boundedBuffer) error {
 	killGroup(cmd)
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
+	addCompilerCPU(cmd.ProcessState)
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return &timeoutError{}
 	}

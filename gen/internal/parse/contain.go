@@ -96,6 +96,9 @@ type childResponse struct {
 	Units []*Unit
 	Sums  []string
 	Errs  []string // per target, "" for none
+	// CompilerCPU is the child's compilers' CPU time (nanoseconds: the
+	// expansion scan's preprocessor), for the parent's CompilerCPU.
+	CompilerCPU int64
 }
 
 // progressPrefix starts the lines the child writes to its stderr for
@@ -139,6 +142,7 @@ func childMain(in io.Reader, out, errw io.Writer) int {
 		for i := range req.Targets {
 			resp.Units[i], resp.Errs[i] = &Unit{}, refused
 		}
+		resp.CompilerCPU = compilerCPU.Load()
 		if err := gob.NewEncoder(out).Encode(&resp); err != nil {
 			fmt.Fprintln(errw, "writing the refusal:", err)
 			return 2
@@ -172,6 +176,7 @@ func childMain(in io.Reader, out, errw io.Writer) int {
 			resp.Units[i] = &Unit{} // gob has no nil elements; Errs[i] says why
 		}
 	}
+	resp.CompilerCPU = compilerCPU.Load()
 	if err := gob.NewEncoder(out).Encode(&resp); err != nil {
 		fmt.Fprintln(errw, "writing the units:", err)
 		return 2
@@ -293,6 +298,7 @@ func runChild(req *childRequest, where string) (*childResponse, *syscall.Rusage,
 	if runErr == nil {
 		var resp childResponse
 		if err := gob.NewDecoder(&out).Decode(&resp); err == nil && len(resp.Errs) == len(req.Targets) {
+			compilerCPU.Add(resp.CompilerCPU)
 			return &resp, usage, nil
 		} else if err != nil {
 			runErr = fmt.Errorf("its answer does not read: %v", err)

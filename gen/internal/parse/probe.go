@@ -224,6 +224,7 @@ func compileProbe(comp *Compiler, plan *probePlan, dir string, includes []string
 	if err != nil {
 		return nil, nil, err
 	}
+	compilerCPU.Add(int64(c.CPU))
 	if c.Err != nil {
 		return nil, probeFailure(comp, plan, c, unmap), nil
 	}
