@@ -12,7 +12,7 @@ import (
 // driverSources are the engine's C files (runtime/softdev) the driver is
 // built from with driver/driver.c: the same files the Go package
 // compiles, so both front ends run one engine.
-var driverSources = []string{"provider.c", "post.c", "engine.c", "dma.c", "rc.c", "link.c", "wire.c", "driver/driver.c"}
+var driverSources = []string{"engine_objects.c", "engine_post.c", "engine_exec.c", "engine_dma.c", "transport_rc.c", "transport_link.c", "transport_wire.c", "driver/driver.c"}
 
 // Build says how to build the driver.
 type Build struct {
