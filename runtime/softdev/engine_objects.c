@@ -1,9 +1,9 @@
 //go:build linux && cgo
 
 /*
- * softdev provider: the context, the dispatch tables and the control path
- * (PDs, MRs, CQs, QPs and their state machine). The data path is in
- * post.c, execution and polling in engine.c.
+ * softdev engine, objects: the context, the dispatch tables and the
+ * control path (PDs, MRs, CQs, QPs and their state machine). The post
+ * path is in engine_post.c, execution and polling in engine_exec.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "softdev.h"
+#include "engine.h"
 
 /* The exp record must end exactly where the verbs context starts:
  * verbs_get_exp_ctx() finds it by subtracting its size. */
@@ -1823,7 +1823,7 @@ void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks)
 	for (struct sd_pd *p = d->pds; p != NULL; p = p->next)
 		leaks->pds++;
 	/* The lists stay, linking the tombstones: sd_owns still tells the
-	 * exported verbs (libverbs.c) that a handle was this device's. */
+	 * exported verbs (front_go.c) that a handle was this device's. */
 	free_tables(ctx);
 	sd_unlock(d);
 }

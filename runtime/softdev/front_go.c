@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "softdev.h"
-#include "libverbs.h"
+#include "engine.h"
+#include "front_go.h"
 #include "../../abiutil/dynlib/dynlib.h"
 #include "_cgo_export.h"
 
@@ -535,7 +535,7 @@ static int sdl_dereg_mr(struct ibv_mr *mr)
 /*
  * Completion channels. A channel of a device of this package is the
  * engine's event pipe (sd_event_pipe): the device writes one struct
- * ibv_comp_event per event of an armed CQ (engine.c, cq_notify), and
+ * ibv_comp_event per event of an armed CQ (engine_exec.c, cq_notify), and
  * ibv_get_cq_event reads them, as libibverbs reads the kernel's channel
  * file. The channels made here are listed, so the channel verbs know
  * theirs from a library's; a channel outlives its device's Close, as a

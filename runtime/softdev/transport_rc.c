@@ -47,7 +47,7 @@
 #include <errno.h>
 #include <string.h>
 #include <time.h>
-#include "softdev.h"
+#include "transport.h"
 
 enum {
 	SD_WINDOW     = 4096, /* PSNs a QP may have unanswered: 16 MiB at a 4 KiB MTU */

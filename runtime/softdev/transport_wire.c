@@ -47,7 +47,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-#include "softdev.h"
+#include "transport.h"
 
 enum {
 	SD_HELLO_LEN    = 40,               /* magic 8, version 2, reserved 2, gid 16, node guid 8, reserved 4 */

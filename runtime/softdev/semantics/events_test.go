@@ -28,7 +28,7 @@ func eventCases() []semCase {
 		{name: "EventsDroppedWithTheirObject", ranks: 1, run: eventsDroppedWithTheirObject, known: &knownDiff{
 			path: library, want: "events left after their CQ and QP were destroyed",
 			bug: "the driver writes each asynchronous event into async_fd's pipe as it is raised " +
-				"(provider.c sd_raise with kernel_events), so destroying a CQ or QP cannot drop those still unread " +
+				"(engine_objects.c sd_raise with kernel_events), so destroying a CQ or QP cannot drop those still unread " +
 				"(drop_events filters only the in-process queue), as the kernel does (ib_uverbs_release_uevent): " +
 				"a program then reads events naming objects it destroyed, and ibv_ack_async_event writes into their records"}},
 		{name: "EventsCommEstablished", ranks: 2, run: eventsCommEstablished},
