@@ -4,6 +4,9 @@ package softdev
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../../headers
+// A function called without its layer's header in scope is an error, not
+// an implicit declaration: the includes are the layering (TestLayers).
+#cgo CFLAGS: -Werror=implicit-function-declaration
 #include <stdlib.h>
 #include "engine.h"
 */

@@ -84,6 +84,9 @@ func (b Build) Driver() error {
 	}
 	tmp := b.Out + ".tmp"
 	args := []string{"-std=gnu11", "-O2", "-g", "-Wall", "-fPIC", "-shared",
+		// As the Go package's: a call into a layer whose header the
+		// file does not include is an error (runtime/softdev's doc).
+		"-Werror=implicit-function-declaration",
 		// Only write(2) is exported (driver.c): the engine's own symbols
 		// must bind to this object's copies, even in a program that links
 		// the in-process engine too.
