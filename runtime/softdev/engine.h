@@ -104,6 +104,7 @@ struct sd_cq {
 	int               overrun;      /* overran without ignore-overrun: in error */
 	int               dead;         /* destroyed: kept so stale handles fail cleanly */
 	uint32_t          refs;         /* QPs using the CQ, pending WAITs naming it */
+	uint32_t          events_raised; /* kernel_events: async events written for it (drop_events) */
 	/* Completion events: the channel given at creation (its fd takes one
 	 * struct ibv_comp_event per event, as the kernel writes them), and
 	 * what ibv_req_notify_cq armed (SD_ARM_*). */
@@ -128,6 +129,7 @@ struct sd_srq {
 	struct sd_queue   rq;
 	uint32_t          limit;    /* armed srq_limit (0: not armed) */
 	uint32_t          refs;     /* QPs attached */
+	uint32_t          events_raised; /* kernel_events: async events written for it (drop_events) */
 	int               dead;     /* destroyed: kept so stale handles fail cleanly */
 	struct sd_srq    *prev, *next;
 };
@@ -270,6 +272,10 @@ void sd_queue_release_refs(struct sd_device *d, struct sd_queue *q);
 void sd_queue_reset(struct sd_device *d, struct sd_queue *q);
 long sd_run(struct sd_device *d);
 void sd_qp_fatal(struct sd_device *d, struct sd_qp *q);
+/* The kind of object an asynchronous event of that type names, as
+ * libibverbs sorts them: SD_CQ, SD_QP or SD_SRQ; -1 for the port and
+ * device events, which name none. */
+int sd_event_kind(int type);
 int sd_rq_ready(const struct sd_queue *q);
 void sd_cq_arm(struct sd_cq *c, int solicited_only);
 

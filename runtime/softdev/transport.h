@@ -344,6 +344,7 @@ struct sd_qp {
 	int               access;       /* remote access the QP permits as responder */
 	int               dead;         /* destroyed: kept so stale handles fail cleanly */
 	uint32_t          refs;         /* pending ENABLE WQEs naming this QP */
+	uint32_t          events_raised; /* kernel_events: async events written for it (drop_events) */
 	struct sd_qp     *prev, *next;
 };
 
@@ -393,6 +394,7 @@ struct sd_device {
 	uint32_t                 ev_head, ev_len, ev_cap;
 	uint32_t                 ev_unacked;
 	int                      ev_fd;   /* a private dup of async_fd, for the device's own reads and writes */
+	int                      ev_rd;   /* kernel_events: a non-blocking reader of async_fd's pipe, else -1 */
 	int                      wake_fd;
 	/* The network: GID table entry 0 (the device's IP address, IPv4-
 	 * mapped or IPv6; the listener is there at SD_WIRE_PORT), the link to
