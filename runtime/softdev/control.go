@@ -2,7 +2,7 @@
 
 package softdev
 
-// #include "softdev.h"
+// #include "engine.h"
 import "C"
 
 import (

@@ -25,7 +25,7 @@
 // The exported verbs (ibv_alloc_pd, ibv_reg_mr, ibv_create_cq,
 // ibv_modify_qp, ibv_query_port, ibv_get_async_event, …) live in
 // libibverbs, which this device does not need: it supplies them itself
-// (libverbs.c). The first Open registers each with dynlib.Provide for
+// (front_go.c). The first Open registers each with dynlib.Provide for
 // the legacy verbs ABI (a program that opens none has no stand-in between
 // it and the library: see package launch for softdev behind the vendor's
 // libibverbs), so the generated wrappers (verbs.AllocPD,
@@ -63,6 +63,30 @@
 // GetAsyncEvent, …), running the same code; CreateCQ and CreateQP go
 // through verbs.ExpCreateCQ and verbs.ExpCreateQP. Devices are not
 // listed by ibv_get_device_list: Open is how one is made.
+//
+// # The C, in layers
+//
+// The device is C in layers, a header each, whose #include lines only
+// point down (TestLayers checks them):
+//
+//   - The engine (engine.h): engine_objects.c has the context, the
+//     dispatch tables, the objects and the QP state machine, the
+//     asynchronous events, open and close; engine_post.c the post path;
+//     engine_exec.c execution, the CORE-Direct rules, CQs and polling;
+//     engine_dma.c the DMA checks, calc and the atomics.
+//   - The transport, below one seam (transport.h: its packets, links and
+//     per-QP state, the engine's records it works on in place, and the
+//     calls each way): transport_rc.c has the RC, UC and UD packet rules,
+//     transport_link.c the links a packet takes, transport_wire.c the TCP
+//     wire between devices and the transport thread.
+//   - Two thin front ends on top: the Go device (this package's Go files
+//     and front_go.c, front_go.h: the exported verbs libibverbs would
+//     supply) and the libibverbs driver (driver/driver.c, which package
+//     launch builds with the engine's and the transport's files into
+//     libsoftdev-rdmav2.so, with no Go inside).
+//
+// cgo compiles only the C files of the package's own directory, so the
+// layers are flat files named by their prefix.
 //
 // # Objects
 //
@@ -459,7 +483,7 @@
 // not listening shows at once in Device.Wire (ConnectFails, LastError).
 //
 // Between devices the RC transport runs as an HCA's does, packet by
-// packet (rc.c has the rules in full): PSNs from sq_psn and rq_psn,
+// packet (transport_rc.c has the rules in full): PSNs from sq_psn and rq_psn,
 // path_mtu segmentation, ACKs and NAKs; the local ACK timer (4.096 µs <<
 // timeout) resends, retry_cnt times, then fails the oldest WQE with
 // IBV_WC_RETRY_EXC_ERR (a dead or unreachable peer); a SEND to a QP

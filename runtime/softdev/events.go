@@ -3,8 +3,8 @@
 package softdev
 
 /*
-#include "softdev.h"
-#include "libverbs.h"
+#include "engine.h"
+#include "front_go.h"
 */
 import "C"
 

@@ -4,8 +4,8 @@ package softdev
 
 /*
 #include <stdlib.h>
-#include "softdev.h"
-#include "libverbs.h"
+#include "engine.h"
+#include "front_go.h"
 */
 import "C"
 
@@ -21,7 +21,7 @@ import (
 )
 
 // The exported verbs of libibverbs reach this device through functions of
-// its own (libverbs.c), registered with dynlib for the legacy verbs ABI
+// its own (front_go.c), registered with dynlib for the legacy verbs ABI
 // by the first Open: the generated wrappers (verbs.AllocPD,
 // verbs.ModifyQP, …) and the weak stubs behind the headers' inline verbs
 // find them instead of the system library's. Not before: a program that

@@ -1057,7 +1057,7 @@ func TestMisuseAsyncFD(t *testing.T) {
 }
 
 // TestMisuseExportedVerbs: the generated wrappers of libibverbs' exported
-// verbs reach this device's own functions (libverbs.c) for its objects;
+// verbs reach this device's own functions (front_go.c) for its objects;
 // misuse through them is an error as through the methods: sizes, nil
 // and stale objects, objects of another device, and the same object
 // freed from several goroutines (once: the others are refused).

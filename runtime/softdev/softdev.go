@@ -4,8 +4,11 @@ package softdev
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../../headers
+// A function called without its layer's header in scope is an error, not
+// an implicit declaration: the includes are the layering (TestLayers).
+#cgo CFLAGS: -Werror=implicit-function-declaration
 #include <stdlib.h>
-#include "softdev.h"
+#include "engine.h"
 */
 import "C"
 
@@ -209,7 +212,7 @@ func (d *Device) use(f func() error) error {
 // device's record and its objects' records outlive Close for the life
 // of the process (on amd64 1.5 KB per device, 1.3 KB per QP and 224
 // bytes per CQ it ever had, 88 per MR and 48 per PD open at Close; see
-// sd_close in provider.c); everything else (rings, tables, the network,
+// sd_close in engine_objects.c); everything else (rings, tables, the network,
 // file descriptors) goes.
 func (d *Device) Close() error {
 	if d.isNil() {

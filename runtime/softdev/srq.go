@@ -3,7 +3,7 @@
 package softdev
 
 /*
-#include "softdev.h"
+#include "engine.h"
 */
 import "C"
 

@@ -15,7 +15,7 @@ import (
 // Shared receive queues: created, modified, queried and destroyed as
 // ibv_create_srq and friends do (Device methods running the exported
 // verbs' code), posted with ibv_post_srq_recv (ops.post_srq_recv). The
-// rules are in engine.c (sd_recv_take, recv_cqe, flush_one, poll_free).
+// rules are in engine_exec.c (sd_recv_take, recv_cqe, flush_one, poll_free).
 
 func (f *fixture) srq(maxWR, maxSGE int) *verbs.SRQ {
 	f.t.Helper()

@@ -12,7 +12,7 @@ import (
 	verbs "github.com/verbsexp/verbsexp/generated"
 )
 
-// UC: connected like RC, never acknowledged. The rules are in rc.c
+// UC: connected like RC, never acknowledged. The rules are in transport_rc.c
 // (sd_rc_transmit's UC branch, responder_rx's UC checks).
 
 // freeRawPeer is a raw peer at the first address from 127.0.0.201 up that

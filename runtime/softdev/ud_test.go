@@ -13,8 +13,8 @@ import (
 
 // UD: datagrams addressed per work request with an address handle
 // (ibv_create_ah), a Q_Key on each side, the 40-byte GRH area at the
-// start of every receive buffer. The rules are in rc.c (sd_ud_transmit,
-// ud_rx) and provider.c (create_ah_locked, the state machine).
+// start of every receive buffer. The rules are in transport_rc.c (sd_ud_transmit,
+// ud_rx) and engine_objects.c (create_ah_locked, the state machine).
 
 const udQkey = 0x11111111 // ibv_ud_pingpong's
 

@@ -10,7 +10,7 @@ import (
 )
 
 // A plain ACK that a poll or a post produces may wait aside for the next
-// request to the same peer (wire.c, flush). These tests hold the wire to
+// request to the same peer (transport_wire.c, flush). These tests hold the wire to
 // what that must not change: every ACK still arrives, and answers keep
 // their order.
 

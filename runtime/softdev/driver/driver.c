@@ -44,7 +44,7 @@
 #include <unistd.h>
 #include <infiniband/driver.h>
 #include <infiniband/kern-abi.h>
-#include "../softdev.h"
+#include "../engine.h"
 
 /* The device a sysfs entry describes, as registered with the library. */
 struct sd_driver_dev {

@@ -9,10 +9,15 @@ import (
 	"strings"
 )
 
-// driverSources are the engine's C files (runtime/softdev) the driver is
-// built from with driver/driver.c: the same files the Go package
-// compiles, so both front ends run one engine.
-var driverSources = []string{"provider.c", "post.c", "engine.c", "dma.c", "rc.c", "link.c", "wire.c", "driver/driver.c"}
+// driverSources are the C files of runtime/softdev's engine and transport
+// the driver is built from with its front end, driver/driver.c: the same
+// files the Go package compiles besides its own front end (front_go.c), so
+// both front ends run one engine (TestDriverSources keeps the list whole).
+var driverSources = []string{
+	"engine_objects.c", "engine_post.c", "engine_exec.c", "engine_dma.c",
+	"transport_rc.c", "transport_link.c", "transport_wire.c",
+	"driver/driver.c",
+}
 
 // Build says how to build the driver.
 type Build struct {
@@ -79,6 +84,9 @@ func (b Build) Driver() error {
 	}
 	tmp := b.Out + ".tmp"
 	args := []string{"-std=gnu11", "-O2", "-g", "-Wall", "-fPIC", "-shared",
+		// As the Go package's: a call into a layer whose header the
+		// file does not include is an error (runtime/softdev's doc).
+		"-Werror=implicit-function-declaration",
 		// Only write(2) is exported (driver.c): the engine's own symbols
 		// must bind to this object's copies, even in a program that links
 		// the in-process engine too.

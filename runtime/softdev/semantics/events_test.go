@@ -25,12 +25,8 @@ import (
 func eventCases() []semCase {
 	return []semCase{
 		{name: "EventsCQOverrun", ranks: 1, run: eventsCQOverrun},
-		{name: "EventsDroppedWithTheirObject", ranks: 1, run: eventsDroppedWithTheirObject, known: &knownDiff{
-			path: library, want: "events left after their CQ and QP were destroyed",
-			bug: "the driver writes each asynchronous event into async_fd's pipe as it is raised " +
-				"(provider.c sd_raise with kernel_events), so destroying a CQ or QP cannot drop those still unread " +
-				"(drop_events filters only the in-process queue), as the kernel does (ib_uverbs_release_uevent): " +
-				"a program then reads events naming objects it destroyed, and ibv_ack_async_event writes into their records"}},
+		{name: "EventsDroppedWithTheirObject", ranks: 1, run: eventsDroppedWithTheirObject},
+		{name: "EventsDestroyKeepsOthersInOrder", ranks: 1, run: eventsDestroyKeepsOthersInOrder},
 		{name: "EventsCommEstablished", ranks: 2, run: eventsCommEstablished},
 		{name: "CompChannel", ranks: 1, run: compChannel},
 		{name: "CompChannelBlocking", ranks: 1, run: compChannelBlocking},
@@ -144,6 +140,80 @@ func eventsDroppedWithTheirObject(n *node) {
 		left = append(left, fmt.Sprintf("%v on %s", ev.EventType, what))
 	}
 	t.Fatalf("events left after their CQ and QP were destroyed: %s", strings.Join(left, ", "))
+}
+
+// eventsDestroyKeepsOthersInOrder: two overrun workers raise CQ_ERR and
+// QP_FATAL each, worker 1's first (its QP was created first and runs
+// first); destroying worker 2's QP while its QP_FATAL is unread drops
+// that event only, and the others come in the order they were raised.
+// Then the first event, read but not yet acknowledged, holds up the
+// destroy of its CQ on the library path until it is acknowledged, as
+// libibverbs' ibv_cmd_destroy_cq waits for the kernel's events_reported;
+// the in-process device keeps its own rule (runtime/softdev's doc: the
+// events still queued go with their object, and destroy waits for no
+// acknowledgement), so there the destroy returns at once.
+func eventsDestroyKeepsOthersInOrder(n *node) {
+	t, d := n.t, n.d
+	qp1, scq1 := overrunWorker(d)
+	qp2, scq2 := overrunWorker(d)
+	for end := time.Now().Add(within); d.qpState(qp1) != verbs.QpsErr || d.qpState(qp2) != verbs.QpsErr; {
+		if time.Now().After(end) {
+			t.Fatalf("the workers' QPs are in %v and %v %v after their overruns, want ERR", d.qpState(qp1), d.qpState(qp2), within)
+		}
+		d.waitReadable(int(d.ctx.AsyncFD), time.Millisecond) // runs the device in process
+	}
+	first := cAlloc[verbs.AsyncEvent](d)
+	if err := verbs.GetAsyncEvent(d.ctx, first); err != nil {
+		t.Fatalf("ibv_get_async_event: %v", err)
+	}
+	if first.EventType != verbs.EventCQErr || first.Element.CQ() != scq1 {
+		t.Fatalf("first event %v on %p, want CQ_ERR on worker 1's CQ %p", first.EventType, first.Element.CQ(), scq1)
+	}
+	if err := d.destroyQP(qp2); err != nil {
+		t.Fatalf("ibv_destroy_qp with its QP_FATAL unread: %v", err)
+	}
+	if ev := d.event(within); ev.EventType != verbs.EventQPFatal || ev.Element.QP() != qp1 {
+		t.Errorf("second event %v on %p, want QP_FATAL on worker 1's QP %p", ev.EventType, ev.Element.QP(), qp1)
+	}
+	if ev := d.event(within); ev.EventType != verbs.EventCQErr || ev.Element.CQ() != scq2 {
+		t.Errorf("third event %v on %p, want CQ_ERR on worker 2's CQ %p", ev.EventType, ev.Element.CQ(), scq2)
+	}
+	d.noEvent("after destroying the QP whose QP_FATAL was unread")
+
+	if err := d.destroyQP(qp1); err != nil { // its event was acknowledged: no wait
+		t.Fatalf("ibv_destroy_qp: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.destroyCQ(scq1) }()
+	if d.path == library {
+		select {
+		case err := <-done:
+			t.Fatalf("ibv_destroy_cq returned (%v) while its CQ_ERR was read and not acknowledged", err)
+		case <-time.After(quietWindow):
+		}
+	}
+	if d.path != library {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("ibv_destroy_cq: %v", err)
+			}
+		case <-time.After(within):
+			t.Fatalf("ibv_destroy_cq of the in-process device waits for an acknowledgement")
+		}
+		return // the acknowledgement would name a destroyed CQ
+	}
+	if err := verbs.AckAsyncEvent(first); err != nil {
+		t.Fatalf("ibv_ack_async_event: %v", err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ibv_destroy_cq: %v", err)
+		}
+	case <-time.After(within):
+		t.Fatalf("ibv_destroy_cq still waits %v after its CQ_ERR was acknowledged", within)
+	}
 }
 
 // eventsCommEstablished: a QP in RTR (not RTS) that receives its first

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "softdev.h"
-#include "libverbs.h"
+#include "engine.h"
+#include "front_go.h"
 #include "../../abiutil/dynlib/dynlib.h"
 #include "_cgo_export.h"
 
@@ -329,30 +329,6 @@ static int sdl_get_async_event(struct ibv_context *ctx, struct ibv_async_event *
 	return 0;
 }
 
-/* The events whose element is an SRQ. */
-static int srq_event(enum ibv_event_type t)
-{
-	return t == IBV_EVENT_SRQ_ERR || t == IBV_EVENT_SRQ_LIMIT_REACHED;
-}
-
-/* The events whose element is a QP, as libibverbs sorts them. */
-static int qp_event(enum ibv_event_type t)
-{
-	switch (t) {
-	case IBV_EVENT_QP_FATAL:
-	case IBV_EVENT_QP_REQ_ERR:
-	case IBV_EVENT_QP_ACCESS_ERR:
-	case IBV_EVENT_COMM_EST:
-	case IBV_EVENT_SQ_DRAINED:
-	case IBV_EVENT_PATH_MIG:
-	case IBV_EVENT_PATH_MIG_ERR:
-	case IBV_EVENT_QP_LAST_WQE_REACHED:
-		return 1;
-	default:
-		return 0;
-	}
-}
-
 /* Which event counter bump adds to. */
 enum sdl_counter { SDL_ASYNC, SDL_COMP };
 
@@ -391,14 +367,19 @@ static void bump(struct sdl_dev *e, enum sd_kind kind, void *obj, enum sdl_count
  * (EINVAL when none does). Device.AckAsyncEvent runs it too. */
 static int ack_event(struct sdl_dev *e, struct ibv_async_event *ev)
 {
-	if (ev->event_type == IBV_EVENT_CQ_ERR)
+	switch (sd_event_kind(ev->event_type)) {
+	case SD_CQ:
 		bump(e, SD_CQ, ev->element.cq, SDL_ASYNC, 1);
-	else if (srq_event(ev->event_type))
+		break;
+	case SD_SRQ:
 		bump(e, SD_SRQ, ev->element.srq, SDL_ASYNC, 1);
-	else if (qp_event(ev->event_type))
+		break;
+	case SD_QP:
 		bump(e, SD_QP, ev->element.qp, SDL_ASYNC, 1);
-	else
+		break;
+	default:
 		return 0; /* a port event: nothing counts it, as in libibverbs */
+	}
 	return sd_ack_async_event(ctx_of(e));
 }
 
@@ -421,11 +402,12 @@ SAME_TYPE(sdl_ack_async_event, ibv_ack_async_event);
 static void sdl_ack_async_event(struct ibv_async_event *ev)
 {
 	struct sdl_dev *e = NULL;
-	if (ev->event_type == IBV_EVENT_CQ_ERR)
+	int kind = sd_event_kind(ev->event_type);
+	if (kind == SD_CQ)
 		e = by_obj(SD_CQ, ev->element.cq);
-	else if (srq_event(ev->event_type))
+	else if (kind == SD_SRQ)
 		e = by_obj(SD_SRQ, ev->element.srq);
-	else if (qp_event(ev->event_type))
+	else if (kind == SD_QP)
 		e = by_obj(SD_QP, ev->element.qp);
 	else if (ev->event_type == IBV_EVENT_PORT_ERR || ev->event_type == IBV_EVENT_PORT_ACTIVE)
 		return; /* names no object: nothing counts it (softdev's or a library's) */
@@ -535,7 +517,7 @@ static int sdl_dereg_mr(struct ibv_mr *mr)
 /*
  * Completion channels. A channel of a device of this package is the
  * engine's event pipe (sd_event_pipe): the device writes one struct
- * ibv_comp_event per event of an armed CQ (engine.c, cq_notify), and
+ * ibv_comp_event per event of an armed CQ (engine_exec.c, cq_notify), and
  * ibv_get_cq_event reads them, as libibverbs reads the kernel's channel
  * file. The channels made here are listed, so the channel verbs know
  * theirs from a library's; a channel outlives its device's Close, as a

@@ -1,9 +1,9 @@
 //go:build linux && cgo
 
 /*
- * softdev provider: the context, the dispatch tables and the control path
- * (PDs, MRs, CQs, QPs and their state machine). The data path is in
- * post.c, execution and polling in engine.c.
+ * softdev engine, objects: the context, the dispatch tables and the
+ * control path (PDs, MRs, CQs, QPs and their state machine). The post
+ * path is in engine_post.c, execution and polling in engine_exec.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -13,11 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "softdev.h"
+#include "engine.h"
 
 /* The exp record must end exactly where the verbs context starts:
  * verbs_get_exp_ctx() finds it by subtracting its size. */
@@ -468,10 +469,69 @@ static void ev_take(struct sd_device *d)
 		(void)!read(d->ev_fd, &one, sizeof one);
 }
 
-/* Drops the events still queued for element (a CQ or QP being
- * destroyed), with their eventfd counts. Device lock held. */
-static void drop_events(struct sd_device *d, void *element)
+/* An event on a kernel_events device's async_fd: struct
+ * ibv_kern_async_event, as the kernel's uverbs file gives it (the
+ * object, or the port number for a port event). */
+struct sd_kern_event {
+	uint64_t element;
+	uint32_t event_type, reserved;
+};
+
+/* Drops the events still queued for element (a CQ, QP or SRQ being
+ * destroyed), with their eventfd counts. Device lock held.
+ *
+ * On a kernel_events device the events are in async_fd's pipe, where
+ * libibverbs reads them, and the device does what the kernel's DESTROY
+ * commands do (ib_uverbs_release_uevent): the object's unread events are
+ * removed, and the answer says how many of them the application did read
+ * (events_reported), for ibv_cmd_destroy_* to wait until it has
+ * acknowledged each (await_acks). The pipe is drained whole under the
+ * device lock (nothing else writes it meanwhile, and every read and write
+ * of it is of whole records), the other events written back in their
+ * order. *reported is raised (what was written for the object) less what
+ * was dropped; 0 in process, where nothing waits. ENOMEM, with nothing
+ * dropped, when there is no memory to drain the pipe into. */
+static int drop_events(struct sd_device *d, void *element, uint32_t raised, uint32_t *reported)
 {
+	*reported = 0;
+	if (d->kernel_events) {
+		int avail = 0;
+		if (ioctl(d->ev_rd, FIONREAD, &avail) != 0 || avail <= 0) {
+			*reported = raised;
+			return 0;
+		}
+		struct sd_kern_event *ev = malloc((size_t)avail);
+		if (ev == NULL)
+			return ENOMEM;
+		size_t got = 0;
+		while (got < (size_t)avail) { /* a reader of the application may take some meanwhile */
+			ssize_t n = read(d->ev_rd, (char *)ev + got, (size_t)avail - got);
+			if (n > 0)
+				got += (size_t)n;
+			else if (n == 0 || errno != EINTR)
+				break;
+		}
+		size_t kept = 0, n = got / sizeof *ev;
+		uint32_t dropped = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (ev[i].element == (uintptr_t)element)
+				dropped++;
+			else
+				ev[kept++] = ev[i];
+		}
+		const char *p = (const char *)ev;
+		size_t left = kept * sizeof *ev;
+		while (left > 0) { /* room for all: the pipe held them a moment ago */
+			ssize_t w = write(d->ev_fd, p, left);
+			if (w > 0)
+				p += w, left -= (size_t)w;
+			else if (w < 0 && errno != EINTR)
+				break;
+		}
+		free(ev);
+		*reported = raised - dropped;
+		return 0;
+	}
 	uint32_t kept = 0;
 	for (uint32_t i = 0; i < d->ev_len; i++) {
 		struct sd_event e = d->events[(d->ev_head + i) % d->ev_cap];
@@ -483,6 +543,21 @@ static void drop_events(struct sd_device *d, void *element)
 		kept++;
 	}
 	d->ev_len = kept;
+	return 0;
+}
+
+/* What ibv_cmd_destroy_qp, _cq and _srq do once the kernel answered:
+ * wait until the application has acknowledged each event of the object
+ * it read (ibv_ack_async_event adds them to *completed under the
+ * object's mutex and signals its cond), so that no acknowledgement
+ * writes into an object after its destroy returned. kernel_events
+ * devices only; device lock not held. */
+static void await_acks(pthread_mutex_t *mu, pthread_cond_t *cond, const uint32_t *completed, uint32_t reported)
+{
+	pthread_mutex_lock(mu);
+	while (*completed != reported)
+		pthread_cond_wait(cond, mu);
+	pthread_mutex_unlock(mu);
 }
 
 /* Destroyed CQs keep their record (not their ring) for good (sd_close):
@@ -495,14 +570,14 @@ static int op_destroy_cq(struct ibv_cq *cq)
 	int gone = sd_enter(d);
 	if (gone != 0)
 		return gone;
-	if (c->dead || c->refs != 0) {
-		int err = c->dead ? EINVAL : EBUSY;
+	uint32_t reported;
+	int err = c->dead ? EINVAL : c->refs != 0 ? EBUSY : drop_events(d, cq, c->events_raised, &reported);
+	if (err != 0) {
 		sd_unlock(d);
 		return err;
 	}
 	LIST_REMOVE(d->cqs, d->cqs_tail, c);
 	addrset_put(&d->cqset, cq, -1); /* present already: cannot fail */
-	drop_events(d, cq);
 	c->dead = 1;
 	free(c->ring);
 	c->ring = NULL;
@@ -513,6 +588,8 @@ static int op_destroy_cq(struct ibv_cq *cq)
 	c->next = d->dead_cqs;
 	d->dead_cqs = c;
 	sd_unlock(d);
+	if (d->kernel_events)
+		await_acks(&cq->mutex, &cq->cond, &cq->async_events_completed, reported);
 	pthread_mutex_destroy(&c->ibv.mutex); /* set up by ibv_exp_create_cq */
 	pthread_cond_destroy(&c->ibv.cond);
 	return 0;
@@ -741,13 +818,13 @@ static int op_destroy_srq(struct ibv_srq *srq)
 	if (err != 0)
 		return err;
 	struct sd_srq *s = sd_owns(d, SD_SRQ, srq) == 1 ? (struct sd_srq *)srq : NULL;
-	if (s == NULL || s->refs != 0) {
-		err = s == NULL ? EINVAL : EBUSY;
+	uint32_t reported;
+	err = s == NULL ? EINVAL : s->refs != 0 ? EBUSY : drop_events(d, srq, s->events_raised, &reported);
+	if (err != 0) {
 		sd_unlock(d);
 		return err;
 	}
 	LIST_REMOVE(d->srqs, d->srqs_tail, s);
-	drop_events(d, srq);
 	s->pd->refs--;
 	queue_free(&s->rq);
 	memset(&s->rq, 0, sizeof s->rq);
@@ -755,6 +832,8 @@ static int op_destroy_srq(struct ibv_srq *srq)
 	s->next = d->dead_srqs;
 	d->dead_srqs = s;
 	sd_unlock(d);
+	if (d->kernel_events)
+		await_acks(&srq->mutex, &srq->cond, &srq->events_completed, reported);
 	pthread_mutex_destroy(&srq->mutex); /* set up by ibv_create_srq */
 	pthread_cond_destroy(&srq->cond);
 	return 0;
@@ -979,12 +1058,17 @@ static void drop_held(struct sd_qp *q)
 }
 
 /* Destroyed QPs keep their record (not their rings) for good (sd_close),
- * off the QP-number table: a stale handle reads valid memory and misses. */
-static int destroy_qp_locked(struct sd_device *d, struct sd_qp *q)
+ * off the QP-number table: a stale handle reads valid memory and misses.
+ * *reported: as drop_events says; the caller destroys the QP's mutex and
+ * cond once nothing waits on them. */
+static int destroy_qp_locked(struct sd_device *d, struct sd_qp *q, uint32_t *reported)
 {
 	/* Only WQEs of other QPs that still name this one keep it busy. */
 	if (q->refs - self_refs(q) != 0)
 		return EBUSY;
+	int err = drop_events(d, &q->ibv, q->events_raised, reported);
+	if (err != 0)
+		return err;
 	sd_queue_release_refs(d, &q->sq);
 	sd_queue_release_refs(d, &q->rq);
 	sd_rc_stop(d, q);
@@ -999,9 +1083,6 @@ static int destroy_qp_locked(struct sd_device *d, struct sd_qp *q)
 	}
 	d->qpn[q->ibv.qp_num - SD_QPN_BASE] = NULL;
 	LIST_REMOVE(d->qps, d->qps_tail, q);
-	drop_events(d, &q->ibv);
-	pthread_mutex_destroy(&q->ibv.mutex);
-	pthread_cond_destroy(&q->ibv.cond);
 	queue_free(&q->sq);
 	queue_free(&q->rq);
 	memset(&q->sq, 0, sizeof q->sq);
@@ -1022,9 +1103,16 @@ static int op_destroy_qp(struct ibv_qp *qp)
 	if (err != 0)
 		return err;
 	struct sd_qp *q = sd_qp_of(d, qp);
-	err = q == NULL ? EINVAL : destroy_qp_locked(d, q);
+	uint32_t reported;
+	err = q == NULL ? EINVAL : destroy_qp_locked(d, q, &reported);
 	sd_unlock(d);
-	return err;
+	if (err != 0)
+		return err;
+	if (d->kernel_events)
+		await_acks(&qp->mutex, &qp->cond, &qp->events_completed, reported);
+	pthread_mutex_destroy(&qp->mutex); /* set up by the create */
+	pthread_cond_destroy(&qp->cond);
+	return 0;
 }
 
 /*
@@ -1449,11 +1537,23 @@ void sd_limits(struct ibv_context *ctx, uint32_t *max_qp_wr, uint32_t *max_cqe)
 void sd_raise(struct sd_device *d, int type, void *element)
 {
 	if (d->kernel_events) {
-		/* As the kernel writes them for libibverbs to read: the object,
-		 * or the port number for a port event. A full pipe loses it. */
-		struct { uint64_t element; uint32_t event_type, reserved; } k = {
-			element != NULL ? (uintptr_t)element : 1, (uint32_t)type, 0 };
-		(void)!write(d->ev_fd, &k, sizeof k);
+		/* As the kernel writes them for libibverbs to read. A full pipe
+		 * loses it; the object counts those written (drop_events). */
+		struct sd_kern_event k = { element != NULL ? (uintptr_t)element : 1, (uint32_t)type, 0 };
+		uint32_t *raised = NULL;
+		switch (element != NULL ? sd_event_kind(type) : -1) {
+		case SD_CQ:
+			raised = &((struct sd_cq *)element)->events_raised;
+			break;
+		case SD_QP:
+			raised = &((struct sd_qp *)element)->events_raised;
+			break;
+		case SD_SRQ:
+			raised = &((struct sd_srq *)element)->events_raised;
+			break;
+		}
+		if (write(d->ev_fd, &k, sizeof k) == (ssize_t)sizeof k && raised != NULL)
+			++*raised;
 		return;
 	}
 	if (d->ev_len == d->ev_cap) {
@@ -1472,6 +1572,28 @@ void sd_raise(struct sd_device *d, int type, void *element)
 	d->ev_len++;
 	uint64_t one = 1;
 	(void)!write(d->ev_fd, &one, sizeof one); /* only a counter near 2^64 refuses it */
+}
+
+int sd_event_kind(int type)
+{
+	switch (type) {
+	case IBV_EVENT_CQ_ERR:
+		return SD_CQ;
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		return SD_QP;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		return SD_SRQ;
+	default:
+		return -1;
+	}
 }
 
 /* The QP whose completion overran a CQ (or met a CQ in error) goes to
@@ -1602,14 +1724,21 @@ int sd_event_pipe(int *reader, int *writer)
 }
 
 /* Opens the device's file descriptors: async_fd (the context's), ev_fd
- * (the device's own way to it) and wake_fd. 0 or the errno of the call
+ * (the device's own way to it), ev_rd (kernel_events: a reader of its
+ * own) and wake_fd. 0 or the errno of the call
  * that failed (EMFILE, ENFILE, ENOMEM, …). */
 static int open_fds(struct sd_device *d)
 {
 	struct ibv_context *ctx = &d->vctx.context;
-	int afd = -1, efd = -1, wfd = -1, e = 0;
+	int afd = -1, efd = -1, rfd = -1, wfd = -1, e = 0;
 	if (d->kernel_events) {
 		e = sd_event_pipe(&afd, &efd);
+		if (e == 0) { /* the device's own reader, for drop_events: a description of its own */
+			char path[64];
+			snprintf(path, sizeof path, "/proc/self/fd/%d", afd);
+			if ((rfd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
+				e = errno;
+		}
 	} else {
 		/* async_fd is a real file descriptor, as an application expects
 		 * of an HCA's context: poll(2) it, then read events with
@@ -1625,10 +1754,13 @@ static int open_fds(struct sd_device *d)
 			close(afd);
 		if (efd >= 0)
 			close(efd);
+		if (rfd >= 0)
+			close(rfd);
 		return e;
 	}
 	ctx->async_fd = afd;
 	d->ev_fd = efd;
+	d->ev_rd = rfd;
 	d->wake_fd = wfd;
 	return 0;
 }
@@ -1653,6 +1785,8 @@ int sd_init(struct sd_device *d, const struct sd_config *cfg)
 	if (e != 0) {
 		close(ctx->async_fd);
 		close(d->ev_fd);
+		if (d->ev_rd >= 0)
+			close(d->ev_rd);
 		close(d->wake_fd);
 		pthread_mutex_destroy(&d->lock);
 		return e;
@@ -1760,8 +1894,10 @@ static void free_tables(struct ibv_context *ctx)
 	    a.st_dev == e.st_dev && a.st_ino == e.st_ino)
 		close(ctx->async_fd); /* (libibverbs closes a kernel_events device's itself) */
 	close(d->ev_fd);
+	if (d->ev_rd >= 0)
+		close(d->ev_rd);
 	close(d->wake_fd);
-	ctx->async_fd = d->ev_fd = d->wake_fd = -1;
+	ctx->async_fd = d->ev_fd = d->ev_rd = d->wake_fd = -1;
 }
 
 /*
@@ -1823,7 +1959,7 @@ void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks)
 	for (struct sd_pd *p = d->pds; p != NULL; p = p->next)
 		leaks->pds++;
 	/* The lists stay, linking the tombstones: sd_owns still tells the
-	 * exported verbs (libverbs.c) that a handle was this device's. */
+	 * exported verbs (front_go.c) that a handle was this device's. */
 	free_tables(ctx);
 	sd_unlock(d);
 }

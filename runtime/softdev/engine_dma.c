@@ -8,7 +8,7 @@
  * computed where the data is.
  */
 #include <string.h>
-#include "softdev.h"
+#include "engine.h"
 
 static int in_mr(const struct sd_mr *m, uint64_t addr, uint64_t len)
 {

@@ -7,7 +7,7 @@
  * Scheduling is a fixed round robin over the QPs in creation order: in
  * each round every QP gets one step (run, transmit or flush the WQE at
  * its send queue's transmit position), and rounds repeat until one makes
- * no progress. Data WQEs become packets of the RC transport (rc.c);
+ * no progress. Data WQEs become packets of the RC transport (transport_rc.c);
  * between QPs of this device they are delivered within the step, so
  * posts and polls, which take the same device lock, decide the outcome
  * by their order alone. Packets of the wire come when they come.
@@ -15,7 +15,7 @@
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
-#include "softdev.h"
+#include "engine.h"
 
 /* ------------------------------------------------------------------ */
 /* Completions                                                          */

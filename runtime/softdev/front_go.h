@@ -1,9 +1,9 @@
 /*
  * softdev: the exported verbs of libibverbs for this device's objects
- * (libverbs.c), and what the Go side needs of them (libverbs.go).
+ * (front_go.c), and what the Go side needs of them (libverbs.go).
  */
-#ifndef SOFTDEV_LIBVERBS_H
-#define SOFTDEV_LIBVERBS_H
+#ifndef SOFTDEV_FRONT_GO_H
+#define SOFTDEV_FRONT_GO_H
 
 #include <stdint.h>
 #include <infiniband/verbs_exp.h>
@@ -28,4 +28,4 @@ int sdl_ack(struct ibv_context *ctx, struct ibv_async_event *ev);
 /* Calls in flight on ctx's device, -1 if it is not open (tests). */
 int sdl_users(struct ibv_context *ctx);
 
-#endif /* SOFTDEV_LIBVERBS_H */
+#endif /* SOFTDEV_FRONT_GO_H */

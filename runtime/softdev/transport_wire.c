@@ -14,7 +14,7 @@
  * connection otherwise. Then frames: a 4-byte length, a 64-byte header
  * (every field little-endian at a fixed offset) and the payload, at most
  * SD_PKT_MAX bytes. A frame that does not parse closes its connection;
- * one that parses goes to the RC transport (rc.c), which drops it unless
+ * one that parses goes to the RC transport (transport_rc.c), which drops it unless
  * it names a QP connected to that GID and that source QP, with the PSN
  * it expects. Nothing a frame says is trusted further: lengths are
  * bounded here and ranges checked against the MRs there.
@@ -47,7 +47,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-#include "softdev.h"
+#include "transport.h"
 
 enum {
 	SD_HELLO_LEN    = 40,               /* magic 8, version 2, reserved 2, gid 16, node guid 8, reserved 4 */

@@ -5,11 +5,11 @@
  * 64-byte WQE in the QP's ring at once (its SGEs copied to the ring's
  * side table, an inline payload to the inline area), so callers may
  * reuse their WR structs, SGE arrays and inline buffers as soon as the
- * call returns. Nothing executes here; see engine.c.
+ * call returns. Nothing executes here; see engine_exec.c.
  */
 #include <errno.h>
 #include <string.h>
-#include "softdev.h"
+#include "engine.h"
 
 /* What the post path needs of a send request, whichever struct it came
  * in (struct ibv_send_wr or struct ibv_exp_send_wr). */

@@ -2,7 +2,7 @@
 
 /*
  * softdev links: how the RC transport's packets reach the device at the
- * other end of a path, and nothing else. rc.c sends with sd_link_send and
+ * other end of a path, and nothing else. transport_rc.c sends with sd_link_send and
  * takes what arrives in sd_rc_rx; it asks sd_link_busy before it starts
  * more. Two kinds:
  *
@@ -10,11 +10,11 @@
  *    engine empties after every step (sd_loop_drain), payloads by
  *    reference, so a transfer between two QPs of one device completes in
  *    the step that started it and nothing is ever lost;
- *  - a peer device on the wire (wire.c): frames on a TCP connection.
+ *  - a peer device on the wire (transport_wire.c): frames on a TCP connection.
  */
 #include <stdlib.h>
 #include <string.h>
-#include "softdev.h"
+#include "transport.h"
 
 static int loop_push(struct sd_device *d, const struct sd_pkt *p)
 {
@@ -54,7 +54,7 @@ int sd_link_busy(struct sd_device *d, struct sd_link *l)
 
 /* Delivers every packet queued on the loopback link, those their
  * delivery queues included; then whatever the step's sender sent that
- * got no answer never will (rc.c fails it at once). */
+ * got no answer never will (transport_rc.c fails it at once). */
 void sd_loop_drain(struct sd_device *d)
 {
 	while (d->loopq_len > 0) {

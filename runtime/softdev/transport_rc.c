@@ -36,18 +36,18 @@
  *    IBV_EVENT_COMM_EST.
  *
  * Between QPs of one device the link delivers within the engine's step
- * (link.c), which keeps in-process schedules deterministic: nothing is
+ * (transport_link.c), which keeps in-process schedules deterministic: nothing is
  * ever lost there, so what the timers would retry is decided at once. A
  * packet nobody answers (no such QP, a QP not connected back, a PSN out
  * of sequence) fails its WQE with IBV_WC_RETRY_EXC_ERR as soon as the
  * step ends, and a SEND that would find no receive WQE is not sent: it
  * waits, at no cost, until one is posted or released (an RNR retry that
- * never gives up). Across the wire (wire.c) time is real.
+ * never gives up). Across the wire (transport_wire.c) time is real.
  */
 #include <errno.h>
 #include <string.h>
 #include <time.h>
-#include "softdev.h"
+#include "transport.h"
 
 enum {
 	SD_WINDOW     = 4096, /* PSNs a QP may have unanswered: 16 MiB at a 4 KiB MTU */
@@ -1201,7 +1201,7 @@ int sd_rc_timers(struct sd_device *d, uint64_t now)
 	return fired;
 }
 
-/* Packets to this device itself were all delivered (link.c): whatever
+/* Packets to this device itself were all delivered (transport_link.c): whatever
  * the QP that sent them still has unanswered got no answer and never
  * will. Its retries run out at once. */
 void sd_rc_unanswered(struct sd_device *d, struct sd_qp *q)
