@@ -110,6 +110,7 @@ struct sd_cq {
 	 * what ibv_req_notify_cq armed (SD_ARM_*). */
 	struct ibv_comp_channel *channel;
 	int               notify_fd;    /* a non-blocking writer to channel->fd's pipe, or -1 */
+	uint32_t          comp_raised;  /* completion events written for it (op_destroy_cq) */
 	int               armed;
 	struct sd_cq     *prev, *next;
 };

@@ -51,7 +51,8 @@ static void cq_notify(struct sd_cq *c, const struct sd_cqe *e)
 		return;
 	c->armed = SD_ARM_NONE;
 	uint64_t handle = (uintptr_t)&c->ibv;
-	(void)!write(c->notify_fd, &handle, sizeof handle); /* non-blocking: a full pipe loses it */
+	if (write(c->notify_fd, &handle, sizeof handle) == (ssize_t)sizeof handle) /* non-blocking: a full pipe loses it */
+		c->comp_raised++;
 }
 
 /* Can the consumer take the slot at its index? Written in its pass. */

@@ -477,60 +477,75 @@ struct sd_kern_event {
 	uint32_t event_type, reserved;
 };
 
+/* Takes back from a pipe of events the records (rec bytes each, the
+ * object's address first, as struct ibv_kern_async_event and struct
+ * ibv_comp_event both begin) that name element: what the kernel does on
+ * an object's DESTROY (ib_uverbs_release_uevent). rd is a non-blocking
+ * reader of the pipe, wr a writer. The pipe is drained whole (nothing
+ * else writes it meanwhile: its writers hold the device lock, as the
+ * caller does, and every read and write of it is of whole records), the
+ * other records written back in their order; a reader of the
+ * application may take some meanwhile, which are then not dropped.
+ * *dropped counts what was taken back. ENOMEM, with nothing dropped,
+ * when there is no memory to drain the pipe into. */
+static int pipe_drop(int rd, int wr, size_t rec, void *element, uint32_t *dropped)
+{
+	*dropped = 0;
+	int avail = 0;
+	if (ioctl(rd, FIONREAD, &avail) != 0 || avail <= 0)
+		return 0;
+	char *b = malloc((size_t)avail);
+	if (b == NULL)
+		return ENOMEM;
+	size_t got = 0;
+	while (got < (size_t)avail) {
+		ssize_t n = read(rd, b + got, (size_t)avail - got);
+		if (n > 0)
+			got += (size_t)n;
+		else if (n == 0 || errno != EINTR)
+			break;
+	}
+	size_t kept = 0;
+	for (size_t at = 0; at + rec <= got; at += rec) {
+		uint64_t named;
+		memcpy(&named, b + at, sizeof named);
+		if (named == (uintptr_t)element)
+			(*dropped)++;
+		else
+			memmove(b + kept, b + at, rec), kept += rec;
+	}
+	const char *p = b;
+	while (kept > 0) { /* room for all: the pipe held them a moment ago */
+		ssize_t w = write(wr, p, kept);
+		if (w > 0)
+			p += w, kept -= (size_t)w;
+		else if (w < 0 && errno != EINTR)
+			break;
+	}
+	free(b);
+	return 0;
+}
+
 /* Drops the events still queued for element (a CQ, QP or SRQ being
  * destroyed), with their eventfd counts. Device lock held.
  *
  * On a kernel_events device the events are in async_fd's pipe, where
- * libibverbs reads them, and the device does what the kernel's DESTROY
- * commands do (ib_uverbs_release_uevent): the object's unread events are
- * removed, and the answer says how many of them the application did read
- * (events_reported), for ibv_cmd_destroy_* to wait until it has
- * acknowledged each (await_acks). The pipe is drained whole under the
- * device lock (nothing else writes it meanwhile, and every read and write
- * of it is of whole records), the other events written back in their
- * order. *reported is raised (what was written for the object) less what
- * was dropped; 0 in process, where nothing waits. ENOMEM, with nothing
- * dropped, when there is no memory to drain the pipe into. */
+ * libibverbs reads them (struct ibv_kern_async_event), and the device
+ * does what the kernel's DESTROY commands do: the object's unread events
+ * are removed (pipe_drop), and the answer says how many of them the
+ * application did read (events_reported), for ibv_cmd_destroy_* to wait
+ * until it has acknowledged each (await_acks): *reported is raised (what
+ * was written for the object) less what was dropped; 0 in process, where
+ * nothing waits. */
 static int drop_events(struct sd_device *d, void *element, uint32_t raised, uint32_t *reported)
 {
 	*reported = 0;
 	if (d->kernel_events) {
-		int avail = 0;
-		if (ioctl(d->ev_rd, FIONREAD, &avail) != 0 || avail <= 0) {
-			*reported = raised;
-			return 0;
-		}
-		struct sd_kern_event *ev = malloc((size_t)avail);
-		if (ev == NULL)
-			return ENOMEM;
-		size_t got = 0;
-		while (got < (size_t)avail) { /* a reader of the application may take some meanwhile */
-			ssize_t n = read(d->ev_rd, (char *)ev + got, (size_t)avail - got);
-			if (n > 0)
-				got += (size_t)n;
-			else if (n == 0 || errno != EINTR)
-				break;
-		}
-		size_t kept = 0, n = got / sizeof *ev;
-		uint32_t dropped = 0;
-		for (size_t i = 0; i < n; i++) {
-			if (ev[i].element == (uintptr_t)element)
-				dropped++;
-			else
-				ev[kept++] = ev[i];
-		}
-		const char *p = (const char *)ev;
-		size_t left = kept * sizeof *ev;
-		while (left > 0) { /* room for all: the pipe held them a moment ago */
-			ssize_t w = write(d->ev_fd, p, left);
-			if (w > 0)
-				p += w, left -= (size_t)w;
-			else if (w < 0 && errno != EINTR)
-				break;
-		}
-		free(ev);
-		*reported = raised - dropped;
-		return 0;
+		uint32_t dropped;
+		int e = pipe_drop(d->ev_rd, d->ev_fd, sizeof(struct sd_kern_event), element, &dropped);
+		if (e == 0)
+			*reported = raised - dropped;
+		return e;
 	}
 	uint32_t kept = 0;
 	for (uint32_t i = 0; i < d->ev_len; i++) {
@@ -560,6 +575,30 @@ static void await_acks(pthread_mutex_t *mu, pthread_cond_t *cond, const uint32_t
 	pthread_mutex_unlock(mu);
 }
 
+/* The completion events of a CQ being destroyed still unread in its
+ * channel go with it, as the kernel drops them from the channel's file
+ * on the CQ's DESTROY (ib_uverbs_release_ucq); *reported is what the
+ * application did read, each to be acknowledged with ibv_ack_cq_events
+ * before ibv_cmd_destroy_cq returns (comp_events_reported). The channel
+ * may serve other CQs: theirs stay, in order. Device lock held. */
+static int drop_comp_events(struct sd_cq *c, uint32_t *reported)
+{
+	*reported = c->comp_raised;
+	if (c->notify_fd < 0)
+		return 0;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", c->channel->fd);
+	int rd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (rd < 0)
+		return errno;
+	uint32_t dropped;
+	int e = pipe_drop(rd, c->notify_fd, sizeof(uint64_t), &c->ibv, &dropped);
+	close(rd);
+	if (e == 0)
+		*reported -= dropped;
+	return e;
+}
+
 /* Destroyed CQs keep their record (not their ring) for good (sd_close):
  * a stale handle then reads valid memory, and every entry point refuses
  * it. */
@@ -570,8 +609,10 @@ static int op_destroy_cq(struct ibv_cq *cq)
 	int gone = sd_enter(d);
 	if (gone != 0)
 		return gone;
-	uint32_t reported;
-	int err = c->dead ? EINVAL : c->refs != 0 ? EBUSY : drop_events(d, cq, c->events_raised, &reported);
+	uint32_t reported, comp_reported;
+	int err = c->dead ? EINVAL : c->refs != 0 ? EBUSY : drop_comp_events(c, &comp_reported);
+	if (err == 0)
+		err = drop_events(d, cq, c->events_raised, &reported);
 	if (err != 0) {
 		sd_unlock(d);
 		return err;
@@ -588,8 +629,10 @@ static int op_destroy_cq(struct ibv_cq *cq)
 	c->next = d->dead_cqs;
 	d->dead_cqs = c;
 	sd_unlock(d);
-	if (d->kernel_events)
+	if (d->kernel_events) {
+		await_acks(&cq->mutex, &cq->cond, &cq->comp_events_completed, comp_reported);
 		await_acks(&cq->mutex, &cq->cond, &cq->async_events_completed, reported);
+	}
 	pthread_mutex_destroy(&c->ibv.mutex); /* set up by ibv_exp_create_cq */
 	pthread_cond_destroy(&c->ibv.cond);
 	return 0;

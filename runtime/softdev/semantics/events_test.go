@@ -30,6 +30,7 @@ func eventCases() []semCase {
 		{name: "EventsCommEstablished", ranks: 2, run: eventsCommEstablished},
 		{name: "CompChannel", ranks: 1, run: compChannel},
 		{name: "CompChannelBlocking", ranks: 1, run: compChannelBlocking},
+		{name: "CompEventsGoWithTheirCQ", ranks: 1, run: compEventsGoWithTheirCQ},
 	}
 }
 
@@ -421,5 +422,84 @@ func compChannelBlocking(n *node) {
 	}
 	if err := verbs.AckCQEvents(cq, 1); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// compEventsGoWithTheirCQ: two CQs on one channel, each armed, each
+// given a CQE (the first CQ's first): destroying the first CQ while both
+// events are unread drops its event only, and the second's is still
+// there. Then that event, read but not acknowledged, holds up the
+// destroy of its CQ on the library path until ibv_ack_cq_events, as
+// libibverbs' ibv_cmd_destroy_cq waits for the kernel's
+// comp_events_reported (a program that does not acknowledge its events
+// hangs there on an HCA too); in process the destroy returns at once
+// (runtime/softdev's doc: destroy waits for no acknowledgement).
+func compEventsGoWithTheirCQ(n *node) {
+	t, d := n.t, n.d
+	ch := d.compChannel()
+	var cqs [2]*verbs.CQ
+	var qps [2]*verbs.QP
+	for i := range 2 {
+		cqs[i] = d.createCQ(4, ch, nil, 0)
+		qps[i] = d.createQP(qpSpec{scq: cqs[i], rcq: cqs[i]})
+		d.connect(qps[i], d.self(), qps[i].QPNum, defaultLink())
+		if err := verbs.ReqNotifyCQ(cqs[i], 0); err != nil {
+			t.Fatalf("ibv_req_notify_cq: %v", err)
+		}
+	}
+	for i := range 2 {
+		w := d.send(uint64(i), verbs.ExpWRRDMAWrite, verbs.ExpSendSignaled, d.sges(d.mr.Lkey, [2]int{0, 8}), 1)
+		w.WR.RDMA().RemoteAddr, w.WR.RDMA().Rkey = d.addr(64), d.mr.Rkey
+		d.postSend(qps[i], w)
+		d.await(cqs[i], 1) // its event is written with the CQE
+	}
+	if err := d.destroyQP(qps[0]); err != nil {
+		t.Fatalf("ibv_destroy_qp: %v", err)
+	}
+	if err := d.destroyCQ(cqs[0]); err != nil {
+		t.Fatalf("ibv_destroy_cq with its completion event unread: %v", err)
+	}
+	gotCQ, gotCtx := cAlloc[*verbs.CQ](d), cAlloc[unsafe.Pointer](d)
+	if d.waitReadable(int(ch.FD), within) == 0 {
+		t.Fatal("the second CQ's completion event is gone with the first CQ")
+	}
+	if err := verbs.GetCQEvent(ch, gotCQ, gotCtx); err != nil {
+		t.Fatalf("ibv_get_cq_event: %v", err)
+	}
+	if *gotCQ != cqs[1] {
+		t.Fatalf("event for CQ %p, want the second CQ %p (the first, %p, was destroyed)", *gotCQ, cqs[1], cqs[0])
+	}
+	if d.waitReadable(int(ch.FD), quietWindow) != 0 {
+		t.Fatal("a completion event left on the channel after the destroyed CQ's and the second's")
+	}
+	if err := d.destroyQP(qps[1]); err != nil {
+		t.Fatalf("ibv_destroy_qp: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.destroyCQ(cqs[1]) }()
+	if d.path != library {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("ibv_destroy_cq: %v", err)
+			}
+		case <-time.After(within):
+			t.Fatalf("ibv_destroy_cq of the in-process device waits for an acknowledgement")
+		}
+		return // the acknowledgement would name a destroyed CQ
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("ibv_destroy_cq returned (%v) while its completion event was read and not acknowledged", err)
+	case <-time.After(quietWindow):
+	}
+	verbs.AckCQEvents(cqs[1], 1)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ibv_destroy_cq: %v", err)
+		}
+	case <-time.After(within):
+		t.Fatalf("ibv_destroy_cq still waits %v after its completion event was acknowledged", within)
 	}
 }
