@@ -37,8 +37,11 @@ func TestMeasure(t *testing.T) {
 	if got := strings.Join(order, ""); got != "abbaab" {
 		t.Fatalf("order %q, want abbaab (each round starts one way further)", got)
 	}
-	if res.Allocs[0] != 0 || res.Allocs[1] < 1 || res.Allocs[1] > 1.1 {
-		t.Fatalf("allocs/op = %v, want 0 and about 1", res.Allocs)
+	// runtime.MemStats counts the whole process: a few objects of the
+	// runtime's own (a GC cycle's) may fall in a round, as in CI once
+	// (0.02 for the way that allocates nothing); one per operation may not.
+	if res.Allocs[0] > 0.05 || res.Allocs[1] < 1 || res.Allocs[1] > 1.1 {
+		t.Fatalf("allocs/op = %v, want about 0 and about 1", res.Allocs)
 	}
 	if res.Of("a") <= 0 || res.Ratio("b", "a") <= 0 {
 		t.Fatalf("medians %v", res.NsOp)
