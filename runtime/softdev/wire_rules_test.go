@@ -512,7 +512,11 @@ func sizeName(n int) string { return string(rune('0'+n)) + "procs" }
 // goes down): its port goes down with IBV_EVENT_PORT_ERR (and comes back
 // with IBV_EVENT_PORT_ACTIVE), and rank 0's send, which cannot reach it,
 // fails with IBV_WC_RETRY_EXC_ERR within the timers, its receive
-// flushed.
+// flushed. The cable comes out only once rank 0 holds the ACK of the
+// SEND before (barrier "acked"): rank 1's receive completes before its
+// ACK has left (a poll holds a plain ACK back for a moment, see
+// transport_wire.c's flush), and pulled then, the cable took that ACK
+// with it and the first SEND failed instead, with 4 timeouts of 16.8 ms.
 func TestWireLinkDown(t *testing.T) {
 	self, isRank := multiproc.Rank()
 	if !isRank {
@@ -529,7 +533,10 @@ func TestWireLinkDown(t *testing.T) {
 		h := netns.Host{Name: os.Getenv("VXNS_NAME"), Dev: os.Getenv("VXNS_DEV")}
 		if n.rank == 1 {
 			f.postRecv(n.qp[0], f.recv(1, f.sges(f.mr.Lkey, [2]int{0, 8}), 1))
-			n.await(0, 1, 5*time.Second)
+			if got := n.await(0, 1, 5*time.Second); got[0].Status != verbs.WCSuccess {
+				n.t.Errorf("the SEND before the link went down: %+v, want success", sum(got))
+			}
+			n.barrier("acked")
 			h.SetLink(n.t, false)
 			expectPortEvent(n.t, f.d, verbs.EventPortErr)
 			if a, _ := f.d.QueryPort(1); a.State != verbs.PortDown {
@@ -543,7 +550,10 @@ func TestWireLinkDown(t *testing.T) {
 		}
 		f.postRecv(n.qp[1], f.recv(70, f.sges(f.mr.Lkey, [2]int{0, 8}), 1))
 		f.postSend(n.qp[1], f.send(1, verbs.ExpWRSend, verbs.ExpSendSignaled, f.sges(f.mr.Lkey, [2]int{0, 8}), 1))
-		n.await(1, 1, 5*time.Second)
+		if got := n.await(1, 1, 5*time.Second); len(got) != 1 || got[0].Status != verbs.WCSuccess || got[0].WRID != 1 {
+			n.t.Fatalf("the SEND before the link went down: %+v, want WR 1 with success", sum(got))
+		}
+		n.barrier("acked")
 		n.barrier("down")
 		f.postSend(n.qp[1], f.send(2, verbs.ExpWRSend, verbs.ExpSendSignaled, f.sges(f.mr.Lkey, [2]int{0, 8}), 1))
 		_, hi := retryBound(12, 3)
