@@ -528,7 +528,11 @@ func TestWireLinkDown(t *testing.T) {
 			}})
 		return
 	}
-	rule := wireRule{name: "LinkDown", attr: requesterAttr(func(l *linkAttr) { l.timeout, l.retry = 12, 3 }), run: func(n *meshNode) {
+	// The ACK timer at 67 ms (timeout 14), 3 retries: WR 1's budget,
+	// 268 ms, also covers the connection's setup in fresh namespaces on
+	// a loaded host (a 67 ms budget ran out there now and then).
+	const timeout, retries = 14, 3
+	rule := wireRule{name: "LinkDown", attr: requesterAttr(func(l *linkAttr) { l.timeout, l.retry = timeout, retries }), run: func(n *meshNode) {
 		f := n.f
 		h := netns.Host{Name: os.Getenv("VXNS_NAME"), Dev: os.Getenv("VXNS_DEV")}
 		if n.rank == 1 {
@@ -556,7 +560,7 @@ func TestWireLinkDown(t *testing.T) {
 		n.barrier("acked")
 		n.barrier("down")
 		f.postSend(n.qp[1], f.send(2, verbs.ExpWRSend, verbs.ExpSendSignaled, f.sges(f.mr.Lkey, [2]int{0, 8}), 1))
-		_, hi := retryBound(12, 3)
+		_, hi := retryBound(timeout, retries)
 		got := n.await(1, 2, hi)
 		want := []wcSum{{2, verbs.WCRetryExcErr, verbs.ExpWCSend, 0, n.qp[1].QPNum}, {70, verbs.WCWRFlushErr, verbs.ExpWCRecv, 0, n.qp[1].QPNum}}
 		if !equalSums(sum(got), want) {
