@@ -24,7 +24,7 @@ func TestRefusals(t *testing.T) {
 	needVendor(t)
 	before := scratchDirs(t)
 	t.Run("no library", func(t *testing.T) {
-		_, err := launch.Prepare(launch.Options{OFED: t.TempDir(), Driver: vendor.driver})
+		_, err := launch.Prepare(launch.Options{OFED: t.TempDir(), Driver: vendor.Driver})
 		var le *launch.LibraryError
 		if !errors.As(err, &le) || !strings.Contains(err.Error(), "libibverbs.so.1") || !strings.Contains(err.Error(), "-ofed-debs") {
 			t.Fatalf("Prepare with no library: %v; want a *launch.LibraryError naming the files and what to do", err)
@@ -35,20 +35,20 @@ func TestRefusals(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, "libibverbs.so.1")); err != nil {
 			t.Skipf("SKIPPED: Debian's rdma-core libibverbs.so.1 is not installed (apt-get install libibverbs1; .ci/run installs it)")
 		}
-		_, err := launch.Prepare(launch.Options{OFED: dir, Driver: vendor.driver})
+		_, err := launch.Prepare(launch.Options{OFED: dir, Driver: vendor.Driver})
 		var ae *dynlib.ABIError
 		if !errors.As(err, &ae) || !ae.Other || !strings.Contains(err.Error(), "rdma-core") {
 			t.Fatalf("Prepare with rdma-core's library: %v; want a *dynlib.ABIError saying it is rdma-core's", err)
 		}
 	})
 	t.Run("no driver", func(t *testing.T) {
-		_, err := launch.Prepare(launch.Options{OFED: vendor.root, Driver: filepath.Join(t.TempDir(), launch.DriverFile)})
+		_, err := launch.Prepare(launch.Options{OFED: vendor.Root, Driver: filepath.Join(t.TempDir(), launch.DriverFile)})
 		if err == nil || !strings.Contains(err.Error(), "make softdev") {
 			t.Fatalf("Prepare without a driver: %v; want the make target that builds it", err)
 		}
 	})
 	t.Run("address served", func(t *testing.T) {
-		first, err := launch.Prepare(launch.Options{OFED: vendor.root, Driver: vendor.driver})
+		first, err := launch.Prepare(launch.Options{OFED: vendor.Root, Driver: vendor.Driver})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func TestRefusals(t *testing.T) {
 		}
 		defer os.RemoveAll(dir)
 		os.Chmod(dir, 0o755)
-		for _, f := range []string{vendor.softdev, vendor.driver, filepath.Join(vendor.root, "usr/lib/libibverbs.so.1")} {
+		for _, f := range []string{vendor.Softdev, vendor.Driver, filepath.Join(vendor.Root, "usr/lib/libibverbs.so.1")} {
 			b, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)
@@ -218,7 +218,7 @@ func program(t *testing.T, r *run, name string) int {
 // freeDeviceAddr is a loopback address no softdev serves now.
 func freeDeviceAddr(t *testing.T) string {
 	t.Helper()
-	d, err := launch.Prepare(launch.Options{OFED: vendor.root, Driver: vendor.driver})
+	d, err := launch.Prepare(launch.Options{OFED: vendor.Root, Driver: vendor.Driver})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -196,11 +196,11 @@ func TestThroughTheLibrary(t *testing.T) {
 	if s.Provided != 0 {
 		t.Errorf("%d functions provided by a stand-in: the calls did not all go to the library", s.Provided)
 	}
-	if filepath.Base(s.OpsFile) != filepath.Base(vendor.driver) {
-		t.Errorf("the context's alloc_pd is in %q, not the driver %s", s.OpsFile, vendor.driver)
+	if filepath.Base(s.OpsFile) != filepath.Base(vendor.Driver) {
+		t.Errorf("the context's alloc_pd is in %q, not the driver %s", s.OpsFile, vendor.Driver)
 	}
-	if len(s.Verbs) != 1 || !strings.HasPrefix(s.Verbs[0], vendor.root) {
-		t.Errorf("the process mapped %q, want the vendor's libibverbs under %s alone", s.Verbs, vendor.root)
+	if len(s.Verbs) != 1 || !strings.HasPrefix(s.Verbs[0], vendor.Root) {
+		t.Errorf("the process mapped %q, want the vendor's libibverbs under %s alone", s.Verbs, vendor.Root)
 	}
 	if !s.CrossChan {
 		t.Errorf("ExpQueryDevice does not report IBV_EXP_DEVICE_CROSS_CHANNEL")

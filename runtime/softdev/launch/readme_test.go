@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/verbsexp/verbsexp/runtime/softdev/internal/vendortest"
 )
 
 // TestReadmeExample runs the README's softdev exec example as written,
@@ -33,7 +35,7 @@ func TestReadmeExample(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "OFED_DEBS="+debsDir())
+	cmd.Env = append(os.Environ(), "OFED_DEBS="+vendortest.DebsDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the README's example: %v\n%s", err, out)

@@ -47,7 +47,7 @@ func (o *output) String() string {
 // path), in a network namespace when wrap (ip netns exec NS) is given.
 func launched(wrap []string, addr, prog string, args ...string) *exec.Cmd {
 	line := append([]string{}, wrap...)
-	line = append(line, vendor.softdev, "exec", "-ofed", vendor.root, "-driver", vendor.driver)
+	line = append(line, vendor.Softdev, "exec", "-ofed", vendor.Root, "-driver", vendor.Driver)
 	if addr != "" {
 		line = append(line, "-addr", addr)
 	}

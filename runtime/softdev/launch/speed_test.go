@@ -232,9 +232,9 @@ func providerPath(tb testing.TB, addr string, rounds, n int) postPollResult {
 	if m == nil || json.Unmarshal([]byte(m[1]), &res) != nil || len(res.NsOp) != 2 {
 		tb.Fatalf("the post+poll process reported no result:\n%s", r.out.String())
 	}
-	if filepath.Base(res.Files[1]) != filepath.Base(vendor.driver) || res.Files[0] == res.Files[1] {
+	if filepath.Base(res.Files[1]) != filepath.Base(vendor.Driver) || res.Files[0] == res.Files[1] {
 		tb.Fatalf("post_send of the in-process device is in %q, of the provider's in %q: want this binary, then the driver %s",
-			res.Files[0], res.Files[1], vendor.driver)
+			res.Files[0], res.Files[1], vendor.Driver)
 	}
 	return res
 }

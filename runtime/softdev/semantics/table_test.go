@@ -119,7 +119,7 @@ func runJob(t *testing.T, c semCase, p pathKind) {
 	if p == library {
 		needVendor(t)
 		cfg.Wrap = func(int) []string {
-			return []string{vendor.softdev, "exec", "-ofed", vendor.root, "-driver", vendor.driver, "--"}
+			return []string{vendor.Softdev, "exec", "-ofed", vendor.Root, "-driver", vendor.Driver, "--"}
 		}
 	}
 	cfg.Expect = func(rank int, err error) error {
