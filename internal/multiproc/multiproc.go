@@ -18,6 +18,7 @@ package multiproc
 import (
 	"bytes"
 	"context"
+	"encoding/gob"
 	"fmt"
 	"os"
 	"os/exec"
@@ -67,6 +68,27 @@ func (s Self) Exchange() func(b []byte) ([][]byte, error) {
 		round++
 		return s.round(strconv.Itoa(round), b)
 	}
+}
+
+// Trade is one round of an exchange (Self.Exchange, or an in-process
+// stand-in of the same shape) for values: v gob-encoded, every rank's
+// decoded into a fresh T, by rank.
+func Trade[T any](exchange func([]byte) ([][]byte, error), v T) ([]T, error) {
+	var b bytes.Buffer
+	if err := gob.NewEncoder(&b).Encode(v); err != nil {
+		return nil, err
+	}
+	all, err := exchange(b.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, len(all))
+	for r, a := range all {
+		if err := gob.NewDecoder(bytes.NewReader(a)).Decode(&out[r]); err != nil {
+			return nil, fmt.Errorf("rank %d's part: %v", r, err)
+		}
+	}
+	return out, nil
 }
 
 // Barrier waits until every rank has reached the barrier of that name.

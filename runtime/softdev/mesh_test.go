@@ -3,9 +3,7 @@
 package softdev
 
 import (
-	"bytes"
 	"encoding/binary"
-	"encoding/gob"
 	"fmt"
 	"sync"
 	"testing"
@@ -54,21 +52,11 @@ type wireRule struct {
 	run   func(n *meshNode)
 }
 
-func (n *meshNode) exchange(v any) []meshInfo {
+func (n *meshNode) exchange(v meshInfo) []meshInfo {
 	n.t.Helper()
-	var b bytes.Buffer
-	if err := gob.NewEncoder(&b).Encode(v); err != nil {
-		n.t.Fatal(err)
-	}
-	all, err := n.xchg(b.Bytes())
+	out, err := multiproc.Trade(n.xchg, v)
 	if err != nil {
 		n.t.Fatalf("rank %d: exchange: %v", n.rank, err)
-	}
-	out := make([]meshInfo, len(all))
-	for r, a := range all {
-		if err := gob.NewDecoder(bytes.NewReader(a)).Decode(&out[r]); err != nil {
-			n.t.Fatalf("rank %d: rank %d's info: %v", n.rank, r, err)
-		}
 	}
 	return out
 }

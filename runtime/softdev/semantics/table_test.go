@@ -4,7 +4,6 @@ package semantics
 
 import (
 	"bytes"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"os"
@@ -204,19 +203,9 @@ func runRank(t *testing.T, self multiproc.Self, c semCase, p pathKind) {
 // by rank, decoded into fresh Ts.
 func exchange[T any](n *node, v T) []T {
 	n.t.Helper()
-	var b bytes.Buffer
-	if err := gob.NewEncoder(&b).Encode(v); err != nil {
-		n.t.Fatal(err)
-	}
-	all, err := n.xchg(b.Bytes())
+	out, err := multiproc.Trade(n.xchg, v)
 	if err != nil {
 		n.t.Fatalf("rank %d: exchange: %v", n.rank, err)
-	}
-	out := make([]T, len(all))
-	for r, a := range all {
-		if err := gob.NewDecoder(bytes.NewReader(a)).Decode(&out[r]); err != nil {
-			n.t.Fatalf("rank %d: rank %d's part: %v", n.rank, r, err)
-		}
 	}
 	return out
 }
