@@ -124,21 +124,7 @@ func speedTable(tb testing.TB, addrs [2]string, p speedParams) []*speedRow {
 func perftestOnce(tb testing.TB, r *speedRow, addrs [2]string, iters int) float64 {
 	tb.Helper()
 	args := []string{"-s", strconv.Itoa(r.size), "-n", strconv.Itoa(iters)}
-	var srv, cli string
-	for attempt := 1; ; attempt++ {
-		var err error
-		srv, cli, err = pair{prog: r.prog, args: args, portFlag: "-p", addr: addrs, d: 10 * time.Minute}.try(tb)
-		if err == nil {
-			break
-		}
-		// perftest times with the TSC and checks its rate against
-		// gettimeofday first; on a loaded host that regression can fall
-		// below its r^2 of 0.9, and it gives up. Run it again, twice.
-		if attempt == 3 || !strings.Contains(srv+cli, "Can't produce a report") && !strings.Contains(srv+cli, "Correlation coefficient") {
-			tb.Fatal(err)
-		}
-		tb.Logf("%s %s: perftest could not calibrate its clock (attempt %d of 3, load average %s): again", r.prog, strings.Join(args, " "), attempt, loadavg())
-	}
+	srv, cli := pair{prog: r.prog, args: args, portFlag: "-p", addr: addrs, d: 10 * time.Minute}.perftest(tb)
 	f := strings.Fields(perftestRow(cli))
 	col := 4 // #bytes #iterations t_min t_max t_typical …
 	if r.bw {

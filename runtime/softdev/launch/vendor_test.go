@@ -144,7 +144,7 @@ func TestPerftest(t *testing.T) {
 					args = append(args, "-s", size)
 				}
 				t.Run(prog+strings.Join(args, "_"), func(t *testing.T) {
-					srv, cli := pair{prog: prog, args: args, portFlag: "-p", d: 2 * time.Minute}.run(t)
+					srv, cli := pair{prog: prog, args: args, portFlag: "-p", d: 2 * time.Minute}.perftest(t)
 					row := perftestRow(cli)
 					if row == "" {
 						t.Fatalf("%s client printed no result row:\n%s\nserver:\n%s", prog, cli, srv)
@@ -155,7 +155,7 @@ func TestPerftest(t *testing.T) {
 		}
 	}
 	t.Run("ib_write_bw_-a", func(t *testing.T) {
-		_, cli := pair{prog: "ib_write_bw", args: []string{"-a", "-n", "100"}, portFlag: "-p", d: 3 * time.Minute}.run(t)
+		_, cli := pair{prog: "ib_write_bw", args: []string{"-a", "-n", "100"}, portFlag: "-p", d: 3 * time.Minute}.perftest(t)
 		rows := regexp.MustCompile(`(?m)^\s*(\d+)\s+100\s`).FindAllStringSubmatch(cli, -1)
 		if len(rows) < 20 {
 			t.Fatalf("ib_write_bw -a printed %d rows, want one per size 2 B to 8 MiB:\n%s", len(rows), cli)
