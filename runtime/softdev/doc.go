@@ -69,16 +69,19 @@
 // The device is C in layers, a header each, whose #include lines only
 // point down (TestLayers checks them):
 //
-//   - The engine (engine.h): engine_objects.c has the context, the
-//     dispatch tables, the objects and the QP state machine, the
-//     asynchronous events, open and close; engine_post.c the post path;
-//     engine_exec.c execution, the CORE-Direct rules, CQs and polling;
-//     engine_dma.c the DMA checks, calc and the atomics.
-//   - The transport, below one seam (transport.h: its packets, links and
-//     per-QP state, the engine's records it works on in place, and the
-//     calls each way): transport_rc.c has the RC, UC and UD packet rules,
-//     transport_link.c the links a packet takes, transport_wire.c the TCP
-//     wire between devices and the transport thread.
+//   - The engine (engine.h, with the device's record): engine_objects.c
+//     has the context, the dispatch tables, the objects and the QP state
+//     machine, the asynchronous events, open and close; engine_post.c the
+//     post path; engine_exec.c execution, the CORE-Direct rules, CQs and
+//     polling; engine_dma.c the DMA checks, calc and the atomics.
+//   - The transport, below one seam (transport.h: its packets, links,
+//     per-QP state and its record of a device, the port; the engine's
+//     records it works on in place, the WQEs, queues and QPs; and the
+//     calls each way, down with the port, up with the device, which the
+//     transport sees only as a handle: TestSeam checks it):
+//     transport_rc.c has the RC, UC and UD packet rules, transport_link.c
+//     the links a packet takes, transport_wire.c the TCP wire between
+//     devices and the transport thread.
 //   - Two thin front ends on top: the Go device (this package's Go files
 //     and front_go.c, front_go.h: the exported verbs libibverbs would
 //     supply) and the libibverbs driver (driver/driver.c, which package

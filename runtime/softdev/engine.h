@@ -8,12 +8,14 @@
  * The device's own records each embed the public verbs record they stand
  * for as their first member, so a struct ibv_qp * handed out to users
  * converts back to a struct sd_qp * with a cast. The records the
- * transport works on too (the WQE, the queue, the QP, the device) are
- * declared in transport.h.
+ * transport works on too (the WQE, the queue, the QP) are declared in
+ * transport.h, and so is the transport's own record of the device, the
+ * port (sd_device.port), which the engine passes to every call down.
  */
 #ifndef SOFTDEV_ENGINE_H
 #define SOFTDEV_ENGINE_H
 
+#include <pthread.h>
 #include "transport.h"
 
 /* Limits the device enforces by default (Open's options may change the
@@ -171,6 +173,64 @@ enum {
 /* Leftover objects found by sd_close. */
 struct sd_leaks {
 	uint32_t pds, mrs, cqs, qps, ahs, srqs;
+};
+
+/* A set of object addresses, each live (1) or destroyed (-1): open
+ * addressing, so finding a CQ among thousands (a poll, a CQE_WAIT naming
+ * it) compares addresses without reading the object. */
+struct sd_addrset {
+	const void **keys;
+	int8_t      *state;
+	uint32_t     cap, n; /* cap a power of two, n < cap / 2 */
+};
+
+/*
+ * The device: the experimental dispatch record directly in front of the
+ * verbs context (whose last member is the struct ibv_context users see),
+ * as verbs_get_exp_ctx() expects, then the device's own state.
+ */
+struct sd_device {
+	struct verbs_context_exp exp;
+	struct verbs_context     vctx;
+	pthread_mutex_t          lock;    /* everything below */
+	struct sd_pd            *pds, *pds_tail;
+	struct sd_mr            *mrs, *mrs_tail;
+	struct sd_cq            *cqs, *cqs_tail;
+	struct sd_addrset        cqset;   /* every CQ handed out, live or destroyed: sd_owns in O(1) */
+	struct sd_qp            *qps, *qps_tail; /* creation order: the round-robin order */
+	struct sd_ah            *ahs, *ahs_tail;
+	struct sd_srq           *srqs, *srqs_tail;
+	struct sd_cq            *dead_cqs;       /* destroyed, freed at close */
+	struct sd_qp            *dead_qps;
+	struct sd_srq           *dead_srqs;
+	struct sd_mr           **keys;    /* MR per key slot */
+	uint32_t                 nkeys, keycap;
+	struct sd_qp           **qpn;     /* QP per (qp_num - SD_QPN_BASE) */
+	uint32_t                 nqpn, qpncap;
+	uint32_t                 next_handle;
+	uint32_t                 key_gen;
+	uint32_t                 max_qp_wr, max_cqe;
+	uint64_t                 executed; /* WQEs retired since open */
+	int                      quiet;    /* sd_run found nothing to do and nothing changed since */
+	int                      closed;   /* sd_close ran: every entry point fails with ENODEV */
+	/* Asynchronous events: queued here, one eventfd count each (the
+	 * context's async_fd), so the fd is readable exactly while some are
+	 * pending. wake_fd interrupts a blocked reader at close. */
+	struct sd_event         *events;
+	uint32_t                 ev_head, ev_len, ev_cap;
+	uint32_t                 ev_unacked;
+	int                      ev_fd;   /* a private dup of async_fd, for the device's own reads and writes */
+	int                      ev_rd;   /* kernel_events: a non-blocking reader of async_fd's pipe, else -1 */
+	int                      wake_fd;
+	int                      kernel_events; /* async_fd carries struct ibv_kern_async_event records */
+	int                      run_mode;   /* SD_RUN_*, as opened */
+	/* The port: the transport's record of the device (its address,
+	 * links, timers and wire; transport.h). */
+	struct sd_port           port;
+	/* The most recent ibv_exp_post_task failure. */
+	struct ibv_exp_task     *fail_task;
+	void                    *fail_wr;
+	int                      fail_errno;
 };
 
 /* ---- entry points of the front ends ---- */

@@ -328,7 +328,7 @@ void sd_rq_complete_from(struct sd_device *d, struct sd_qp *p, uint32_t status, 
 void sd_rq_complete(struct sd_device *d, struct sd_qp *p, uint32_t status, uint32_t opcode,
                     uint64_t len, int flags, uint32_t imm)
 {
-	uint16_t slid = d->port_ib && p->path.link != NULL ? sd_lid_of(p->path.link->gid) : 0;
+	uint16_t slid = d->port.port_ib && p->path.link != NULL ? sd_lid_of(p->path.link->gid) : 0;
 	sd_rq_complete_from(d, p, status, opcode, len, flags, imm, p->path.dest_qpn, slid);
 }
 
@@ -338,7 +338,7 @@ void sd_rq_complete(struct sd_device *d, struct sd_qp *p, uint32_t status, uint3
 void sd_qp_error(struct sd_device *d, struct sd_qp *q)
 {
 	q->ibv.state = IBV_QPS_ERR;
-	sd_rc_stop(d, q);
+	sd_rc_stop(&d->port, q);
 }
 
 /* In the error state every WQE completes with IBV_WC_WR_FLUSH_ERR, send
@@ -417,8 +417,8 @@ static int step(struct sd_device *d, struct sd_qp *q)
 	}
 	default:
 		if (q->ibv.qp_type == IBV_QPT_UD)
-			return sd_ud_transmit(d, q);
-		return sd_rc_transmit(d, q);
+			return sd_ud_transmit(&d->port, q);
+		return sd_rc_transmit(&d->port, q);
 	}
 }
 
@@ -439,22 +439,29 @@ long sd_run_queues(struct sd_device *d)
 			long n = 0;
 			for (struct sd_qp *q = d->qps; q != NULL; q = q->next) {
 				n += step(d, q);
-				sd_loop_drain(d);
+				sd_loop_drain(&d->port);
 			}
 			if (n == 0)
 				break;
 			total += n;
 		}
-	} while (sd_net_flush(d));
+	} while (sd_net_flush(&d->port));
 	d->quiet = 1;
 	return total;
+}
+
+/* Something the engine's next run must look at happened (the wire
+ * brought packets, a busy link freed): the device is not quiet. */
+void sd_changed(struct sd_device *d)
+{
+	d->quiet = 0;
 }
 
 /* sd_run_queues after a look at the wire (it may have brought answers),
  * whether or not the device was quiet: what polls and Progress run. */
 long sd_run(struct sd_device *d)
 {
-	if (sd_net_poll(d))
+	if (sd_net_poll(&d->port))
 		d->quiet = 0;
 	return sd_run_queues(d);
 }
@@ -739,10 +746,10 @@ void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped, ui
 	*dropped = 0;
 	if (sd_enter_clean(d) != 0)
 		return;
-	memcpy(gid, d->gid, 16);
-	*dropped = d->wire_dropped;
-	*connect_fails = d->wire_connect_fails;
-	*last_errno = d->wire_last_errno;
+	memcpy(gid, d->port.gid, 16);
+	*dropped = d->port.wire_dropped;
+	*connect_fails = d->port.wire_connect_fails;
+	*last_errno = d->port.wire_last_errno;
 	for (const struct sd_qp *q = d->qps; q != NULL; q = q->next) {
 		const struct sd_wire_stats *w = &q->ws;
 		qps->tx_pkts += w->tx_pkts, qps->rx_pkts += w->rx_pkts, qps->retrans += w->retrans;

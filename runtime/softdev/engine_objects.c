@@ -49,6 +49,9 @@ void sd_lock(struct sd_device *d)
 }
 void sd_lock_clean(struct sd_device *d) { pthread_mutex_lock(&d->lock); }
 void sd_unlock(struct sd_device *d) { pthread_mutex_unlock(&d->lock); }
+/* For a process's exit, which must not wait: 1 if the lock was free and
+ * is held now. */
+int sd_trylock_clean(struct sd_device *d) { return pthread_mutex_trylock(&d->lock) == 0; }
 
 /* A closed device's record and its objects' records are never freed
  * (sd_close), and neither is its lock: an entry point reached through a
@@ -194,6 +197,13 @@ struct sd_qp *sd_qp_by_num(struct sd_device *d, uint32_t qpn)
 	if (qpn < SD_QPN_BASE || qpn - SD_QPN_BASE >= d->nqpn)
 		return NULL;
 	return d->qpn[qpn - SD_QPN_BASE];
+}
+
+/* The device's QPs in creation order: the first (q NULL), or the one
+ * after q; NULL after the last. */
+struct sd_qp *sd_qp_next(struct sd_device *d, const struct sd_qp *q)
+{
+	return q == NULL ? d->qps : q->next;
 }
 
 /* Keys: slot index in the upper 24 bits, a generation tag in the low 7,
@@ -699,7 +709,7 @@ static int op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
  */
 static struct ibv_ah *create_ah_locked(struct sd_device *d, struct sd_pd *p, const struct ibv_ah_attr *a)
 {
-	if (a->port_num != 1 || (d->port_ib && a->dlid == 0) || (!d->port_ib && !a->is_global) ||
+	if (a->port_num != 1 || (d->port.port_ib && a->dlid == 0) || (!d->port.port_ib && !a->is_global) ||
 	    (a->is_global && a->grh.sgid_index != 0)) {
 		errno = EINVAL;
 		return NULL;
@@ -708,17 +718,17 @@ static struct ibv_ah *create_ah_locked(struct sd_device *d, struct sd_pd *p, con
 	if (a->is_global)
 		memcpy(dgid, a->grh.dgid.raw, 16);
 	else
-		sd_gid_of_lid(d->gid, a->dlid, dgid);
+		sd_gid_of_lid(d->port.gid, a->dlid, dgid);
 	struct sd_ah *h = calloc(1, sizeof *h);
-	struct sd_link *l = h != NULL ? sd_link_get(d, dgid) : NULL;
+	struct sd_link *l = h != NULL ? sd_link_get(&d->port, dgid) : NULL;
 	if (l == NULL) {
 		free(h);
 		errno = ENOMEM;
 		return NULL;
 	}
-	sd_wire_open_link(d, l);
+	sd_wire_open_link(&d->port, l);
 	if (l->kind == SD_LINK_WIRE && d->run_mode == SD_RUN_AUTO)
-		d->autonomous = 1; /* a peer elsewhere: run like an HCA */
+		d->port.autonomous = 1; /* a peer elsewhere: run like an HCA */
 	h->dev = d;
 	h->pd = p;
 	h->link = l;
@@ -735,7 +745,7 @@ static struct ibv_ah *create_ah_locked(struct sd_device *d, struct sd_pd *p, con
 static void destroy_ah_locked(struct sd_device *d, struct sd_ah *h)
 {
 	LIST_REMOVE(d->ahs, d->ahs_tail, h);
-	sd_link_put(d, h->link);
+	sd_link_put(&d->port, h->link);
 	h->pd->refs--;
 	free(h);
 }
@@ -1043,7 +1053,7 @@ void sd_wqe_release(struct sd_device *d, struct sd_wqe *w)
 		w->u.enable.qp->refs--;
 	else if ((w->op == SD_OP_SEND || w->op == SD_OP_SEND_IMM) && w->u.ud.link != NULL &&
 	         (w->flags & SD_WQE_UD)) {
-		sd_link_put(d, w->u.ud.link);
+		sd_link_put(&d->port, w->u.ud.link);
 		w->u.ud.link = NULL;
 	}
 }
@@ -1114,8 +1124,8 @@ static int destroy_qp_locked(struct sd_device *d, struct sd_qp *q, uint32_t *rep
 		return err;
 	sd_queue_release_refs(d, &q->sq);
 	sd_queue_release_refs(d, &q->rq);
-	sd_rc_stop(d, q);
-	sd_link_put(d, q->path.link);
+	sd_rc_stop(&d->port, q);
+	sd_link_put(&d->port, q->path.link);
 	q->path.link = NULL;
 	q->pd->refs--;
 	q->scq->refs--;
@@ -1293,7 +1303,7 @@ static int modify_qp(struct ibv_qp *qp, struct sd_qp_attr *a, uint64_t mask)
 		/* The port is 1, with one GID. On RoCE the GRH names the peer;
 		 * on InfiniBand the dlid does unless a GRH is given (sd_lid_of:
 		 * LID 0 leads nowhere: what is sent there is never answered). */
-		if ((!a->ah.is_global && !d->port_ib) || a->ah.port_num != 1 ||
+		if ((!a->ah.is_global && !d->port.port_ib) || a->ah.port_num != 1 ||
 		    (a->ah.is_global && a->ah.grh.sgid_index != 0))
 			goto out;
 		if (a->ah.is_global)
@@ -1301,8 +1311,8 @@ static int modify_qp(struct ibv_qp *qp, struct sd_qp_attr *a, uint64_t mask)
 		else if (a->ah.dlid == 0)
 			memset(dgid, 0, 16);
 		else
-			sd_gid_of_lid(d->gid, a->ah.dlid, dgid);
-		if ((link = sd_link_get(d, dgid)) == NULL) {
+			sd_gid_of_lid(d->port.gid, a->ah.dlid, dgid);
+		if ((link = sd_link_get(&d->port, dgid)) == NULL) {
 			err = ENOMEM;
 			goto out;
 		}
@@ -1310,11 +1320,11 @@ static int modify_qp(struct ibv_qp *qp, struct sd_qp_attr *a, uint64_t mask)
 	err = 0;
 	struct sd_path *path = &q->path;
 	if (link != NULL) {
-		sd_link_put(d, path->link);
+		sd_link_put(&d->port, path->link);
 		path->link = link;
-		sd_wire_open_link(d, link);
+		sd_wire_open_link(&d->port, link);
 		if (link->kind == SD_LINK_WIRE && d->run_mode == SD_RUN_AUTO)
-			d->autonomous = 1; /* a peer elsewhere: run like an HCA */
+			d->port.autonomous = 1; /* a peer elsewhere: run like an HCA */
 		memcpy(path->dgid, dgid, 16);
 		path->global = a->ah.is_global;
 		path->dlid = a->ah.dlid;
@@ -1349,14 +1359,14 @@ static int modify_qp(struct ibv_qp *qp, struct sd_qp_attr *a, uint64_t mask)
 	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
 		path->max_dest_rd_atomic = a->max_dest_rd_atomic;
 	if (next == IBV_QPS_RESET) {
-		sd_rc_stop(d, q);
+		sd_rc_stop(&d->port, q);
 		sd_queue_reset(d, &q->sq);
 		sd_queue_reset(d, &q->rq);
 		if (q->srq != NULL)
 			drop_held(q);
 		q->last_wqe = 0;
 		q->qkey = 0;
-		sd_link_put(d, path->link);
+		sd_link_put(&d->port, path->link);
 		memset(path, 0, sizeof *path);
 		memset(&q->req, 0, sizeof q->req);
 		memset(&q->resp, 0, sizeof q->resp);
@@ -1467,8 +1477,8 @@ static void *op_exp_query_intf(struct ibv_context *ctx, struct ibv_exp_query_int
  * one have these members, at different offsets. */
 #define FILL_COMMON_ATTR(d, a) do {                                              \
 	strcpy((a)->fw_ver, "softdev-2");                                        \
-	(a)->node_guid = (d)->node_guid;                                         \
-	(a)->sys_image_guid = (d)->node_guid;                                    \
+	(a)->node_guid = (d)->port.node_guid;                                    \
+	(a)->sys_image_guid = (d)->port.node_guid;                               \
 	(a)->max_qp = 1 << 16;                                                   \
 	(a)->max_qp_wr = (int)(d)->max_qp_wr;                                    \
 	(a)->max_sge = SD_MAX_SGE;                                               \
@@ -1535,7 +1545,7 @@ static int op_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_
 	if (port != 1)
 		return EINVAL;
 	int active, mtu;
-	sd_port_state(sd_dev(ctx), &active, &mtu);
+	sd_port_state(&sd_dev(ctx)->port, &active, &mtu);
 	memset(a, 0, sizeof *a);
 	a->state = active ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
 	a->phys_state = active ? 5 : 3; /* LinkUp, Disabled */
@@ -1545,9 +1555,9 @@ static int op_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_
 	a->pkey_tbl_len = 1;
 	a->max_msg_sz = 1u << 31;
 	a->link_layer = IBV_LINK_LAYER_ETHERNET;
-	if (sd_dev(ctx)->port_ib) {
+	if (sd_dev(ctx)->port.port_ib) {
 		a->link_layer = IBV_LINK_LAYER_INFINIBAND;
-		a->lid = sd_dev(ctx)->lid;
+		a->lid = sd_dev(ctx)->port.lid;
 		a->sm_lid = 1;
 	}
 	return 0;
@@ -1560,7 +1570,7 @@ int sd_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid
 		return err;
 	if (port != 1 || index != 0)
 		return EINVAL;
-	memcpy(gid->raw, sd_dev(ctx)->gid, 16);
+	memcpy(gid->raw, sd_dev(ctx)->port.gid, 16);
 	return 0;
 }
 
@@ -1818,13 +1828,14 @@ int sd_init(struct sd_device *d, const struct sd_config *cfg)
 	d->max_qp_wr = cfg->max_qp_wr;
 	d->max_cqe = cfg->max_cqe;
 	d->run_mode = cfg->autonomous;
-	d->autonomous = cfg->autonomous == SD_RUN_THREAD;
-	d->timescale = cfg->timescale > 0 ? cfg->timescale : 1;
-	d->node_guid = cfg->node_guid != 0 ? cfg->node_guid : new_guid();
-	d->port_ib = cfg->port_ib;
-	d->loop.kind = SD_LINK_LOOP;
+	d->port.dev = d;
+	d->port.node_guid = cfg->node_guid != 0 ? cfg->node_guid : new_guid();
+	d->port.port_ib = cfg->port_ib;
+	d->port.timescale = cfg->timescale > 0 ? cfg->timescale : 1;
+	d->port.autonomous = cfg->autonomous == SD_RUN_THREAD;
+	d->port.watch_always = cfg->kernel_events; /* a program may watch the port alone */
 	struct ibv_context *ctx = &d->vctx.context;
-	e = sd_net_open(d, cfg->addr, cfg->auto_loopback, cfg->listen_fd);
+	e = sd_net_open(&d->port, cfg->addr, cfg->auto_loopback, cfg->listen_fd);
 	if (e != 0) {
 		close(ctx->async_fd);
 		close(d->ev_fd);
@@ -1834,8 +1845,6 @@ int sd_init(struct sd_device *d, const struct sd_config *cfg)
 		pthread_mutex_destroy(&d->lock);
 		return e;
 	}
-	memcpy(d->loop.gid, d->gid, 16);
-	d->lid = d->port_ib ? sd_lid_of(d->gid) : 0;
 
 	/* The verbs context: extended, and carrying the exp record (as
 	 * libibverbs sets them up for a verbs_device's context). */
@@ -1910,14 +1919,8 @@ struct ibv_context *sd_open(const struct sd_config *cfg, int *err)
 static void free_tables(struct ibv_context *ctx)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_net_close(d);
-	while (d->links != NULL) {
-		struct sd_link *l = d->links;
-		d->links = l->next;
-		free(l);
-	}
-	free(d->loopq);
-	d->loopq = NULL;
+	sd_net_close(&d->port);
+	sd_link_free_all(&d->port);
 	free(d->cqset.keys);
 	free(d->cqset.state);
 	memset(&d->cqset, 0, sizeof d->cqset);
@@ -1965,12 +1968,12 @@ void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks)
 {
 	struct sd_device *d = sd_dev(ctx);
 	memset(leaks, 0, sizeof *leaks);
-	sd_net_stop(d);
+	sd_net_stop(&d->port);
 	sd_lock(d);
 	d->closed = 1;
 	for (struct sd_qp *q = d->qps; q != NULL; q = q->next) {
 		leaks->qps++;
-		sd_rc_stop(d, q);
+		sd_rc_stop(&d->port, q);
 		q->path.link = NULL; /* free_tables frees the links */
 		queue_free(&q->sq);
 		queue_free(&q->rq);
@@ -2010,7 +2013,7 @@ void sd_close(struct ibv_context *ctx, struct sd_leaks *leaks)
 void sd_discard(struct ibv_context *ctx)
 {
 	struct sd_device *d = sd_dev(ctx);
-	sd_net_stop(d);
+	sd_net_stop(&d->port);
 	sd_lock(d);
 	free_tables(ctx);
 	sd_unlock(d);
@@ -2025,11 +2028,11 @@ void sd_discard(struct ibv_context *ctx)
  * used after ibv_close_device is the caller's bug there, as on an HCA. */
 void sd_fini(struct sd_device *d)
 {
-	sd_net_stop(d);
+	sd_net_stop(&d->port);
 	sd_lock(d);
 	d->closed = 1;
 	for (struct sd_qp *q = d->qps; q != NULL; q = q->next)
-		sd_rc_stop(d, q);
+		sd_rc_stop(&d->port, q);
 	free_tables(&d->vctx.context);
 	while (d->qps != NULL || d->dead_qps != NULL) {
 		struct sd_qp *q = d->qps != NULL ? d->qps : d->dead_qps;

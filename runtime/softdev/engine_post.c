@@ -375,7 +375,7 @@ static int post_recv_list(struct sd_queue *rq, struct ibv_recv_wr *wr, struct ib
  * read the wire); other devices run it in the next poll or Progress. */
 static void doorbell(struct sd_device *d)
 {
-	if (d->autonomous)
+	if (d->port.autonomous)
 		sd_run_queues(d);
 	sd_unlock(d);
 }

@@ -7,21 +7,27 @@
  * (engine.h) includes it, and nothing the transport calls is declared
  * anywhere else. The seam has four parts:
  *
- *  - the transport's own records: packets, links, a QP's path and its
- *    requester and responder state, the wire's counters;
+ *  - the transport's own records: packets, links, the port (struct
+ *    sd_port: a device's address, links, timers and wire), a QP's path,
+ *    requester and responder state and counters;
  *  - the engine's records the transport works on in place, as an HCA's
  *    transport works on the QP context and the rings in host memory: the
- *    WQE and queue formats, the QP, the device (the engine owns them;
- *    its other records, PDs, MRs, CQs, SRQs, events, stay in engine.h);
- *  - calls down, which the transport implements and the engine makes;
- *  - calls up, which the engine implements and the transport makes.
+ *    WQE and queue formats, and the QP, which carries the transport's
+ *    per-QP records (the engine owns them; its other records, the device
+ *    among them, stay in engine.h);
+ *  - calls down, which the transport implements and the engine makes:
+ *    they take the port;
+ *  - calls up, which the engine implements and the transport makes: they
+ *    take the engine's device, an opaque type here, which the port names
+ *    (sd_port.dev). They are the engine's own functions, which its files
+ *    call too, so they keep the engine's record rather than each get a
+ *    twin that maps a port back to its device.
  */
 #ifndef SOFTDEV_TRANSPORT_H
 #define SOFTDEV_TRANSPORT_H
 
 #include <stdint.h>
 #include <stddef.h>
-#include <pthread.h>
 #include <infiniband/verbs_exp.h>
 
 /* Every device listens on its IP at RoCE v2's port number (TCP here). */
@@ -191,6 +197,49 @@ struct sd_wire_stats {
 	uint64_t dropped;              /* packets for this QP dropped (state, source, sequence) */
 };
 
+struct sd_net;
+struct sd_qp;
+struct sd_device; /* the engine's (engine.h), opaque here */
+
+/*
+ * The port: the transport's record of a device, embedded in the engine's
+ * (sd_device.port). The engine sets its configuration before
+ * sd_net_open, and reads its address (query_port, query_gid, address
+ * handles) and counters (WireStats); the rest is the transport's.
+ */
+struct sd_port {
+	struct sd_device *dev;        /* the device, for the calls up */
+	/* The configuration. */
+	uint64_t          node_guid;  /* unique per device opened in the process (hellos carry it) */
+	int               port_ib;    /* the port is InfiniBand (LIDs), else Ethernet (RoCE) */
+	double            timescale;  /* transport timers are multiplied by it */
+	int               autonomous; /* the thread also runs the send queues (the engine sets it later too) */
+	int               watch_always; /* the port's interface is watched with no peer on the wire too */
+	/* The address: GID table entry 0 (the device's IP address, IPv4-
+	 * mapped or IPv6; the listener is there at SD_WIRE_PORT), set by
+	 * sd_net_open. */
+	uint8_t           gid[16];
+	uint16_t          lid;        /* InfiniBand port: the address's low 16 bits (sd_lid_of) */
+	uint32_t          ifmtu;      /* MTU of the interface the address is on */
+	/* The links: to the device itself and the packets on it, and the
+	 * wire's. */
+	struct sd_link    loop;
+	struct sd_pkt    *loopq;      /* loopback packets not yet delivered */
+	uint32_t          loopq_head, loopq_len, loopq_cap;
+	struct sd_qp     *loop_sender; /* the QP whose step sent on the loopback link */
+	uint32_t          loop_upto;  /* the PSN after what it sent */
+	struct sd_link   *links;      /* wire links */
+	/* The timers. */
+	uint32_t          timers;     /* QPs with a transport timer armed */
+	uint64_t          next_deadline;
+	/* The wire: the state of transport_wire.c (listener, connections,
+	 * the transport thread), and its counters. */
+	struct sd_net    *net;
+	uint64_t          wire_dropped;       /* frames for no QP, or not from its peer */
+	uint64_t          wire_connect_fails; /* connections to peers that could not be made or broke */
+	int               wire_last_errno;    /* why the last one failed */
+};
+
 /* ---- the engine's records the transport works on ---- */
 
 /* Internal opcodes of a WQE (the ring does not keep the verbs values). */
@@ -313,8 +362,6 @@ struct sd_queue {
 	uint32_t        gen;        /* bumped by RESET: stale enables release nothing */
 };
 
-struct sd_net;
-
 /* The receive WQE a QP with an SRQ took for the message arriving now: a
  * copy, as the SRQ's slot may be posted into again before it completes. */
 struct sd_held {
@@ -325,6 +372,13 @@ struct sd_held {
 	struct ibv_sge *sge;        /* the SRQ's max_sge entries */
 };
 
+/*
+ * The QP context, the engine's, with the transport's own per-QP records
+ * at its end. Of the engine's part the transport reads ibv (type, state,
+ * number), pd, qkey, access and dead, and works the send queue: it moves
+ * sq.next over the WQEs it transmits and marks them (psn, npkts, state,
+ * status).
+ */
 struct sd_qp {
 	struct ibv_qp     ibv;
 	struct sd_device *dev;
@@ -337,129 +391,53 @@ struct sd_qp {
 	int               last_wqe;     /* with an SRQ, in error: IBV_EVENT_QP_LAST_WQE_REACHED raised */
 	uint32_t          create_flags; /* enum ibv_exp_qp_create_flags bits */
 	int               sig_all;
-	struct sd_path    path;
-	struct sd_req     req;
-	struct sd_resp    resp;
-	struct sd_wire_stats ws;
 	int               access;       /* remote access the QP permits as responder */
 	int               dead;         /* destroyed: kept so stale handles fail cleanly */
 	uint32_t          refs;         /* pending ENABLE WQEs naming this QP */
 	uint32_t          events_raised; /* kernel_events: async events written for it (drop_events) */
 	struct sd_qp     *prev, *next;
-};
-
-/* A set of object addresses, each live (1) or destroyed (-1): open
- * addressing, so finding a CQ among thousands (a poll, a CQE_WAIT naming
- * it) compares addresses without reading the object. */
-struct sd_addrset {
-	const void **keys;
-	int8_t      *state;
-	uint32_t     cap, n; /* cap a power of two, n < cap / 2 */
-};
-
-/*
- * The device: the experimental dispatch record directly in front of the
- * verbs context (whose last member is the struct ibv_context users see),
- * as verbs_get_exp_ctx() expects, then the device's own state.
- */
-struct sd_device {
-	struct verbs_context_exp exp;
-	struct verbs_context     vctx;
-	pthread_mutex_t          lock;    /* everything below */
-	struct sd_pd            *pds, *pds_tail;
-	struct sd_mr            *mrs, *mrs_tail;
-	struct sd_cq            *cqs, *cqs_tail;
-	struct sd_addrset        cqset;   /* every CQ handed out, live or destroyed: sd_owns in O(1) */
-	struct sd_qp            *qps, *qps_tail; /* creation order: the round-robin order */
-	struct sd_ah            *ahs, *ahs_tail;
-	struct sd_srq           *srqs, *srqs_tail;
-	struct sd_cq            *dead_cqs;       /* destroyed, freed at close */
-	struct sd_qp            *dead_qps;
-	struct sd_srq           *dead_srqs;
-	struct sd_mr           **keys;    /* MR per key slot */
-	uint32_t                 nkeys, keycap;
-	struct sd_qp           **qpn;     /* QP per (qp_num - SD_QPN_BASE) */
-	uint32_t                 nqpn, qpncap;
-	uint32_t                 next_handle;
-	uint32_t                 key_gen;
-	uint32_t                 max_qp_wr, max_cqe;
-	uint64_t                 node_guid; /* unique per device opened in the process */
-	uint64_t                 executed; /* WQEs retired since open */
-	int                      quiet;    /* sd_run found nothing to do and nothing changed since */
-	int                      closed;   /* sd_close ran: every entry point fails with ENODEV */
-	/* Asynchronous events: queued here, one eventfd count each (the
-	 * context's async_fd), so the fd is readable exactly while some are
-	 * pending. wake_fd interrupts a blocked reader at close. */
-	struct sd_event         *events;
-	uint32_t                 ev_head, ev_len, ev_cap;
-	uint32_t                 ev_unacked;
-	int                      ev_fd;   /* a private dup of async_fd, for the device's own reads and writes */
-	int                      ev_rd;   /* kernel_events: a non-blocking reader of async_fd's pipe, else -1 */
-	int                      wake_fd;
-	/* The network: GID table entry 0 (the device's IP address, IPv4-
-	 * mapped or IPv6; the listener is there at SD_WIRE_PORT), the link to
-	 * the device itself and the packets on it, the wire's links, and the
-	 * state of transport_wire.c (listener, connections, the transport thread). */
-	uint8_t                  gid[16];
-	uint16_t                 lid;       /* InfiniBand port: the address's low 16 bits (sd_lid_of) */
-	int                      port_ib;   /* the port is InfiniBand (LIDs), else Ethernet (RoCE) */
-	int                      kernel_events; /* async_fd carries struct ibv_kern_async_event records */
-	uint32_t                 ifmtu;     /* MTU of the interface the address is on */
-	int                      autonomous; /* the thread also runs the send queues */
-	int                      run_mode;   /* SD_RUN_*, as opened */
-	double                   timescale; /* transport timers are multiplied by it */
-	struct sd_link           loop;
-	struct sd_pkt           *loopq;     /* loopback packets not yet delivered */
-	uint32_t                 loopq_head, loopq_len, loopq_cap;
-	struct sd_link          *links;     /* wire links */
-	uint32_t                 timers;    /* QPs with a transport timer armed */
-	uint64_t                 next_deadline;
-	struct sd_net           *net;
-	uint64_t                 wire_dropped; /* frames for no QP, or not from its peer */
-	uint64_t                 wire_connect_fails; /* connections to peers that could not be made or broke */
-	int                      wire_last_errno;    /* why the last one failed */
-	struct sd_qp            *loop_sender;  /* the QP whose step sent on the loopback link */
-	uint32_t                 loop_upto;    /* the PSN after what it sent */
-	/* The most recent ibv_exp_post_task failure. */
-	struct ibv_exp_task     *fail_task;
-	void                    *fail_wr;
-	int                      fail_errno;
+	/* The transport's own records of the QP. */
+	struct sd_path    path;
+	struct sd_req     req;
+	struct sd_resp    resp;
+	struct sd_wire_stats ws;
 };
 
 /* ---- calls down: the transport implements them ---- */
 
 /* transport_rc.c */
 uint64_t sd_now(void);
-int sd_rc_transmit(struct sd_device *d, struct sd_qp *q);
-int sd_ud_transmit(struct sd_device *d, struct sd_qp *q);
-void sd_rc_rx(struct sd_device *d, const struct sd_link *from, const struct sd_pkt *p);
-int sd_rc_timers(struct sd_device *d, uint64_t now);
-void sd_rc_unanswered(struct sd_device *d, struct sd_qp *q);
+int sd_rc_transmit(struct sd_port *port, struct sd_qp *q);
+int sd_ud_transmit(struct sd_port *port, struct sd_qp *q);
+void sd_rc_rx(struct sd_port *port, const struct sd_link *from, const struct sd_pkt *p);
+int sd_rc_timers(struct sd_port *port, uint64_t now);
+void sd_rc_unanswered(struct sd_port *port, struct sd_qp *q);
 void sd_rc_rtr(struct sd_qp *q);
 void sd_rc_rts(struct sd_qp *q);
-void sd_rc_stop(struct sd_device *d, struct sd_qp *q);
+void sd_rc_stop(struct sd_port *port, struct sd_qp *q);
 
 /* transport_link.c */
-int sd_link_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p);
-int sd_link_busy(struct sd_device *d, struct sd_link *l);
-void sd_loop_drain(struct sd_device *d);
-struct sd_link *sd_link_get(struct sd_device *d, const uint8_t gid[16]);
-void sd_link_put(struct sd_device *d, struct sd_link *l);
+int sd_link_send(struct sd_port *port, struct sd_link *l, const struct sd_pkt *p);
+int sd_link_busy(struct sd_port *port, struct sd_link *l);
+void sd_loop_drain(struct sd_port *port);
+struct sd_link *sd_link_get(struct sd_port *port, const uint8_t gid[16]);
+void sd_link_put(struct sd_port *port, struct sd_link *l);
+void sd_link_free_all(struct sd_port *port);
 
 /* transport_wire.c */
-int sd_net_open(struct sd_device *d, const uint8_t addr[16], int auto_loopback, int listen_fd);
-void sd_net_stop(struct sd_device *d);
-void sd_net_close(struct sd_device *d);
-int sd_net_poll(struct sd_device *d);
-int sd_net_flush(struct sd_device *d);
-void sd_net_kick(struct sd_device *d);
-void sd_net_timer_armed(struct sd_device *d, uint64_t deadline);
-int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p);
-int sd_wire_busy(struct sd_device *d, struct sd_link *l);
-void sd_wire_close_link(struct sd_device *d, struct sd_link *l);
-void sd_wire_open_link(struct sd_device *d, struct sd_link *l);
-void sd_port_state(struct sd_device *d, int *active, int *mtu);
-uint32_t sd_port_mtu(const struct sd_device *d);
+int sd_net_open(struct sd_port *port, const uint8_t addr[16], int auto_loopback, int listen_fd);
+void sd_net_stop(struct sd_port *port);
+void sd_net_close(struct sd_port *port);
+int sd_net_poll(struct sd_port *port);
+int sd_net_flush(struct sd_port *port);
+void sd_net_kick(struct sd_port *port);
+void sd_net_timer_armed(struct sd_port *port, uint64_t deadline);
+int sd_wire_send(struct sd_port *port, struct sd_link *l, const struct sd_pkt *p);
+int sd_wire_busy(struct sd_port *port, struct sd_link *l);
+void sd_wire_close_link(struct sd_port *port, struct sd_link *l);
+void sd_wire_open_link(struct sd_port *port, struct sd_link *l);
+void sd_port_state(struct sd_port *port, int *active, int *mtu);
+uint32_t sd_port_mtu(const struct sd_port *port);
 int sd_wire_decode(const uint8_t *b, size_t len, struct sd_pkt *p);
 /* A port's LID for an address (InfiniBand ports): its low 16 bits when
  * they make a unicast LID, else 0 (no LID); and the address a LID names
@@ -470,19 +448,23 @@ void sd_gid_of_lid(const uint8_t own[16], uint16_t lid, uint8_t out[16]);
 /* ---- calls up: the engine implements them ---- */
 
 /* engine_objects.c: the device lock (the transport thread holds it
- * for everything it does, as every call in this header expects); the QP
- * with a number; a WQE's references dropped; an asynchronous event. */
+ * for everything it does, as every call in this header expects); the
+ * QPs in creation order, the QP with a number; a WQE's references
+ * dropped; an asynchronous event. */
 void sd_lock(struct sd_device *d);
 void sd_lock_clean(struct sd_device *d);
+int sd_trylock_clean(struct sd_device *d);
 void sd_unlock(struct sd_device *d);
+struct sd_qp *sd_qp_next(struct sd_device *d, const struct sd_qp *q);
 struct sd_qp *sd_qp_by_num(struct sd_device *d, uint32_t qpn);
 void sd_wqe_release(struct sd_device *d, struct sd_wqe *w);
 void sd_raise(struct sd_device *d, int type, void *element);
 
 /* engine_exec.c: the send queues run (the transport thread runs them on
- * an autonomous device), and the queues and CQs as the transport
- * completes their WQEs. */
+ * an autonomous device), and run again after a change the engine did not
+ * see; the queues and CQs as the transport completes their WQEs. */
 long sd_run_queues(struct sd_device *d);
+void sd_changed(struct sd_device *d);
 struct sd_wqe *sd_wqe_at(struct sd_queue *q, uint64_t pos, struct ibv_sge **sg);
 void sd_sq_retire(struct sd_device *d, struct sd_qp *q);
 void sd_sq_done_next(struct sd_device *d, struct sd_qp *q, uint32_t status);

@@ -71,11 +71,11 @@ uint64_t sd_now(void)
 }
 
 /* The local ACK timeout, 4.096 us << timeout (0: none, wait for ever). */
-static uint64_t ack_timeout(const struct sd_device *d, const struct sd_qp *q)
+static uint64_t ack_timeout(const struct sd_port *port, const struct sd_qp *q)
 {
 	if (q->path.timeout == 0)
 		return 0;
-	return (uint64_t)((double)(4096ull << (q->path.timeout > 31 ? 31 : q->path.timeout)) * d->timescale);
+	return (uint64_t)((double)(4096ull << (q->path.timeout > 31 ? 31 : q->path.timeout)) * port->timescale);
 }
 
 /* The RNR NAK timer an encoded min_rnr_timer asks for, in units of 10 us
@@ -86,40 +86,40 @@ static const uint32_t rnr_10us[32] = {
 	256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
 };
 
-static uint64_t rnr_delay(const struct sd_device *d, uint8_t t)
+static uint64_t rnr_delay(const struct sd_port *port, uint8_t t)
 {
-	return (uint64_t)((double)rnr_10us[t & 31] * 10000.0 * d->timescale);
+	return (uint64_t)((double)rnr_10us[t & 31] * 10000.0 * port->timescale);
 }
 
-static void arm(struct sd_device *d, struct sd_qp *q, uint64_t delay)
+static void arm(struct sd_port *port, struct sd_qp *q, uint64_t delay)
 {
 	struct sd_req *r = &q->req;
 	r->deadline = sd_now() + delay;
 	if (!r->armed) {
 		r->armed = 1;
-		d->timers++;
+		port->timers++;
 	}
-	if (d->timers == 1 || r->deadline < d->next_deadline)
-		d->next_deadline = r->deadline;
-	sd_net_timer_armed(d, r->deadline);
+	if (port->timers == 1 || r->deadline < port->next_deadline)
+		port->next_deadline = r->deadline;
+	sd_net_timer_armed(port, r->deadline);
 }
 
-static void disarm(struct sd_device *d, struct sd_qp *q)
+static void disarm(struct sd_port *port, struct sd_qp *q)
 {
 	if (q->req.armed) {
 		q->req.armed = 0;
-		d->timers--;
+		port->timers--;
 	}
 }
 
 /* After an answer: restart the ACK timer while PSNs are outstanding. */
-static void rearm(struct sd_device *d, struct sd_qp *q)
+static void rearm(struct sd_port *port, struct sd_qp *q)
 {
-	uint64_t t = ack_timeout(d, q);
+	uint64_t t = ack_timeout(port, q);
 	if (q->req.una != q->req.npsn && t != 0 && !q->req.rnr_wait)
-		arm(d, q, t);
+		arm(port, q, t);
 	else if (!q->req.rnr_wait)
-		disarm(d, q);
+		disarm(port, q);
 }
 
 /* ------------------------------------------------------------------ */
@@ -142,7 +142,7 @@ static void pkt_init(struct sd_pkt *p, const struct sd_qp *q, uint8_t op, uint32
 	p->psn = psn;
 }
 
-static void send_ack(struct sd_device *d, struct sd_qp *q, uint8_t syndrome, uint32_t psn)
+static void send_ack(struct sd_port *port, struct sd_qp *q, uint8_t syndrome, uint32_t psn)
 {
 	struct sd_pkt p;
 	pkt_init(&p, q, SD_PKT_ACK, psn);
@@ -155,7 +155,7 @@ static void send_ack(struct sd_device *d, struct sd_qp *q, uint8_t syndrome, uin
 		q->ws.seq_naks_tx++;
 	}
 	if (q->path.link != NULL)
-		sd_link_send(d, q->path.link, &p);
+		sd_link_send(port, q->path.link, &p);
 }
 
 static int is_rdatomic(uint8_t op)
@@ -201,7 +201,7 @@ static void wqe_src(struct sd_qp *q, uint64_t pos, struct sd_wqe *w, struct ibv_
 /* Sends packets of the WQE at pos from packet index from on (the READ
  * request or atomic as one packet). Returns the packets sent; fewer than
  * asked when the link is busy. The last one sent asks for an ACK. */
-static uint32_t emit(struct sd_device *d, struct sd_qp *q, uint64_t pos, uint32_t from, uint32_t budget)
+static uint32_t emit(struct sd_port *port, struct sd_qp *q, uint64_t pos, uint32_t from, uint32_t budget)
 {
 	struct ibv_sge *sg;
 	struct sd_wqe *w = sd_wqe_at(&q->sq, pos, &sg);
@@ -211,7 +211,7 @@ static uint32_t emit(struct sd_device *d, struct sd_qp *q, uint64_t pos, uint32_
 	if (w->op == SD_OP_READ || w->op == SD_OP_CMP_SWAP || w->op == SD_OP_FETCH_ADD) {
 		if (from != 0 && w->op != SD_OP_READ)
 			return 0;
-		if (sd_link_busy(d, l))
+		if (sd_link_busy(port, l))
 			return 0;
 		struct sd_pkt p;
 		pkt_init(&p, q, w->op == SD_OP_READ ? SD_PKT_READ_REQ : w->op == SD_OP_CMP_SWAP ? SD_PKT_CMP_SWAP : SD_PKT_FETCH_ADD,
@@ -229,7 +229,7 @@ static uint32_t emit(struct sd_device *d, struct sd_qp *q, uint64_t pos, uint32_
 			p.swap_add = w->op == SD_OP_CMP_SWAP ? w->u.atomic.swap : w->u.atomic.compare_add;
 			p.compare = w->u.atomic.compare_add;
 		}
-		sd_link_send(d, l, &p);
+		sd_link_send(port, l, &p);
 		q->ws.tx_pkts++;
 		return 1;
 	}
@@ -239,7 +239,7 @@ static uint32_t emit(struct sd_device *d, struct sd_qp *q, uint64_t pos, uint32_
 	int write = w->op == SD_OP_WRITE || w->op == SD_OP_WRITE_IMM;
 	int imm = w->op == SD_OP_SEND_IMM || w->op == SD_OP_WRITE_IMM;
 	for (uint32_t i = from; i < w->npkts && n < budget; i++) {
-		if (sd_link_busy(d, l))
+		if (sd_link_busy(port, l))
 			break;
 		int first = i == 0, last = i + 1 == w->npkts;
 		uint8_t op;
@@ -280,7 +280,7 @@ static uint32_t emit(struct sd_device *d, struct sd_qp *q, uint64_t pos, uint32_
 			p.flags |= SD_PKT_F_SE;
 		if (last || n + 1 == budget)
 			p.flags |= SD_PKT_F_ACKREQ; /* the last of a burst: its answer says the burst arrived */
-		sd_link_send(d, l, &p);
+		sd_link_send(port, l, &p);
 		q->ws.tx_pkts++;
 		n++;
 	}
@@ -308,7 +308,7 @@ static uint64_t wqe_of_psn(struct sd_qp *q, uint32_t psn)
  * packet goes) and gives it its PSNs; later calls after a rewind send it
  * again with the same PSNs. Returns 1 if it moved.
  */
-int sd_rc_transmit(struct sd_device *d, struct sd_qp *q)
+int sd_rc_transmit(struct sd_port *port, struct sd_qp *q)
 {
 	struct sd_req *r = &q->req;
 	struct ibv_sge *sg;
@@ -322,26 +322,26 @@ int sd_rc_transmit(struct sd_device *d, struct sd_qp *q)
 	if (w->state == SD_WQE_QUEUED) {
 		int rdat = is_rdatomic(w->op);
 		int write_local = w->op == SD_OP_READ || w->op == SD_OP_CMP_SWAP || w->op == SD_OP_FETCH_ADD;
-		if (!(w->flags & SD_WQE_INLINE) && !sd_local_ok(d, q->pd, sg, w->num_sge, write_local)) {
-			sd_sq_done_next(d, q, IBV_WC_LOC_PROT_ERR);
+		if (!(w->flags & SD_WQE_INLINE) && !sd_local_ok(port->dev, q->pd, sg, w->num_sge, write_local)) {
+			sd_sq_done_next(port->dev, q, IBV_WC_LOC_PROT_ERR);
 			return 1;
 		}
 		if (rdat && q->path.max_rd_atomic == 0) {
-			sd_sq_done_next(d, q, IBV_WC_LOC_QP_OP_ERR);
+			sd_sq_done_next(port->dev, q, IBV_WC_LOC_QP_OP_ERR);
 			return 1;
 		}
 		if (rdat && r->rd_out >= q->path.max_rd_atomic)
 			return 0;
-		if (psn_diff(r->npsn, r->una) >= SD_WINDOW || sd_link_busy(d, l))
+		if (psn_diff(r->npsn, r->una) >= SD_WINDOW || sd_link_busy(port, l))
 			return 0;
 		/* A SEND to a QP of this device with no receive WQE for it
 		 * waits here instead of being NAKed (see the top). UC has no
 		 * RNR: there the message is sent, and dropped. */
 		if (!uc && l->kind == SD_LINK_LOOP &&
 		    (w->op == SD_OP_SEND || w->op == SD_OP_SEND_IMM || w->op == SD_OP_WRITE_IMM)) {
-			struct sd_qp *p = sd_qp_by_num(d, q->path.dest_qpn);
+			struct sd_qp *p = sd_qp_by_num(port->dev, q->path.dest_qpn);
 			if (p != NULL && (p->ibv.state == IBV_QPS_RTR || p->ibv.state == IBV_QPS_RTS) &&
-			    p->path.link == &d->loop && p->path.dest_qpn == q->ibv.qp_num && !sd_recv_ready(p))
+			    p->path.link == &port->loop && p->path.dest_qpn == q->ibv.qp_num && !sd_recv_ready(p))
 				return 0;
 		}
 		uint64_t len = w->op == SD_OP_CMP_SWAP || w->op == SD_OP_FETCH_ADD ? 8 : w->u.xfer.length;
@@ -359,11 +359,11 @@ int sd_rc_transmit(struct sd_device *d, struct sd_qp *q)
 		if (uc)
 			r->una = r->npsn; /* nothing is ever answered: nothing outstanding */
 		else if (r->una == w->psn || !r->armed)
-			rearm(d, q);
-	} else if (sd_link_busy(d, l)) {
+			rearm(port, q);
+	} else if (sd_link_busy(port, l)) {
 		return 0;
 	}
-	uint32_t n = emit(d, q, pos, r->sent, SD_TX_BUDGET);
+	uint32_t n = emit(port, q, pos, r->sent, SD_TX_BUDGET);
 	if (n == 0)
 		return 0;
 	if (pos < r->hw)
@@ -380,13 +380,13 @@ int sd_rc_transmit(struct sd_device *d, struct sd_qp *q)
 			r->hw = q->sq.next;
 			w->state = SD_WQE_DONE;
 			w->status = IBV_WC_SUCCESS;
-			sd_sq_retire(d, q);
+			sd_sq_retire(port->dev, q);
 		}
 		return 1;
 	}
 	if (l->kind == SD_LINK_LOOP) {
-		d->loop_sender = q;
-		d->loop_upto = whole ? psn_add(w->psn, w->npkts) : psn_add(w->psn, r->sent);
+		port->loop_sender = q;
+		port->loop_upto = whole ? psn_add(w->psn, w->npkts) : psn_add(w->psn, r->sent);
 	}
 	if (whole) {
 		q->sq.next = pos + 1;
@@ -408,25 +408,25 @@ int sd_rc_transmit(struct sd_device *d, struct sd_qp *q)
  * Local SGEs are checked first (IBV_WC_LOC_PROT_ERR), as for any send.
  * Returns 1 if it moved.
  */
-int sd_ud_transmit(struct sd_device *d, struct sd_qp *q)
+int sd_ud_transmit(struct sd_port *port, struct sd_qp *q)
 {
 	struct ibv_sge *sg;
 	struct sd_wqe *w = sd_wqe_at(&q->sq, q->sq.next, &sg);
 	struct sd_link *l = w->u.ud.link;
 	if (!(w->flags & SD_WQE_UD) || l == NULL) {
-		sd_sq_done_next(d, q, IBV_WC_LOC_QP_OP_ERR); /* cannot be: post builds every UD SEND */
+		sd_sq_done_next(port->dev, q, IBV_WC_LOC_QP_OP_ERR); /* cannot be: post builds every UD SEND */
 		return 1;
 	}
-	if (sd_link_busy(d, l))
+	if (sd_link_busy(port, l))
 		return 0;
-	if (!(w->flags & SD_WQE_INLINE) && !sd_local_ok(d, q->pd, sg, w->num_sge, 0)) {
-		sd_wqe_release(d, w);
-		sd_sq_done_next(d, q, IBV_WC_LOC_PROT_ERR);
+	if (!(w->flags & SD_WQE_INLINE) && !sd_local_ok(port->dev, q->pd, sg, w->num_sge, 0)) {
+		sd_wqe_release(port->dev, w);
+		sd_sq_done_next(port->dev, q, IBV_WC_LOC_PROT_ERR);
 		return 1;
 	}
 	struct src s;
 	wqe_src(q, q->sq.next, w, sg, &s);
-	if (s.len <= sd_port_mtu(d)) {
+	if (s.len <= sd_port_mtu(port)) {
 		struct sd_pkt p;
 		pkt_init(&p, q, SD_PKT_SEND_ONLY, q->req.npsn);
 		p.dst_qpn = w->u.ud.remote_qpn;
@@ -448,7 +448,7 @@ int sd_ud_transmit(struct sd_device *d, struct sd_qp *q)
 			p.flags |= SD_PKT_F_GRH;
 			p.hop_limit = w->u.ud.hop_limit;
 		}
-		sd_link_send(d, l, &p);
+		sd_link_send(port, l, &p);
 		q->ws.tx_pkts++;
 	} else {
 		q->ws.dropped++;
@@ -456,15 +456,15 @@ int sd_ud_transmit(struct sd_device *d, struct sd_qp *q)
 	w->psn = q->req.npsn;
 	w->npkts = 1;
 	q->req.npsn = q->req.una = psn_add(q->req.npsn, 1);
-	sd_wqe_release(d, w);
-	sd_sq_done_next(d, q, IBV_WC_SUCCESS);
+	sd_wqe_release(port->dev, w);
+	sd_sq_done_next(port->dev, q, IBV_WC_SUCCESS);
 	return 1;
 }
 
 /* Sends again, at once, what a rewind put back (WQEs below hw), without
  * running the rest of the send queue: what the transport retries itself
  * in a device that is driven by polls. */
-static void retransmit(struct sd_device *d, struct sd_qp *q)
+static void retransmit(struct sd_port *port, struct sd_qp *q)
 {
 	while (q->ibv.state == IBV_QPS_RTS && q->sq.next < q->req.hw && !q->req.rnr_wait) {
 		struct sd_wqe *w = sd_wqe_at(&q->sq, q->sq.next, NULL);
@@ -474,7 +474,7 @@ static void retransmit(struct sd_device *d, struct sd_qp *q)
 			q->sq.next++;
 			continue;
 		}
-		if (!sd_rc_transmit(d, q))
+		if (!sd_rc_transmit(port, q))
 			return;
 	}
 }
@@ -495,7 +495,7 @@ static void rewind_to(struct sd_qp *q, uint32_t psn)
 
 /* Ends the WQE that took psn (the oldest unanswered) with status; the
  * engine retires it, puts the QP in the error state and flushes the rest. */
-static void fail_at(struct sd_device *d, struct sd_qp *q, uint32_t psn, uint32_t status)
+static void fail_at(struct sd_port *port, struct sd_qp *q, uint32_t psn, uint32_t status)
 {
 	uint64_t pos = wqe_of_psn(q, psn);
 	if (pos == UINT64_MAX)
@@ -503,14 +503,14 @@ static void fail_at(struct sd_device *d, struct sd_qp *q, uint32_t psn, uint32_t
 	struct sd_wqe *w = sd_wqe_at(&q->sq, pos, NULL);
 	w->state = SD_WQE_DONE;
 	w->status = (uint8_t)status;
-	disarm(d, q);
-	sd_sq_retire(d, q);
+	disarm(port, q);
+	sd_sq_retire(port->dev, q);
 }
 
 /* Every transmitted WQE whose PSNs end at or before psn is answered
  * (a READ or an atomic only by its own response: an ACK past one means
  * its response was lost, so it is sent again). */
-static void ack_upto(struct sd_device *d, struct sd_qp *q, uint32_t psn)
+static void ack_upto(struct sd_port *port, struct sd_qp *q, uint32_t psn)
 {
 	struct sd_req *r = &q->req;
 	if (psn_diff(psn, r->una) < 0)
@@ -530,7 +530,7 @@ static void ack_upto(struct sd_device *d, struct sd_qp *q, uint32_t psn)
 			r->una = w->psn;
 			q->ws.dropped++;
 			rewind_to(q, w->psn);
-			retransmit(d, q);
+			retransmit(port, q);
 			break;
 		}
 		w->state = SD_WQE_DONE;
@@ -545,12 +545,12 @@ static void ack_upto(struct sd_device *d, struct sd_qp *q, uint32_t psn)
 		q->sq.next++;
 		r->sent = 0;
 	}
-	rearm(d, q);
-	sd_sq_retire(d, q);
+	rearm(port, q);
+	sd_sq_retire(port->dev, q);
 }
 
 /* A READ response or ATOMIC ACK for the WQE at pos, taken in order. */
-static void answer_rdatomic(struct sd_device *d, struct sd_qp *q, const struct sd_pkt *p)
+static void answer_rdatomic(struct sd_port *port, struct sd_qp *q, const struct sd_pkt *p)
 {
 	struct sd_req *r = &q->req;
 	uint64_t pos = wqe_of_psn(q, p->psn);
@@ -567,7 +567,7 @@ static void answer_rdatomic(struct sd_device *d, struct sd_qp *q, const struct s
 	}
 	/* A response answers every PSN before it. */
 	if (psn_diff(w->psn, r->una) > 0)
-		ack_upto(d, q, psn_add(w->psn, 0xffffff));
+		ack_upto(port, q, psn_add(w->psn, 0xffffff));
 	if (p->psn != r->una || w->state != SD_WQE_SENT) {
 		q->ws.dropped++; /* out of order: a duplicate, or one after a loss */
 		return;
@@ -602,11 +602,11 @@ static void answer_rdatomic(struct sd_device *d, struct sd_qp *q, const struct s
 		w->status = IBV_WC_SUCCESS;
 		r->rd_out--;
 	}
-	rearm(d, q);
-	sd_sq_retire(d, q);
+	rearm(port, q);
+	sd_sq_retire(port->dev, q);
 }
 
-static void requester_rx(struct sd_device *d, struct sd_qp *q, const struct sd_pkt *p)
+static void requester_rx(struct sd_port *port, struct sd_qp *q, const struct sd_pkt *p)
 {
 	struct sd_req *r = &q->req;
 	if (q->ibv.state != IBV_QPS_RTS) {
@@ -619,52 +619,52 @@ static void requester_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 		return;
 	}
 	if (p->op != SD_PKT_ACK) {
-		answer_rdatomic(d, q, p);
+		answer_rdatomic(port, q, p);
 		return;
 	}
 	uint32_t before = psn_add(p->psn, 0xffffff); /* p->psn - 1 */
 	switch (p->syndrome) {
 	case SD_AETH_ACK:
-		ack_upto(d, q, p->psn);
+		ack_upto(port, q, p->psn);
 		return;
 	case SD_AETH_RNR:
-		ack_upto(d, q, before);
+		ack_upto(port, q, before);
 		q->ws.rnr_naks_rx++;
 		if (q->path.rnr_retry != 7) {
 			if (r->rnr_left == 0) {
-				fail_at(d, q, p->psn, IBV_WC_RNR_RETRY_EXC_ERR);
+				fail_at(port, q, p->psn, IBV_WC_RNR_RETRY_EXC_ERR);
 				return;
 			}
 			r->rnr_left--;
 		}
 		rewind_to(q, p->psn);
 		r->rnr_wait = 1;
-		arm(d, q, rnr_delay(d, p->rnr_timer));
+		arm(port, q, rnr_delay(port, p->rnr_timer));
 		return;
 	case SD_AETH_NAK_SEQ:
-		ack_upto(d, q, before);
+		ack_upto(port, q, before);
 		q->ws.seq_naks_rx++;
 		if (r->rnr_wait)
 			return; /* the rest of a burst an RNR NAK already stopped */
 		if (r->retries == 0) {
-			fail_at(d, q, p->psn, IBV_WC_RETRY_EXC_ERR);
+			fail_at(port, q, p->psn, IBV_WC_RETRY_EXC_ERR);
 			return;
 		}
 		r->retries--;
 		rewind_to(q, p->psn);
-		retransmit(d, q);
+		retransmit(port, q);
 		return;
 	case SD_AETH_NAK_INV:
-		ack_upto(d, q, before);
-		fail_at(d, q, p->psn, IBV_WC_REM_INV_REQ_ERR);
+		ack_upto(port, q, before);
+		fail_at(port, q, p->psn, IBV_WC_REM_INV_REQ_ERR);
 		return;
 	case SD_AETH_NAK_ACCESS:
-		ack_upto(d, q, before);
-		fail_at(d, q, p->psn, IBV_WC_REM_ACCESS_ERR);
+		ack_upto(port, q, before);
+		fail_at(port, q, p->psn, IBV_WC_REM_ACCESS_ERR);
 		return;
 	case SD_AETH_NAK_OP:
-		ack_upto(d, q, before);
-		fail_at(d, q, p->psn, IBV_WC_REM_OP_ERR);
+		ack_upto(port, q, before);
+		fail_at(port, q, p->psn, IBV_WC_REM_OP_ERR);
 		return;
 	}
 	q->ws.dropped++;
@@ -676,16 +676,16 @@ static void requester_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 
 /* An error no receive WQE can report: NAK it and move the responder to
  * the error state, with the affiliated event. */
-static void responder_fatal(struct sd_device *d, struct sd_qp *q, uint8_t syndrome, int event)
+static void responder_fatal(struct sd_port *port, struct sd_qp *q, uint8_t syndrome, int event)
 {
-	send_ack(d, q, syndrome, q->resp.epsn);
+	send_ack(port, q, syndrome, q->resp.epsn);
 	q->resp.in_msg = 0;
-	sd_qp_error(d, q);
-	sd_raise(d, event, &q->ibv);
+	sd_qp_error(port->dev, q);
+	sd_raise(port->dev, event, &q->ibv);
 }
 
 /* Sends the responses of a READ the responder kept, from PSN psn on. */
-static void read_reply(struct sd_device *d, struct sd_qp *q, const struct sd_rdres *res, uint32_t psn)
+static void read_reply(struct sd_port *port, struct sd_qp *q, const struct sd_rdres *res, uint32_t psn)
 {
 	uint32_t mtu = q->path.mtu;
 	uint32_t n = (uint32_t)psn_diff(res->last, res->first) + 1;
@@ -706,7 +706,7 @@ static void read_reply(struct sd_device *d, struct sd_qp *q, const struct sd_rdr
 		p.len = (uint32_t)(res->len - off < mtu ? res->len - off : mtu);
 		p.data = (const uint8_t *)(uintptr_t)(res->va + off);
 		p.msn = q->resp.msn;
-		sd_link_send(d, q->path.link, &p);
+		sd_link_send(port, q->path.link, &p);
 	}
 }
 
@@ -733,7 +733,7 @@ static struct sd_rdres *new_res(struct sd_qp *q)
 /* A request behind the expected PSN: answered again, not executed again
  * (C9-105: SENDs and WRITEs are ACKed; READs and atomics are replayed
  * from what the responder kept of them, or dropped). */
-static void duplicate(struct sd_device *d, struct sd_qp *q, const struct sd_pkt *p)
+static void duplicate(struct sd_port *port, struct sd_qp *q, const struct sd_pkt *p)
 {
 	q->ws.dups++;
 	switch (p->op) {
@@ -741,11 +741,11 @@ static void duplicate(struct sd_device *d, struct sd_qp *q, const struct sd_pkt 
 		struct sd_rdres *r = find_res(q, p->psn, 1);
 		uint64_t off = r != NULL ? (uint64_t)psn_diff(p->psn, r->first) * q->path.mtu : 0;
 		if (r == NULL || p->rkey != r->rkey || p->va != r->va + off ||
-		    !sd_remote_ok(d, q, r->va, r->len, r->rkey, IBV_ACCESS_REMOTE_READ)) {
+		    !sd_remote_ok(port->dev, q, r->va, r->len, r->rkey, IBV_ACCESS_REMOTE_READ)) {
 			q->ws.dropped++;
 			return;
 		}
-		read_reply(d, q, r, p->psn);
+		read_reply(port, q, r, p->psn);
 		return;
 	}
 	case SD_PKT_CMP_SWAP:
@@ -759,11 +759,11 @@ static void duplicate(struct sd_device *d, struct sd_qp *q, const struct sd_pkt 
 		pkt_init(&a, q, SD_PKT_ATOMIC_ACK, p->psn);
 		a.swap_add = r->orig;
 		a.msn = q->resp.msn;
-		sd_link_send(d, q->path.link, &a);
+		sd_link_send(port, q->path.link, &a);
 		return;
 	}
 	default:
-		send_ack(d, q, SD_AETH_ACK, psn_add(q->resp.epsn, 0xffffff));
+		send_ack(port, q, SD_AETH_ACK, psn_add(q->resp.epsn, 0xffffff));
 	}
 }
 
@@ -815,7 +815,7 @@ static void uc_drop(struct sd_qp *q)
  * with IBV_WC_LOC_LEN_ERR, as for RC (and the QP goes to the error
  * state, as an error CQE takes mlx4 and mlx5 QPs there).
  */
-static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_pkt *p)
+static void responder_rx(struct sd_port *port, struct sd_qp *q, const struct sd_pkt *p)
 {
 	struct sd_resp *s = &q->resp;
 	uint32_t mtu = q->path.mtu;
@@ -827,7 +827,7 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 	}
 	if (q->ibv.state == IBV_QPS_RTR && !s->comm_est) {
 		s->comm_est = 1;
-		sd_raise(d, IBV_EVENT_COMM_EST, &q->ibv);
+		sd_raise(port->dev, IBV_EVENT_COMM_EST, &q->ibv);
 	}
 	int send = p->op >= SD_PKT_SEND_FIRST && p->op <= SD_PKT_SEND_ONLY;
 	int write = p->op >= SD_PKT_WRITE_FIRST && p->op <= SD_PKT_WRITE_ONLY;
@@ -865,14 +865,14 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 		if (diff > 0) {
 			if (!s->nak_sent) {
 				s->nak_sent = 1;
-				send_ack(d, q, SD_AETH_NAK_SEQ, s->epsn);
+				send_ack(port, q, SD_AETH_NAK_SEQ, s->epsn);
 			} else {
 				q->ws.dropped++;
 			}
 			return;
 		}
 		if (diff < 0) {
-			duplicate(d, q, p);
+			duplicate(port, q, p);
 			return;
 		}
 		s->nak_sent = 0;
@@ -881,14 +881,14 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 		 * last one. */
 		if ((s->in_msg == SD_OP_SEND && !(send && !starts)) || (s->in_msg == SD_OP_WRITE && !(write && !starts)) ||
 		    (!s->in_msg && !starts) || (imm && !ends) || (!send && !write && !starts)) {
-			responder_fatal(d, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
+			responder_fatal(port, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
 			return;
 		}
 		/* What the QP lets a requester do. */
 		int need = write ? IBV_ACCESS_REMOTE_WRITE : p->op == SD_PKT_READ_REQ ? IBV_ACCESS_REMOTE_READ :
 		           (p->op == SD_PKT_CMP_SWAP || p->op == SD_PKT_FETCH_ADD) ? IBV_ACCESS_REMOTE_ATOMIC : 0;
 		if (need && !(q->access & need)) {
-			responder_fatal(d, q, SD_AETH_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
+			responder_fatal(port, q, SD_AETH_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
 			return;
 		}
 	}
@@ -920,19 +920,19 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 			/* Later packets of this attempt are dropped, not NAKed
 			 * again, until the requester resends this one. */
 			s->nak_sent = 1;
-			send_ack(d, q, SD_AETH_RNR, p->psn);
+			send_ack(port, q, SD_AETH_RNR, p->psn);
 			return;
 		}
 		if (!bad_len)
-			sd_recv_take(d, q);
+			sd_recv_take(port->dev, q);
 	}
 	if ((p->op == SD_PKT_READ_REQ || p->op == SD_PKT_CMP_SWAP || p->op == SD_PKT_FETCH_ADD) &&
 	    q->path.max_dest_rd_atomic == 0) {
-		responder_fatal(d, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
+		responder_fatal(port, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
 		return;
 	}
 	if (bad_len) {
-		responder_fatal(d, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
+		responder_fatal(port, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
 		return;
 	}
 
@@ -943,18 +943,18 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 		sd_recv_wqe(q, &rlen, &rsg, &rnsge);
 		if (starts) {
 			s->off = 0;
-			if (!sd_local_ok(d, q->pd, rsg, rnsge, 1)) {
-				sd_rq_complete(d, q, IBV_WC_LOC_PROT_ERR, IBV_EXP_WC_RECV, 0, 0, 0);
+			if (!sd_local_ok(port->dev, q->pd, rsg, rnsge, 1)) {
+				sd_rq_complete(port->dev, q, IBV_WC_LOC_PROT_ERR, IBV_EXP_WC_RECV, 0, 0, 0);
 				if (!uc)
-					send_ack(d, q, SD_AETH_NAK_OP, p->psn);
+					send_ack(port, q, SD_AETH_NAK_OP, p->psn);
 				return;
 			}
 		}
 		if (s->off + p->len > rlen) {
 			s->in_msg = 0;
-			sd_rq_complete(d, q, IBV_WC_LOC_LEN_ERR, IBV_EXP_WC_RECV, 0, 0, 0);
+			sd_rq_complete(port->dev, q, IBV_WC_LOC_LEN_ERR, IBV_EXP_WC_RECV, 0, 0, 0);
 			if (!uc)
-				send_ack(d, q, SD_AETH_NAK_INV, p->psn);
+				send_ack(port, q, SD_AETH_NAK_INV, p->psn);
 			return;
 		}
 		place(rsg, rnsge, s->off, p);
@@ -963,18 +963,18 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 		if (ends) {
 			s->in_msg = 0;
 			s->msn++;
-			sd_rq_complete(d, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV, s->off, rq_flags, p->imm);
+			sd_rq_complete(port->dev, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV, s->off, rq_flags, p->imm);
 		} else {
 			s->in_msg = SD_OP_SEND;
 		}
 	} else if (write) {
 		if (starts) {
-			if (p->dma_len > 0 && !sd_remote_ok(d, q, p->va, p->dma_len, p->rkey, IBV_ACCESS_REMOTE_WRITE)) {
+			if (p->dma_len > 0 && !sd_remote_ok(port->dev, q, p->va, p->dma_len, p->rkey, IBV_ACCESS_REMOTE_WRITE)) {
 				if (uc) {
 					uc_drop(q);
 					return;
 				}
-				responder_fatal(d, q, SD_AETH_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
+				responder_fatal(port, q, SD_AETH_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
 				return;
 			}
 			s->va = p->va;
@@ -986,7 +986,7 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 				uc_drop(q);
 				return;
 			}
-			responder_fatal(d, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
+			responder_fatal(port, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
 			return;
 		}
 		struct ibv_sge at = { s->va, (uint32_t)s->len, 0 };
@@ -997,13 +997,13 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 			s->in_msg = 0;
 			s->msn++;
 			if (imm)
-				sd_rq_complete(d, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV_RDMA_WITH_IMM, s->len, rq_flags, p->imm);
+				sd_rq_complete(port->dev, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV_RDMA_WITH_IMM, s->len, rq_flags, p->imm);
 		} else {
 			s->in_msg = SD_OP_WRITE;
 		}
 	} else if (p->op == SD_PKT_READ_REQ) {
-		if (p->dma_len > 0 && !sd_remote_ok(d, q, p->va, p->dma_len, p->rkey, IBV_ACCESS_REMOTE_READ)) {
-			responder_fatal(d, q, SD_AETH_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
+		if (p->dma_len > 0 && !sd_remote_ok(port->dev, q, p->va, p->dma_len, p->rkey, IBV_ACCESS_REMOTE_READ)) {
+			responder_fatal(port, q, SD_AETH_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
 			return;
 		}
 		uint32_t n = p->dma_len == 0 ? 1 : (uint32_t)((p->dma_len + mtu - 1) / mtu);
@@ -1016,14 +1016,14 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 		res->len = p->dma_len;
 		s->epsn = psn_add(s->epsn, n);
 		s->msn++;
-		read_reply(d, q, res, p->psn);
+		read_reply(port, q, res, p->psn);
 	} else {
 		if ((p->va & 7) != 0) {
-			responder_fatal(d, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
+			responder_fatal(port, q, SD_AETH_NAK_INV, IBV_EVENT_QP_REQ_ERR);
 			return;
 		}
-		if (!sd_remote_ok(d, q, p->va, 8, p->rkey, IBV_ACCESS_REMOTE_ATOMIC)) {
-			responder_fatal(d, q, SD_AETH_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
+		if (!sd_remote_ok(port->dev, q, p->va, 8, p->rkey, IBV_ACCESS_REMOTE_ATOMIC)) {
+			responder_fatal(port, q, SD_AETH_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
 			return;
 		}
 		int op = p->op == SD_PKT_CMP_SWAP ? SD_OP_CMP_SWAP : SD_OP_FETCH_ADD;
@@ -1038,12 +1038,12 @@ static void responder_rx(struct sd_device *d, struct sd_qp *q, const struct sd_p
 		pkt_init(&a, q, SD_PKT_ATOMIC_ACK, p->psn);
 		a.swap_add = orig;
 		a.msn = s->msn;
-		sd_link_send(d, q->path.link, &a);
+		sd_link_send(port, q->path.link, &a);
 		return;
 	}
 	if ((send || write) && !uc) {
 		if (ends || (p->flags & SD_PKT_F_ACKREQ))
-			send_ack(d, q, SD_AETH_ACK, p->psn);
+			send_ack(port, q, SD_AETH_ACK, p->psn);
 	}
 }
 
@@ -1083,7 +1083,7 @@ static void write_grh(uint8_t g[40], const struct sd_pkt *p, const uint8_t sgid[
  * checks with IBV_WC_LOC_PROT_ERR. The completion names the source QP
  * and, on an InfiniBand port, the source LID.
  */
-static void ud_rx(struct sd_device *d, const struct sd_link *from, struct sd_qp *q, const struct sd_pkt *p)
+static void ud_rx(struct sd_port *port, const struct sd_link *from, struct sd_qp *q, const struct sd_pkt *p)
 {
 	enum { GRH_LEN = 40 };
 	if ((q->ibv.state != IBV_QPS_RTR && q->ibv.state != IBV_QPS_RTS) || p->op != SD_PKT_SEND_ONLY ||
@@ -1091,7 +1091,7 @@ static void ud_rx(struct sd_device *d, const struct sd_link *from, struct sd_qp 
 		q->ws.dropped++;
 		return;
 	}
-	sd_recv_take(d, q);
+	sd_recv_take(port->dev, q);
 	struct ibv_sge *rsg;
 	uint64_t rlen;
 	int rnsge;
@@ -1099,24 +1099,24 @@ static void ud_rx(struct sd_device *d, const struct sd_link *from, struct sd_qp 
 	int imm = (p->flags & SD_PKT_F_IMM) != 0;
 	int flags = (imm ? SD_RQ_IMM : 0) | ((p->flags & SD_PKT_F_SE) ? SD_RQ_SOLICITED : 0) |
 	            ((p->flags & SD_PKT_F_GRH) ? SD_RQ_GRH : 0);
-	uint16_t slid = d->port_ib ? sd_lid_of(from->gid) : 0;
+	uint16_t slid = port->port_ib ? sd_lid_of(from->gid) : 0;
 	uint32_t status = IBV_WC_SUCCESS;
-	if (!sd_local_ok(d, q->pd, rsg, rnsge, 1))
+	if (!sd_local_ok(port->dev, q->pd, rsg, rnsge, 1))
 		status = IBV_WC_LOC_PROT_ERR;
 	else if (GRH_LEN + (uint64_t)p->len > rlen)
 		status = IBV_WC_LOC_LEN_ERR;
 	if (status != IBV_WC_SUCCESS) {
-		sd_rq_complete_from(d, q, status, IBV_EXP_WC_RECV, 0, 0, 0, p->src_qpn, slid);
+		sd_rq_complete_from(port->dev, q, status, IBV_EXP_WC_RECV, 0, 0, 0, p->src_qpn, slid);
 		return;
 	}
 	if (p->flags & SD_PKT_F_GRH) {
 		uint8_t g[GRH_LEN];
-		write_grh(g, p, from->gid, d->gid);
+		write_grh(g, p, from->gid, port->gid);
 		struct ibv_sge flat = { (uintptr_t)g, GRH_LEN, 0 };
 		sd_sg_copy(rsg, rnsge, 0, &flat, 1, 0, GRH_LEN);
 	}
 	place(rsg, rnsge, GRH_LEN, p);
-	sd_rq_complete_from(d, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV, GRH_LEN + (uint64_t)p->len, flags, p->imm,
+	sd_rq_complete_from(port->dev, q, IBV_WC_SUCCESS, IBV_EXP_WC_RECV, GRH_LEN + (uint64_t)p->len, flags, p->imm,
 	                    p->src_qpn, slid);
 }
 
@@ -1125,33 +1125,33 @@ static void ud_rx(struct sd_device *d, const struct sd_link *from, struct sd_qp 
  * loopback link). It is taken only by the QP it names, of its transport;
  * a connected QP (RC, UC) takes it only if its path leads to from and to
  * the packet's source QP, a UD QP from anyone. Anything else is dropped
- * (d->wire_dropped), as an HCA drops packets for a QP they do not belong
+ * (port->wire_dropped), as an HCA drops packets for a QP they do not belong
  * to.
  */
-void sd_rc_rx(struct sd_device *d, const struct sd_link *from, const struct sd_pkt *p)
+void sd_rc_rx(struct sd_port *port, const struct sd_link *from, const struct sd_pkt *p)
 {
-	struct sd_qp *q = sd_qp_by_num(d, p->dst_qpn);
+	struct sd_qp *q = sd_qp_by_num(port->dev, p->dst_qpn);
 	if (q == NULL || q->dead || p->op == 0 || p->op >= SD_PKT_OP_END || p->tp != tp_of(q)) {
-		d->wire_dropped++;
+		port->wire_dropped++;
 		return;
 	}
 	if (p->tp == SD_TP_UD) {
 		q->ws.rx_pkts++;
-		ud_rx(d, from, q, p);
+		ud_rx(port, from, q, p);
 		return;
 	}
 	if (q->path.link == NULL || q->path.link->kind != from->kind ||
 	    memcmp(q->path.link->gid, from->gid, 16) != 0 || q->path.dest_qpn != p->src_qpn) {
-		d->wire_dropped++;
+		port->wire_dropped++;
 		return;
 	}
 	q->ws.rx_pkts++;
 	if (is_request(p->op))
-		responder_rx(d, q, p);
+		responder_rx(port, q, p);
 	else if (p->tp == SD_TP_UC)
 		q->ws.dropped++; /* UC answers nothing: no acknowledgement is one of its packets */
 	else
-		requester_rx(d, q, p);
+		requester_rx(port, q, p);
 }
 
 /*
@@ -1160,13 +1160,13 @@ void sd_rc_rx(struct sd_device *d, const struct sd_link *from, const struct sd_p
  * again (go back N), or, with no retries left, fails the oldest with
  * IBV_WC_RETRY_EXC_ERR. Returns 1 if anything happened.
  */
-int sd_rc_timers(struct sd_device *d, uint64_t now)
+int sd_rc_timers(struct sd_port *port, uint64_t now)
 {
-	if (d->timers == 0 || now < d->next_deadline)
+	if (port->timers == 0 || now < port->next_deadline)
 		return 0;
 	uint64_t next = UINT64_MAX;
 	int fired = 0;
-	for (struct sd_qp *q = d->qps; q != NULL; q = q->next) {
+	for (struct sd_qp *q = sd_qp_next(port->dev, NULL); q != NULL; q = sd_qp_next(port->dev, q)) {
 		struct sd_req *r = &q->req;
 		if (!r->armed)
 			continue;
@@ -1176,39 +1176,39 @@ int sd_rc_timers(struct sd_device *d, uint64_t now)
 			continue;
 		}
 		fired = 1;
-		disarm(d, q);
+		disarm(port, q);
 		if (q->ibv.state != IBV_QPS_RTS)
 			continue;
 		if (r->rnr_wait) {
 			r->rnr_wait = 0;
-			retransmit(d, q); /* counts what it sends again */
-			rearm(d, q);
+			retransmit(port, q); /* counts what it sends again */
+			rearm(port, q);
 		} else if (r->una != r->npsn) {
 			q->ws.timeouts++;
 			if (r->retries == 0) {
-				fail_at(d, q, r->una, IBV_WC_RETRY_EXC_ERR);
+				fail_at(port, q, r->una, IBV_WC_RETRY_EXC_ERR);
 				continue;
 			}
 			r->retries--;
 			rewind_to(q, r->una);
-			retransmit(d, q);
-			rearm(d, q);
+			retransmit(port, q);
+			rearm(port, q);
 		}
 		if (r->armed && r->deadline < next)
 			next = r->deadline;
 	}
-	d->next_deadline = next;
+	port->next_deadline = next;
 	return fired;
 }
 
 /* Packets to this device itself were all delivered (transport_link.c): whatever
  * the QP that sent them still has unanswered got no answer and never
  * will. Its retries run out at once. */
-void sd_rc_unanswered(struct sd_device *d, struct sd_qp *q)
+void sd_rc_unanswered(struct sd_port *port, struct sd_qp *q)
 {
 	struct sd_req *r = &q->req;
-	if (q->ibv.qp_type == IBV_QPT_RC && q->ibv.state == IBV_QPS_RTS && psn_diff(d->loop_upto, r->una) > 0 && !r->rnr_wait)
-		fail_at(d, q, r->una, IBV_WC_RETRY_EXC_ERR);
+	if (q->ibv.qp_type == IBV_QPT_RC && q->ibv.state == IBV_QPS_RTS && psn_diff(port->loop_upto, r->una) > 0 && !r->rnr_wait)
+		fail_at(port, q, r->una, IBV_WC_RETRY_EXC_ERR);
 }
 
 /* RTR: the responder expects rq_psn. */
@@ -1232,11 +1232,11 @@ void sd_rc_rts(struct sd_qp *q)
 }
 
 /* The QP left RTS (error, reset): nothing of the transport stays armed. */
-void sd_rc_stop(struct sd_device *d, struct sd_qp *q)
+void sd_rc_stop(struct sd_port *port, struct sd_qp *q)
 {
-	disarm(d, q);
+	disarm(port, q);
 	q->req.rnr_wait = 0;
 	q->req.rd_out = 0;
-	if (d->loop_sender == q)
-		d->loop_sender = NULL;
+	if (port->loop_sender == q)
+		port->loop_sender = NULL;
 }

@@ -113,7 +113,7 @@ struct sd_net {
 	uint64_t        backoff;
 	uint64_t        port_check; /* when the port's interface is looked at next */
 	int             port_down;  /* IBV_EVENT_PORT_ERR raised, not yet PORT_ACTIVE */
-	struct sd_device *dev;
+	struct sd_port *port;
 	struct sd_net  *next_net;   /* the process's devices with a network (flush_at_exit) */
 };
 
@@ -231,12 +231,12 @@ static int ib_mtu_of(uint32_t ifmtu)
 }
 
 /* The port's state and active MTU as a RoCE port reports them. */
-void sd_port_state(struct sd_device *d, int *active, int *mtu)
+void sd_port_state(struct sd_port *port, int *active, int *mtu)
 {
-	uint32_t ifmtu = d->ifmtu;
+	uint32_t ifmtu = port->ifmtu;
 	int up = 1;
-	if (!iface_of(d->gid, &ifmtu, &up)) {
-		ifmtu = d->ifmtu;
+	if (!iface_of(port->gid, &ifmtu, &up)) {
+		ifmtu = port->ifmtu;
 		up = 0; /* the address is gone from every interface */
 	}
 	*active = up;
@@ -245,9 +245,9 @@ void sd_port_state(struct sd_device *d, int *active, int *mtu)
 
 /* The active MTU in bytes, from the interface's MTU seen at open: the
  * largest datagram a UD QP sends. */
-uint32_t sd_port_mtu(const struct sd_device *d)
+uint32_t sd_port_mtu(const struct sd_port *port)
 {
-	return 128u << ib_mtu_of(d->ifmtu);
+	return 128u << ib_mtu_of(port->ifmtu);
 }
 
 static int set_nonblock(int fd)
@@ -347,9 +347,9 @@ static struct sd_conn *conn_new(struct sd_net *n, int fd, int out)
 	return c;
 }
 
-static void conn_free(struct sd_device *d, struct sd_conn *c)
+static void conn_free(struct sd_port *port, struct sd_conn *c)
 {
-	struct sd_net *n = d->net;
+	struct sd_net *n = port->net;
 	for (struct sd_conn **pp = &n->conns; *pp != NULL; pp = &(*pp)->next) {
 		if (*pp == c) {
 			*pp = c->next;
@@ -371,17 +371,17 @@ static void conn_free(struct sd_device *d, struct sd_conn *c)
 
 /* An opened connection failed: what it held is lost (the transport's
  * timers resend it), and the next attempt waits. */
-static void conn_fail(struct sd_device *d, struct sd_conn *c, int err)
+static void conn_fail(struct sd_port *port, struct sd_conn *c, int err)
 {
-	struct sd_net *n = d->net;
-	d->wire_connect_fails++;
-	d->wire_last_errno = err;
+	struct sd_net *n = port->net;
+	port->wire_connect_fails++;
+	port->wire_last_errno = err;
 	if (c->link != NULL) {
 		c->link->dropped++;
 		c->link->retry_at = sd_now() + n->backoff;
 		n->backoff = n->backoff * 2 > SD_BACKOFF_MAX ? SD_BACKOFF_MAX : n->backoff * 2;
 	}
-	conn_free(d, c);
+	conn_free(port, c);
 }
 
 static int out_reserve(struct sd_conn *c, size_t more)
@@ -425,12 +425,12 @@ static uint64_t get64(const uint8_t *p) { uint64_t v = 0; for (int i = 7; i >= 0
 
 /* Opens the connection of link l: nonblocking, from the device's own
  * address, the hello queued first. */
-static struct sd_conn *conn_open(struct sd_device *d, struct sd_link *l)
+static struct sd_conn *conn_open(struct sd_port *port, struct sd_link *l)
 {
-	struct sd_net *n = d->net;
+	struct sd_net *n = port->net;
 	struct sockaddr_storage to, from;
 	socklen_t tl = gid_sockaddr(l->gid, SD_WIRE_PORT, &to);
-	socklen_t fl = gid_sockaddr(d->gid, 0, &from);
+	socklen_t fl = gid_sockaddr(port->gid, 0, &from);
 	if (n->nconns >= SD_MAX_CONNS || to.ss_family != from.ss_family)
 		return NULL;
 	int fd = socket(to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -443,15 +443,15 @@ static struct sd_conn *conn_open(struct sd_device *d, struct sd_link *l)
 	setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
 	if (bind(fd, (struct sockaddr *)&from, fl) != 0 ||
 	    (connect(fd, (struct sockaddr *)&to, tl) != 0 && errno != EINPROGRESS)) {
-		d->wire_connect_fails++;
-		d->wire_last_errno = errno;
+		port->wire_connect_fails++;
+		port->wire_last_errno = errno;
 		close(fd);
 		return NULL;
 	}
 	struct sd_conn *c = conn_new(n, fd, 1);
 	if (c == NULL || out_reserve(c, 4 + SD_HELLO_LEN) != 0) {
 		if (c != NULL)
-			conn_free(d, c);
+			conn_free(port, c);
 		else
 			close(fd);
 		return NULL;
@@ -461,8 +461,8 @@ static struct sd_conn *conn_open(struct sd_device *d, struct sd_link *l)
 	memset(h + 4, 0, SD_HELLO_LEN);
 	memcpy(h + 4, sd_magic, 8);
 	h[12] = SD_WIRE_VERSION;
-	memcpy(h + 16, d->gid, 16);
-	put64(h + 32, d->node_guid);
+	memcpy(h + 16, port->gid, 16);
+	put64(h + 32, port->node_guid);
 	c->olen += 4 + SD_HELLO_LEN;
 	c->state = CONN_CONNECTING;
 	c->link = l;
@@ -473,7 +473,7 @@ static struct sd_conn *conn_open(struct sd_device *d, struct sd_link *l)
 }
 
 /* Sends what the connection holds, as far as the socket takes it. */
-static void conn_flush(struct sd_device *d, struct sd_conn *c)
+static void conn_flush(struct sd_port *port, struct sd_conn *c)
 {
 	c->held = 0;
 	acks_out(c); /* after the requests queued meanwhile */
@@ -490,17 +490,17 @@ static void conn_flush(struct sd_device *d, struct sd_conn *c)
 		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 			if (!c->want_out) {
 				c->want_out = 1;
-				conn_watch(d->net, c, EPOLL_CTL_MOD);
+				conn_watch(port->net, c, EPOLL_CTL_MOD);
 			}
 			return;
 		}
-		conn_fail(d, c, k < 0 ? errno : EPIPE);
+		conn_fail(port, c, k < 0 ? errno : EPIPE);
 		return;
 	}
 	c->ooff = c->olen = 0;
 	if (c->want_out) {
 		c->want_out = 0;
-		conn_watch(d->net, c, EPOLL_CTL_MOD);
+		conn_watch(port->net, c, EPOLL_CTL_MOD);
 	}
 }
 
@@ -551,11 +551,11 @@ static void encode(uint8_t *f, const struct sd_pkt *p)
  * requesters: two sequences that RC orders each on its own. Any other
  * answer (a READ response, an atomic ACK, a NAK) takes the ACKs put aside
  * before it along, so that answers keep their order. */
-int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p)
+int sd_wire_send(struct sd_port *port, struct sd_link *l, const struct sd_pkt *p)
 {
 	struct sd_conn *c = l->conn;
 	if (c == NULL) {
-		if (d->net == NULL || sd_now() < l->retry_at || (c = conn_open(d, l)) == NULL) {
+		if (port->net == NULL || sd_now() < l->retry_at || (c = conn_open(port, l)) == NULL) {
 			l->dropped++;
 			return -1;
 		}
@@ -593,9 +593,9 @@ int sd_wire_send(struct sd_device *d, struct sd_link *l, const struct sd_pkt *p)
 	return 0;
 }
 
-int sd_wire_busy(struct sd_device *d, struct sd_link *l)
+int sd_wire_busy(struct sd_port *port, struct sd_link *l)
 {
-	(void)d;
+	(void)port;
 	return l->conn != NULL && l->conn->olen - l->conn->ooff > SD_OUT_SOFT;
 }
 
@@ -655,7 +655,7 @@ static int hello_ok(struct sd_conn *c, const uint8_t *b, size_t len)
 
 /* Takes the complete frames in c's input buffer. 0, or -1 when one does
  * not parse (the connection must close). */
-static int conn_frames(struct sd_device *d, struct sd_conn *c)
+static int conn_frames(struct sd_port *port, struct sd_conn *c)
 {
 	size_t at = 0;
 	int bad = 0;
@@ -675,7 +675,7 @@ static int conn_frames(struct sd_device *d, struct sd_conn *c)
 				break;
 			}
 			c->state = CONN_UP;
-			d->net->hellos--;
+			port->net->hellos--;
 			continue;
 		}
 		struct sd_pkt p;
@@ -685,22 +685,22 @@ static int conn_frames(struct sd_device *d, struct sd_conn *c)
 		}
 		struct sd_link from = { .kind = SD_LINK_WIRE };
 		memcpy(from.gid, c->peer, 16);
-		sd_rc_rx(d, &from, &p);
+		sd_rc_rx(port, &from, &p);
 	}
 	memmove(c->ibuf, c->ibuf + at, c->ilen - at);
 	c->ilen -= at;
 	if (bad)
-		d->wire_dropped++;
+		port->wire_dropped++;
 	return bad ? -1 : 0;
 }
 
 /* Reads an accepted connection: up to SD_IN_BUF bytes, then its frames. */
-static void conn_read(struct sd_device *d, struct sd_conn *c)
+static void conn_read(struct sd_port *port, struct sd_conn *c)
 {
 	if (c->icap == 0) {
 		c->ibuf = malloc(SD_IN_BUF + SD_FRAME_MAX);
 		if (c->ibuf == NULL) {
-			conn_free(d, c);
+			conn_free(port, c);
 			return;
 		}
 		c->icap = SD_IN_BUF + SD_FRAME_MAX;
@@ -714,13 +714,13 @@ static void conn_read(struct sd_device *d, struct sd_conn *c)
 		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return;
 		if (k <= 0) {
-			conn_free(d, c); /* the peer closed, or died */
+			conn_free(port, c); /* the peer closed, or died */
 			return;
 		}
 		c->ilen += (size_t)k;
 		budget = budget > (size_t)k ? budget - (size_t)k : 0;
-		if (conn_frames(d, c) != 0) {
-			conn_free(d, c);
+		if (conn_frames(port, c) != 0) {
+			conn_free(port, c);
 			return;
 		}
 		if ((size_t)k < room)
@@ -728,9 +728,9 @@ static void conn_read(struct sd_device *d, struct sd_conn *c)
 	}
 }
 
-static void do_accept(struct sd_device *d)
+static void do_accept(struct sd_port *port)
 {
-	struct sd_net *n = d->net;
+	struct sd_net *n = port->net;
 	for (;;) {
 		int fd = accept4(n->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
@@ -762,11 +762,11 @@ static struct sd_conn *conn_by_id(struct sd_net *n, uint64_t id)
 }
 
 /* One event of the device's epoll set. Device lock held. */
-static void handle(struct sd_device *d, const struct epoll_event *ev)
+static void handle(struct sd_port *port, const struct epoll_event *ev)
 {
-	struct sd_net *n = d->net;
+	struct sd_net *n = port->net;
 	if (ev->data.u64 == TAG_LISTEN) {
-		do_accept(d);
+		do_accept(port);
 		return;
 	}
 	if (ev->data.u64 == TAG_WAKE) {
@@ -782,7 +782,7 @@ static void handle(struct sd_device *d, const struct epoll_event *ev)
 			int err = 0;
 			socklen_t el = sizeof err;
 			if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
-				conn_fail(d, c, err ? err : errno);
+				conn_fail(port, c, err ? err : errno);
 				return;
 			}
 			c->state = CONN_UP;
@@ -794,51 +794,51 @@ static void handle(struct sd_device *d, const struct epoll_event *ev)
 			char b[64];
 			ssize_t k = recv(c->fd, b, sizeof b, MSG_DONTWAIT);
 			if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) || (ev->events & EPOLLERR)) {
-				conn_fail(d, c, k == 0 ? ECONNRESET : errno);
+				conn_fail(port, c, k == 0 ? ECONNRESET : errno);
 				return;
 			}
 		}
 		if (ev->events & EPOLLOUT)
-			conn_flush(d, c);
+			conn_flush(port, c);
 		return;
 	}
 	if (ev->events & (EPOLLIN | EPOLLERR | EPOLLHUP))
-		conn_read(d, c);
+		conn_read(port, c);
 }
 
 /* Accepted connections that have not said hello in time are closed. */
-static void expire_hellos(struct sd_device *d, uint64_t now)
+static void expire_hellos(struct sd_port *port, uint64_t now)
 {
-	struct sd_net *n = d->net;
+	struct sd_net *n = port->net;
 	if (n->hellos == 0)
 		return;
 	struct sd_conn *c = n->conns;
 	while (c != NULL) {
 		struct sd_conn *next = c->next;
 		if (c->state == CONN_HELLO && now - c->since > SD_HELLO_NS)
-			conn_free(d, c);
+			conn_free(port, c);
 		c = next;
 	}
 }
 
 /* What the wire has for the device, without waiting: events, then the
  * transport's timers. Device lock held. 1 if anything happened. */
-static int flush(struct sd_device *d, int hold);
+static int flush(struct sd_port *port, int hold);
 
-int sd_net_poll(struct sd_device *d)
+int sd_net_poll(struct sd_port *port)
 {
-	struct sd_net *n = d->net;
+	struct sd_net *n = port->net;
 	int did = 0;
 	if (n != NULL && n->holding)
-		flush(d, 1); /* what was held SD_HOLD_NS ago leaves, even if nothing else happens */
+		flush(port, 1); /* what was held SD_HOLD_NS ago leaves, even if nothing else happens */
 	if (n != NULL && n->nconns > 0) {
 		struct epoll_event evs[32];
 		int k = epoll_wait(n->epfd, evs, 32, 0);
 		for (int i = 0; i < k; i++)
-			handle(d, &evs[i]);
+			handle(port, &evs[i]);
 		did = k > 0;
 	}
-	if (d->timers > 0 && sd_rc_timers(d, sd_now()))
+	if (port->timers > 0 && sd_rc_timers(port, sd_now()))
 		did = 1;
 	return did;
 }
@@ -858,9 +858,9 @@ int sd_net_poll(struct sd_device *d)
  * (sd_wire_busy) is not any more: work that waited for it may go now,
  * and nothing else would say so (UC and UD get no answers that would run
  * the queues again). Device lock held. */
-static int flush(struct sd_device *d, int hold)
+static int flush(struct sd_port *port, int hold)
 {
-	struct sd_net *n = d->net;
+	struct sd_net *n = port->net;
 	uint64_t now = 0;
 	int held = 0, freed = 0;
 	for (struct sd_conn *c = n->conns, *next; c != NULL; c = next) {
@@ -878,15 +878,15 @@ static int flush(struct sd_device *d, int hold)
 			continue;
 		int busy = c->olen - c->ooff > SD_OUT_SOFT;
 		struct sd_link *l = c->link;
-		conn_flush(d, c); /* may free c (the connection broke) */
-		if (busy && l != NULL && !sd_wire_busy(d, l))
+		conn_flush(port, c); /* may free c (the connection broke) */
+		if (busy && l != NULL && !sd_wire_busy(port, l))
 			freed = 1;
 	}
 	n->holding = held;
 	if (held) {
 		n->last_hold = now;
 		if (now + SD_HOLD_MAX_NS < __atomic_load_n(&n->sleep_until, __ATOMIC_RELAXED))
-			sd_net_kick(d);
+			sd_net_kick(port);
 	}
 	return freed;
 }
@@ -895,16 +895,16 @@ static int flush(struct sd_device *d, int hold)
  * (plain ACKs may wait, see flush), and wakes the transport thread if a
  * timer armed in this pass is still armed and due before its wait ends
  * (sd_net_timer_armed). Returns flush's answer. Device lock held. */
-int sd_net_flush(struct sd_device *d)
+int sd_net_flush(struct sd_port *port)
 {
-	struct sd_net *n = d->net;
+	struct sd_net *n = port->net;
 	if (n == NULL)
 		return 0;
-	int freed = flush(d, 1);
+	int freed = flush(port, 1);
 	if (n->timer_armed) {
 		n->timer_armed = 0;
-		if (d->timers > 0 && d->next_deadline < __atomic_load_n(&n->sleep_until, __ATOMIC_RELAXED))
-			sd_net_kick(d);
+		if (port->timers > 0 && port->next_deadline < __atomic_load_n(&n->sleep_until, __ATOMIC_RELAXED))
+			sd_net_kick(port);
 	}
 	return freed;
 }
@@ -912,9 +912,9 @@ int sd_net_flush(struct sd_device *d)
 /* When the transport thread must wake to send what passes held: the
  * oldest held frame's SD_HOLD_NS, and while holds happen (an application
  * may go quiet right after one) at most SD_HOLD_MAX_NS on. */
-static uint64_t held_until(struct sd_device *d, uint64_t now)
+static uint64_t held_until(struct sd_port *port, uint64_t now)
 {
-	struct sd_net *n = d->net;
+	struct sd_net *n = port->net;
 	uint64_t until = UINT64_MAX;
 	for (struct sd_conn *c = n->conns; c != NULL; c = c->next)
 		if (c->held && c->alen > 0 && c->acks_at + SD_HOLD_NS < until)
@@ -926,31 +926,31 @@ static uint64_t held_until(struct sd_device *d, uint64_t now)
 
 /* A path resolved to l: its connection is opened now, so that the first
  * packets do not wait for it. */
-void sd_wire_open_link(struct sd_device *d, struct sd_link *l)
+void sd_wire_open_link(struct sd_port *port, struct sd_link *l)
 {
-	if (l->kind == SD_LINK_WIRE && l->conn == NULL && d->net != NULL && sd_now() >= l->retry_at)
-		l->conn = conn_open(d, l);
+	if (l->kind == SD_LINK_WIRE && l->conn == NULL && port->net != NULL && sd_now() >= l->retry_at)
+		l->conn = conn_open(port, l);
 }
 
 /* A wire link is let go: its connection closes. */
-void sd_wire_close_link(struct sd_device *d, struct sd_link *l)
+void sd_wire_close_link(struct sd_port *port, struct sd_link *l)
 {
 	if (l->conn != NULL) {
 		struct sd_conn *c = l->conn;
 		c->link = NULL;
 		l->conn = NULL;
-		conn_flush(d, c); /* last answers, if the socket takes them */
-		conn_free(d, c);
+		conn_flush(port, c); /* last answers, if the socket takes them */
+		conn_free(port, c);
 	}
 }
 
 /* Wakes the transport thread: an autonomous device has work posted, or
  * a timer became due sooner than the thread's wait. */
-void sd_net_kick(struct sd_device *d)
+void sd_net_kick(struct sd_port *port)
 {
-	if (d->net != NULL) {
+	if (port->net != NULL) {
 		uint64_t one = 1;
-		(void)!write(d->net->wake, &one, sizeof one);
+		(void)!write(port->net->wake, &one, sizeof one);
 	}
 }
 
@@ -958,11 +958,11 @@ void sd_net_kick(struct sd_device *d)
  * ends (sd_net_flush), if it is armed still. A transfer between two QPs
  * of this device arms and disarms within one pass; waking the thread at
  * once cost a system call and a context switch per message. */
-void sd_net_timer_armed(struct sd_device *d, uint64_t deadline)
+void sd_net_timer_armed(struct sd_port *port, uint64_t deadline)
 {
 	(void)deadline;
-	if (d->net != NULL)
-		d->net->timer_armed = 1;
+	if (port->net != NULL)
+		port->net->timer_armed = 1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -972,48 +972,48 @@ void sd_net_timer_armed(struct sd_device *d, uint64_t deadline)
 /* Is the port's interface looked at? While the device has peers on the
  * wire, and always behind libibverbs, where a program may watch the port
  * alone (ibv_asyncwatch). */
-static int watched_port(const struct sd_device *d)
+static int watched_port(const struct sd_port *port)
 {
-	return d->links != NULL || d->kernel_events;
+	return port->links != NULL || port->watch_always;
 }
 
 /* The port follows the interface holding the device's address: when it
  * goes down (or the address leaves it) the device raises
  * IBV_EVENT_PORT_ERR, when it is back IBV_EVENT_PORT_ACTIVE, as an HCA
  * does for its link (checked when watched_port). Device lock held. */
-static void watch_port(struct sd_device *d)
+static void watch_port(struct sd_port *port)
 {
 	int active, mtu;
-	sd_port_state(d, &active, &mtu);
-	if (active == !d->net->port_down)
+	sd_port_state(port, &active, &mtu);
+	if (active == !port->net->port_down)
 		return; /* as it was */
-	d->net->port_down = !active;
-	sd_raise(d, active ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR, NULL);
+	port->net->port_down = !active;
+	sd_raise(port->dev, active ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR, NULL);
 }
 
 static void *transport(void *arg)
 {
-	struct sd_device *d = arg;
-	struct sd_net *n = d->net;
+	struct sd_port *port = arg;
+	struct sd_net *n = port->net;
 	struct epoll_event evs[64];
 	for (;;) {
-		sd_lock_clean(d);
+		sd_lock_clean(port->dev);
 		if (n->stop) {
-			sd_unlock(d);
+			sd_unlock(port->dev);
 			return NULL;
 		}
 		uint64_t now = sd_now(), until = UINT64_MAX;
-		if (d->timers > 0)
-			until = d->next_deadline;
-		if (watched_port(d) && n->port_check < until)
+		if (port->timers > 0)
+			until = port->next_deadline;
+		if (watched_port(port) && n->port_check < until)
 			until = n->port_check;
 		if (n->hellos > 0 && now + SD_HELLO_NS < until)
 			until = now + SD_HELLO_NS;
-		uint64_t held = held_until(d, now);
+		uint64_t held = held_until(port, now);
 		if (held < until)
 			until = held;
 		__atomic_store_n(&n->sleep_until, until, __ATOMIC_RELAXED);
-		sd_unlock(d);
+		sd_unlock(port->dev);
 		struct timespec ts, *tp = NULL;
 		if (until != UINT64_MAX) {
 			uint64_t wait = until > now ? until - now : 0;
@@ -1036,38 +1036,38 @@ static void *transport(void *arg)
 		 * must take the peer's WRITE, ran at 4 to 8 ms an iteration
 		 * with 2 cores loaded, 17 to 22 us with this wait (interleaved
 		 * runs, ib_send_lat 14 to 340 us before, 16 to 22 after). */
-		sd_lock_clean(d);
+		sd_lock_clean(port->dev);
 		__atomic_store_n(&n->sleep_until, 0, __ATOMIC_RELAXED);
 		if (n->stop) {
-			sd_unlock(d);
+			sd_unlock(port->dev);
 			return NULL;
 		}
 		int did = 0;
 		for (int i = 0; i < k; i++) {
-			handle(d, &evs[i]);
+			handle(port, &evs[i]);
 			did = 1;
 		}
 		now = sd_now();
-		if (d->timers > 0 && sd_rc_timers(d, now))
+		if (port->timers > 0 && sd_rc_timers(port, now))
 			did = 1;
-		expire_hellos(d, now);
-		if (watched_port(d) && now >= n->port_check) {
-			watch_port(d);
+		expire_hellos(port, now);
+		if (watched_port(port) && now >= n->port_check) {
+			watch_port(port);
 			n->port_check = now + SD_PORT_CHECK_NS;
 		}
 		if (did)
-			d->quiet = 0;
-		if (d->autonomous)
-			sd_run_queues(d); /* the wire was read just above */
-		if (flush(d, 0)) {
+			sd_changed(port->dev);
+		if (port->autonomous)
+			sd_run_queues(port->dev); /* the wire was read just above */
+		if (flush(port, 0)) {
 			/* A link freed: what waited for it runs (here, or in
 			 * the next poll of a device driven by polls). */
-			d->quiet = 0;
-			if (d->autonomous)
-				sd_run_queues(d);
+			sd_changed(port->dev);
+			if (port->autonomous)
+				sd_run_queues(port->dev);
 		}
 		n->timer_armed = 0; /* the loop's top looks at the timers */
-		sd_unlock(d);
+		sd_unlock(port->dev);
 	}
 }
 
@@ -1102,9 +1102,10 @@ static int take_listener(int fd, const uint8_t g[16])
 
 /* Opens the device's network: a listener on addr (auto: the first free
  * 127.x.y.z from 127.0.0.2 on; listen_fd >= 0: that one, bound already),
- * the epoll set and the transport thread. Returns 0, an errno or
+ * which gives the port its address (and LID, and the loopback link's
+ * end), the epoll set and the transport thread. Returns 0, an errno or
  * SD_ERR_PORT_EVERYWHERE. */
-int sd_net_open(struct sd_device *d, const uint8_t addr[16], int auto_loopback, int listen_fd)
+int sd_net_open(struct sd_port *port, const uint8_t addr[16], int auto_loopback, int listen_fd)
 {
 	struct sd_net *n = calloc(1, sizeof *n);
 	if (n == NULL)
@@ -1146,10 +1147,13 @@ int sd_net_open(struct sd_device *d, const uint8_t addr[16], int auto_loopback, 
 		err = errno;
 		goto fail;
 	}
-	memcpy(d->gid, g, 16);
+	memcpy(port->gid, g, 16);
+	port->lid = port->port_ib ? sd_lid_of(g) : 0;
 	int up = 1;
-	d->ifmtu = 1500;
-	iface_of(g, &d->ifmtu, &up);
+	port->ifmtu = 1500;
+	iface_of(g, &port->ifmtu, &up);
+	port->loop.kind = SD_LINK_LOOP;
+	memcpy(port->loop.gid, g, 16);
 	n->epfd = epoll_create1(EPOLL_CLOEXEC);
 	n->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (n->epfd < 0 || n->wake < 0) {
@@ -1163,13 +1167,13 @@ int sd_net_open(struct sd_device *d, const uint8_t addr[16], int auto_loopback, 
 		err = errno;
 		goto fail;
 	}
-	d->net = n;
-	if ((err = pthread_create(&n->thread, NULL, transport, d)) != 0) {
-		d->net = NULL;
+	port->net = n;
+	if ((err = pthread_create(&n->thread, NULL, transport, port)) != 0) {
+		port->net = NULL;
 		goto fail;
 	}
 	n->running = 1;
-	n->dev = d;
+	n->port = port;
 	pthread_mutex_lock(&nets_lock);
 	n->next_net = nets;
 	nets = n;
@@ -1189,18 +1193,18 @@ fail:
 /* Waits, up to SD_LINGER_NS, until what the connections hold has been
  * sent: what the device answered before it closed is on the wire, as an
  * HCA's acknowledgements leave with the data they acknowledge. */
-static void linger(struct sd_device *d)
+static void linger(struct sd_port *port)
 {
-	struct sd_net *n = d->net;
+	struct sd_net *n = port->net;
 	uint64_t end = sd_now() + SD_LINGER_NS;
 	for (;;) {
-		sd_lock_clean(d);
-		flush(d, 0);
+		sd_lock_clean(port->dev);
+		flush(port, 0);
 		int pending = 0;
 		for (struct sd_conn *c = n->conns; c != NULL; c = c->next)
 			if (c->out && (c->olen > c->ooff || c->alen > 0))
 				pending = 1;
-		sd_unlock(d);
+		sd_unlock(port->dev);
 		if (!pending || sd_now() > end)
 			return;
 		struct timespec ts = { 0, 200000 };
@@ -1210,25 +1214,25 @@ static void linger(struct sd_device *d)
 
 /* Stops the transport thread, once what it holds is sent. Device lock
  * NOT held. */
-void sd_net_stop(struct sd_device *d)
+void sd_net_stop(struct sd_port *port)
 {
-	struct sd_net *n = d->net;
+	struct sd_net *n = port->net;
 	if (n == NULL || !n->running)
 		return;
-	linger(d);
-	sd_lock(d);
+	linger(port);
+	sd_lock(port->dev);
 	n->stop = 1;
-	sd_unlock(d);
-	sd_net_kick(d);
+	sd_unlock(port->dev);
+	sd_net_kick(port);
 	pthread_join(n->thread, NULL);
 	n->running = 0;
 }
 
 /* Closes every connection and the listener. Device lock held, thread
  * stopped. */
-void sd_net_close(struct sd_device *d)
+void sd_net_close(struct sd_port *port)
 {
-	struct sd_net *n = d->net;
+	struct sd_net *n = port->net;
 	if (n == NULL)
 		return;
 	pthread_mutex_lock(&nets_lock);
@@ -1240,12 +1244,12 @@ void sd_net_close(struct sd_device *d)
 	}
 	pthread_mutex_unlock(&nets_lock);
 	while (n->conns != NULL)
-		conn_free(d, n->conns);
+		conn_free(port, n->conns);
 	close(n->lfd);
 	close(n->epfd);
 	close(n->wake);
 	free(n);
-	d->net = NULL;
+	port->net = NULL;
 }
 
 /* A program that exits (exit(3)) right after a poll, without closing its
@@ -1256,9 +1260,9 @@ __attribute__((destructor)) static void flush_at_exit(void)
 {
 	pthread_mutex_lock(&nets_lock);
 	for (struct sd_net *n = nets; n != NULL; n = n->next_net) {
-		if (pthread_mutex_trylock(&n->dev->lock) == 0) {
-			flush(n->dev, 0);
-			pthread_mutex_unlock(&n->dev->lock);
+		if (sd_trylock_clean(n->port->dev)) {
+			flush(n->port, 0);
+			sd_unlock(n->port->dev);
 		}
 	}
 	pthread_mutex_unlock(&nets_lock);
