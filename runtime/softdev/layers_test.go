@@ -228,6 +228,171 @@ func TestLayers(t *testing.T) {
 	}
 }
 
+// engineOnly are the engine's records that the transport must not see
+// the inside of: the device (the transport has its own record, struct
+// sd_port, and passes the device back to the engine as an opaque handle)
+// and the device's tables.
+var engineOnly = []string{"sd_device", "sd_addrset"}
+
+var (
+	structDef = regexp.MustCompile(`\bstruct\s+(\w+)\s*\{`)
+	// A name declared as a pointer to the engine's device: a variable, a
+	// parameter or a field. The terminator tells a prototype's parameter
+	// (, or ) in a header, where it names nothing) from a field (;).
+	devicePtrDecl = regexp.MustCompile(`\bstruct\s+sd_device\s*\*\s*(?:const\s+)?(\w+)\s*([;,)=\[])`)
+)
+
+// checkSeam checks that the transport's files (transport.h and
+// transport_*.c; sources as for checkLayers) keep to the narrow seam:
+// none defines a record of the engine's (engineOnly), and none reads a
+// field through a pointer to the engine's device. The compiler backs the
+// second once the first holds (a field of an incomplete type does not
+// compile); the check names each use, with its line, where it does not.
+func checkSeam(sources map[string]string) []string {
+	var bad []string
+	for file, src := range sources {
+		if l := layerOf(file); l == nil || l.name != "transport" || strings.HasSuffix(file, ".go") {
+			continue
+		}
+		code := cStripComments(src)
+		for _, m := range structDef.FindAllStringSubmatchIndex(code, -1) {
+			if name := code[m[2]:m[3]]; slicesContains(engineOnly, name) {
+				bad = append(bad, fmt.Sprintf("%s:%d: defines struct %s, the engine's: it belongs in engine.h",
+					file, lineAt(code, m[0]), name))
+			}
+		}
+		ptrs := map[string]bool{}
+		for _, m := range devicePtrDecl.FindAllStringSubmatch(code, -1) {
+			if strings.HasSuffix(file, ".h") && m[2] != ";" {
+				continue // a prototype's parameter
+			}
+			ptrs[m[1]] = true
+		}
+		if h, ok := sources["transport.h"]; ok && file != "transport.h" {
+			for _, m := range devicePtrDecl.FindAllStringSubmatch(cStripComments(h), -1) {
+				if m[2] == ";" {
+					ptrs[m[1]] = true // a field of the seam's records (sd_port.dev, sd_qp.dev)
+				}
+			}
+		}
+		for name := range ptrs {
+			use := regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `\s*->\s*(\w+)`)
+			for _, m := range use.FindAllStringSubmatchIndex(code, -1) {
+				bad = append(bad, fmt.Sprintf("%s:%d: reads %s, a field of the engine's struct sd_device",
+					file, lineAt(code, m[0]), code[m[0]:m[1]]))
+			}
+		}
+	}
+	sortByPosition(bad)
+	return bad
+}
+
+// sortByPosition sorts "file:line: ..." reports by file, then line.
+func sortByPosition(reports []string) {
+	pos := func(r string) (string, int) {
+		f, rest, _ := strings.Cut(r, ":")
+		l, _, _ := strings.Cut(rest, ":")
+		n, _ := strconv.Atoi(l)
+		return f, n
+	}
+	sort.SliceStable(reports, func(i, j int) bool {
+		fi, li := pos(reports[i])
+		fj, lj := pos(reports[j])
+		if fi != fj {
+			return fi < fj
+		}
+		if li != lj {
+			return li < lj
+		}
+		return reports[i] < reports[j]
+	})
+}
+
+// cStripComments blanks C comments, keeping newlines (line numbers
+// stay), so that prose about the device is not read as code.
+func cStripComments(src string) string {
+	b := []byte(src)
+	for i := 0; i+1 < len(b); i++ {
+		switch {
+		case b[i] == '/' && b[i+1] == '*':
+			j := i + 2
+			for j+1 < len(b) && !(b[j] == '*' && b[j+1] == '/') {
+				j++
+			}
+			end := min(j+2, len(b))
+			for k := i; k < end; k++ {
+				if b[k] != '\n' {
+					b[k] = ' '
+				}
+			}
+			i = end - 1
+		case b[i] == '/' && b[i+1] == '/':
+			for ; i < len(b) && b[i] != '\n'; i++ {
+				b[i] = ' '
+			}
+		case b[i] == '"' || b[i] == '\'':
+			q := b[i]
+			for i++; i < len(b) && b[i] != q && b[i] != '\n'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		}
+	}
+	return string(b)
+}
+
+func lineAt(s string, off int) int { return strings.Count(s[:off], "\n") + 1 }
+
+// TestSeam enforces the narrow seam on the tree: the engine's device
+// record is not in transport.h, and the transport reads none of its
+// fields (section 8 of issue 24; transport.h's header comment).
+func TestSeam(t *testing.T) {
+	if bad := checkSeam(softdevSources(t)); len(bad) > 0 {
+		t.Errorf("softdev's transport reaches past its seam (keep the transport's state in struct sd_port, "+
+			"and ask the engine for the rest through a call up, transport.h):\n\t%s", strings.Join(bad, "\n\t"))
+	}
+}
+
+// TestSeamChecker shows that checkSeam catches a device record in the
+// seam and each way a transport file can read the device, and accepts
+// the opaque handle passed back up.
+func TestSeamChecker(t *testing.T) {
+	cases := []struct {
+		file, src string
+		want      string // "" for none, else a substring of the single report
+	}{
+		{"transport.h", "struct sd_device;\nstruct sd_port { struct sd_device *dev; };\nvoid sd_lock(struct sd_device *d);\n", ""},
+		{"transport_x.c", "void f(struct sd_port *port) { sd_lock(port->dev); /* d->quiet */ }\n", ""},
+		{"engine.h", "struct sd_device {\n\tint quiet;\n};\n", ""},
+		{"engine_x.c", "void f(struct sd_device *d) { d->quiet = 0; }\n", ""},
+		{"transport.h", "struct sd_device;\n\nstruct sd_device {\n\tint quiet;\n};\n", "transport.h:3: defines struct sd_device"},
+		{"transport.h", "struct sd_addrset { int n; };\n", "defines struct sd_addrset"},
+		{"transport_x.c", "struct sd_device { int quiet; };\n", "transport_x.c:1: defines struct sd_device"},
+		{"transport_x.c", "#include \"transport.h\"\n\nvoid f(struct sd_device *d)\n{\n\td->quiet = 0;\n}\n", "transport_x.c:5: reads d->quiet"},
+		{"transport_x.c", "static int g(const struct sd_device *dev) { return dev -> links != 0; }\n", "reads dev -> links"},
+		{"transport_x.c", "struct sd_net { struct sd_device *dev; };\nvoid f(struct sd_net *n) { lock(&n->dev->lock); }\n", "transport_x.c:2: reads dev->lock"},
+	}
+	for _, c := range cases {
+		bad := checkSeam(map[string]string{c.file: c.src})
+		switch {
+		case c.want == "" && len(bad) != 0:
+			t.Errorf("%s %q: want no report, got %q", c.file, c.src, bad)
+		case c.want != "" && (len(bad) != 1 || !strings.Contains(bad[0], c.want)):
+			t.Errorf("%s %q: want one report containing %q, got %q", c.file, c.src, c.want, bad)
+		}
+	}
+	// A field of the seam's records typed as the device (sd_port.dev) is
+	// a pointer the transport must not read through either.
+	bad := checkSeam(map[string]string{
+		"transport.h":   "struct sd_port { struct sd_device *dev; };\n",
+		"transport_x.c": "void f(struct sd_port *port) { port->dev->quiet = 0; }\n",
+	})
+	if len(bad) != 1 || !strings.Contains(bad[0], "transport_x.c:1: reads dev->quiet") {
+		t.Errorf("a read through sd_port.dev: want one report, got %q", bad)
+	}
+}
+
 // TestLayersChecker shows that checkLayers catches each way an include
 // can go wrong, and accepts the right ones.
 func TestLayersChecker(t *testing.T) {
