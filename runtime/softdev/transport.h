@@ -430,7 +430,6 @@ void sd_net_stop(struct sd_port *port);
 void sd_net_close(struct sd_port *port);
 int sd_net_poll(struct sd_port *port);
 int sd_net_flush(struct sd_port *port);
-void sd_net_kick(struct sd_port *port);
 void sd_net_timer_armed(struct sd_port *port, uint64_t deadline);
 int sd_wire_send(struct sd_port *port, struct sd_link *l, const struct sd_pkt *p);
 int sd_wire_busy(struct sd_port *port, struct sd_link *l);

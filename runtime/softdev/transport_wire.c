@@ -835,20 +835,29 @@ int sd_net_poll(struct sd_port *port)
 	int did = 0;
 	if (n != NULL && n->holding)
 		flush(port, 1); /* what was held SD_HOLD_NS ago leaves, even if nothing else happens */
-	if (n != NULL)
-		__atomic_store_n(&n->poll_at, UINT64_MAX, __ATOMIC_RELAXED);
 	if (n != NULL && n->nconns > 0) {
+		/* The transport thread leaves frames to this poll (poller_takes). */
+		__atomic_store_n(&n->poll_at, UINT64_MAX, __ATOMIC_RELAXED);
 		struct epoll_event evs[32];
 		int k = epoll_wait(n->epfd, evs, 32, 0);
 		for (int i = 0; i < k; i++)
 			handle(port, &evs[i]);
 		did = k > 0;
+		__atomic_store_n(&n->poll_at, sd_now(), __ATOMIC_RELAXED);
 	}
 	if (port->timers > 0 && sd_rc_timers(port, sd_now()))
 		did = 1;
-	if (n != NULL)
-		__atomic_store_n(&n->poll_at, sd_now(), __ATOMIC_RELAXED);
 	return did;
+}
+
+/* Wakes the transport thread: a timer became due, or an ACK was held,
+ * sooner than its wait ends, or it must stop. */
+static void kick(struct sd_port *port)
+{
+	if (port->net != NULL) {
+		uint64_t one = 1;
+		(void)!write(port->net->wake, &one, sizeof one);
+	}
 }
 
 /* Sends what the opened connections hold. With hold, a connection whose
@@ -894,7 +903,7 @@ static int flush(struct sd_port *port, int hold)
 	if (held) {
 		n->last_hold = now;
 		if (now + SD_HOLD_MAX_NS < __atomic_load_n(&n->sleep_until, __ATOMIC_RELAXED))
-			sd_net_kick(port);
+			kick(port);
 	}
 	return freed;
 }
@@ -912,7 +921,7 @@ int sd_net_flush(struct sd_port *port)
 	if (n->timer_armed) {
 		n->timer_armed = 0;
 		if (port->timers > 0 && port->next_deadline < __atomic_load_n(&n->sleep_until, __ATOMIC_RELAXED))
-			sd_net_kick(port);
+			kick(port);
 	}
 	return freed;
 }
@@ -952,15 +961,6 @@ void sd_wire_close_link(struct sd_port *port, struct sd_link *l)
 	}
 }
 
-/* Wakes the transport thread: an autonomous device has work posted, or
- * a timer became due sooner than the thread's wait. */
-void sd_net_kick(struct sd_port *port)
-{
-	if (port->net != NULL) {
-		uint64_t one = 1;
-		(void)!write(port->net->wake, &one, sizeof one);
-	}
-}
 
 /* A transport timer was armed: the thread hears of it when the pass
  * ends (sd_net_flush), if it is armed still. A transfer between two QPs
@@ -1269,7 +1269,7 @@ void sd_net_stop(struct sd_port *port)
 	sd_lock(port->dev);
 	n->stop = 1;
 	sd_unlock(port->dev);
-	sd_net_kick(port);
+	kick(port);
 	pthread_join(n->thread, NULL);
 	n->running = 0;
 }
