@@ -512,7 +512,10 @@
 // waits for this process to poll). Autonomous starts so, and a post then
 // rings the doorbell (the thread runs it at once); PollDriven keeps the
 // queues to polls for good. The transport (packets in, ACKs, resends)
-// always runs in the thread.
+// always runs in the thread, except that frames arriving while the
+// application polls are left to that poll for up to 3 µs
+// (Device.Wire().LeftToPoller counts it), rather than the two threads
+// queueing for the device's lock in turn.
 //
 // The wire is TCP, one connection per direction between two devices:
 // a hello naming the opener's GID, checked against the connection's

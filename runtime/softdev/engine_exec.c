@@ -738,18 +738,20 @@ int sd_qp_wire(struct ibv_context *ctx, struct ibv_qp *qp, struct sd_wire_stats 
 }
 
 void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped, uint64_t *connect_fails,
-                 int *last_errno, struct sd_wire_stats *qps)
+                 int *last_errno, uint64_t *left_to_poller, struct sd_wire_stats *qps)
 {
 	struct sd_device *d = sd_dev(ctx);
 	memset(gid, 0, 16);
 	memset(qps, 0, sizeof *qps);
-	*dropped = 0;
+	*dropped = *connect_fails = *left_to_poller = 0;
+	*last_errno = 0;
 	if (sd_enter_clean(d) != 0)
 		return;
 	memcpy(gid, d->port.gid, 16);
 	*dropped = d->port.wire_dropped;
 	*connect_fails = d->port.wire_connect_fails;
 	*last_errno = d->port.wire_last_errno;
+	*left_to_poller = __atomic_load_n(&d->port.wire_left_to_poller, __ATOMIC_RELAXED);
 	for (const struct sd_qp *q = d->qps; q != NULL; q = q->next) {
 		const struct sd_wire_stats *w = &q->ws;
 		qps->tx_pkts += w->tx_pkts, qps->rx_pkts += w->rx_pkts, qps->retrans += w->retrans;

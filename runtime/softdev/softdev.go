@@ -615,6 +615,7 @@ type DeviceWire struct {
 	Dropped      uint64        // packets taken from a link and dropped: no QP of this device, not from its peer, or frames that did not parse
 	ConnectFails uint64        // connections to peer devices that could not be made, or broke
 	LastError    syscall.Errno // why the last of them failed (ECONNREFUSED: nobody listens there)
+	LeftToPoller uint64        // times the transport thread, woken for frames, left them to an application polling the wire
 	QPs          WireStats     // the sum of QPWire over the device's QPs that exist now
 }
 
@@ -636,14 +637,15 @@ func (d *Device) Wire() DeviceWire {
 func (d *Device) wire() (gid [16]byte, w DeviceWire) {
 	_ = d.use(func() error {
 		var b [16]C.uint8_t
-		var dropped, fails C.uint64_t
+		var dropped, fails, left C.uint64_t
 		var last C.int
 		var qps C.struct_sd_wire_stats
-		C.sd_dev_wire(d.ctx, &b[0], &dropped, &fails, &last, &qps)
+		C.sd_dev_wire(d.ctx, &b[0], &dropped, &fails, &last, &left, &qps)
 		for i := range gid {
 			gid[i] = byte(b[i])
 		}
-		w = DeviceWire{Dropped: uint64(dropped), ConnectFails: uint64(fails), LastError: syscall.Errno(last), QPs: wireStats(&qps)}
+		w = DeviceWire{Dropped: uint64(dropped), ConnectFails: uint64(fails), LastError: syscall.Errno(last),
+			LeftToPoller: uint64(left), QPs: wireStats(&qps)}
 		return nil
 	})
 	return gid, w

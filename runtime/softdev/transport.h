@@ -238,6 +238,7 @@ struct sd_port {
 	uint64_t          wire_dropped;       /* frames for no QP, or not from its peer */
 	uint64_t          wire_connect_fails; /* connections to peers that could not be made or broke */
 	int               wire_last_errno;    /* why the last one failed */
+	uint64_t          wire_left_to_poller; /* frames the thread left to a polling application (atomic) */
 };
 
 /* ---- the engine's records the transport works on ---- */

@@ -1029,7 +1029,10 @@ static int poller_takes(struct sd_net *n, const struct epoll_event *evs, int k, 
 		return 0;
 	if (*left_at == 0)
 		*left_at = now;
-	return now - *left_at < SD_POLLER_NS;
+	if (now - *left_at >= SD_POLLER_NS)
+		return 0;
+	__atomic_fetch_add(&n->port->wire_left_to_poller, 1, __ATOMIC_RELAXED);
+	return 1;
 }
 
 static void *transport(void *arg)

@@ -5,6 +5,7 @@ package softdev
 import (
 	"testing"
 	"time"
+	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
 )
@@ -127,4 +128,60 @@ func TestWireAnswersKeepOrder(t *testing.T) {
 	}
 	p.f.wireClean(p.a)
 	p.g.wireClean(p.b)
+}
+
+// The responder's application polls its CQ without a pause while SENDs of
+// 16 KiB arrive: the transport thread, woken for the frames too, leaves
+// them to the poll (DeviceWire.LeftToPoller counts it), and every receive
+// completes, in order, with its data. Then the application stops polling
+// and the peer WRITEs: the thread takes those frames itself (the memory
+// changes with nobody polling).
+func TestWireLeavesFramesToPoller(t *testing.T) {
+	p := newWirePair(t, defaultLink(), defaultLink(), nil, nil)
+	const size, depth = 16 << 10, 2
+	wc := allocN[verbs.ExpWC](p.g, 4)
+	received := 0
+	for round := 0; received < 2000 && (round < 20 || p.g.d.Wire().LeftToPoller == 0); round++ {
+		for i := range depth {
+			p.g.postRecv(p.b, p.g.recv(uint64(i), p.g.sges(p.g.mr.Lkey, [2]int{size * i, size}), 1))
+		}
+		for i := range depth {
+			p.f.buf[size*(2+i)] = byte(round)
+			p.f.postSend(p.a, p.f.send(uint64(i), verbs.ExpWRSend, verbs.ExpSendSignaled, p.f.sges(p.f.mr.Lkey, [2]int{size * (2 + i), size}), 1))
+		}
+		for got, end := 0, time.Now().Add(10*time.Second); got < depth; {
+			n, err := verbs.ExpPollCQ(p.cqb, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range wc[:n] {
+				if c.Status != verbs.WCSuccess || c.WRID != uint64(got) || c.ByteLen() != size || p.g.buf[size*got] != byte(round) {
+					t.Fatalf("round %d: receive %d: %+v, first byte %d", round, got, sum([]verbs.ExpWC{c}), p.g.buf[size*got])
+				}
+				got++
+			}
+			if n == 0 && time.Now().After(end) {
+				t.Fatalf("round %d: %d of %d receives after 10 s", round, got, depth)
+			}
+		}
+		received += depth
+		p.f.pollFor(p.cqa, depth)
+	}
+	if w := p.g.d.Wire(); w.LeftToPoller == 0 {
+		t.Fatalf("%d receives polled without a pause: the transport thread never left frames to the poll (%+v)", received, w)
+	}
+	const mark = 0x5a
+	p.f.buf[100] = mark
+	wr := p.f.send(7, verbs.ExpWRRDMAWrite, verbs.ExpSendSignaled, p.f.sges(p.f.mr.Lkey, [2]int{100, 1}), 1)
+	wr.WR.RDMA().RemoteAddr, wr.WR.RDMA().Rkey = p.g.addr(200), p.g.mr.Rkey
+	p.f.postSend(p.a, wr)
+	for end := time.Now().Add(10 * time.Second); p.g.buf[200] != mark; time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(end) {
+			t.Fatal("a WRITE to a device nobody polls was not placed in 10 s")
+		}
+	}
+	if c := p.f.pollFor(p.cqa, 1); c[0].Status != verbs.WCSuccess {
+		t.Fatalf("WRITE %+v", sum(c))
+	}
+	p.f.wireClean(p.a)
 }
