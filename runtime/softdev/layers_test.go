@@ -358,10 +358,7 @@ func TestSeam(t *testing.T) {
 // seam and each way a transport file can read the device, and accepts
 // the opaque handle passed back up.
 func TestSeamChecker(t *testing.T) {
-	cases := []struct {
-		file, src string
-		want      string // "" for none, else a substring of the single report
-	}{
+	checkCases(t, checkSeam, []checkerCase{
 		{"transport.h", "struct sd_device;\nstruct sd_port { struct sd_device *dev; };\nvoid sd_lock(struct sd_device *d);\n", ""},
 		{"transport_x.c", "void f(struct sd_port *port) { sd_lock(port->dev); /* d->quiet */ }\n", ""},
 		{"engine.h", "struct sd_device {\n\tint quiet;\n};\n", ""},
@@ -372,16 +369,7 @@ func TestSeamChecker(t *testing.T) {
 		{"transport_x.c", "#include \"transport.h\"\n\nvoid f(struct sd_device *d)\n{\n\td->quiet = 0;\n}\n", "transport_x.c:5: reads d->quiet"},
 		{"transport_x.c", "static int g(const struct sd_device *dev) { return dev -> links != 0; }\n", "reads dev -> links"},
 		{"transport_x.c", "struct sd_net { struct sd_device *dev; };\nvoid f(struct sd_net *n) { lock(&n->dev->lock); }\n", "transport_x.c:2: reads dev->lock"},
-	}
-	for _, c := range cases {
-		bad := checkSeam(map[string]string{c.file: c.src})
-		switch {
-		case c.want == "" && len(bad) != 0:
-			t.Errorf("%s %q: want no report, got %q", c.file, c.src, bad)
-		case c.want != "" && (len(bad) != 1 || !strings.Contains(bad[0], c.want)):
-			t.Errorf("%s %q: want one report containing %q, got %q", c.file, c.src, c.want, bad)
-		}
-	}
+	})
 	// A field of the seam's records typed as the device (sd_port.dev) is
 	// a pointer the transport must not read through either.
 	bad := checkSeam(map[string]string{
@@ -396,10 +384,7 @@ func TestSeamChecker(t *testing.T) {
 // TestLayersChecker shows that checkLayers catches each way an include
 // can go wrong, and accepts the right ones.
 func TestLayersChecker(t *testing.T) {
-	cases := []struct {
-		file, src string
-		want      string // "" for none, else a substring of the single report
-	}{
+	checkCases(t, checkLayers, []checkerCase{
 		{"transport_x.c", "#include <errno.h>\n#include \"transport.h\"\n", ""},
 		{"engine_x.c", "#include \"engine.h\"\n#include \"transport.h\"\n", ""},
 		{"engine.h", "#include \"transport.h\"\n", ""},
@@ -416,9 +401,17 @@ func TestLayersChecker(t *testing.T) {
 		{"provider.c", "#include \"engine.h\"\n", "provider.c:1: belongs to no layer"},
 		{"engine_x.c", "#include \"transport_rc.c\"\n", "a .c file"},
 		{"driver/driver.c", "#include \"../driver/x.h\"\n", "belongs to no layer"},
-	}
+	})
+}
+
+// checkerCase is a source a checker must accept (want "") or report
+// once, in a report containing want.
+type checkerCase struct{ file, src, want string }
+
+func checkCases(t *testing.T, check func(map[string]string) []string, cases []checkerCase) {
+	t.Helper()
 	for _, c := range cases {
-		bad := checkLayers(map[string]string{c.file: c.src})
+		bad := check(map[string]string{c.file: c.src})
 		switch {
 		case c.want == "" && len(bad) != 0:
 			t.Errorf("%s %q: want no report, got %q", c.file, c.src, bad)
