@@ -1017,21 +1017,21 @@ static void watch_port(struct sd_port *port)
  * frames while it places a long message: leaving them for as long as the
  * poller polled cost ib_send_lat at 64 KiB 41 to 46 us (medians of 10).
  */
-static int poller_takes(struct sd_net *n, const struct epoll_event *evs, int k, uint64_t *left_at)
+static int poller_takes(struct sd_port *port, const struct epoll_event *evs, int k, uint64_t *left_at)
 {
 	if (k <= 0)
 		return 0;
 	for (int i = 0; i < k; i++)
 		if (evs[i].data.u64 < TAG_FIRST_CONN)
 			return 0; /* the wake fd or the listener: the thread's */
-	uint64_t now = sd_now(), at = __atomic_load_n(&n->poll_at, __ATOMIC_RELAXED);
+	uint64_t now = sd_now(), at = __atomic_load_n(&port->net->poll_at, __ATOMIC_RELAXED);
 	if (at != UINT64_MAX && now - at >= SD_POLLER_NS)
 		return 0;
 	if (*left_at == 0)
 		*left_at = now;
 	if (now - *left_at >= SD_POLLER_NS)
 		return 0;
-	__atomic_fetch_add(&n->port->wire_left_to_poller, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&port->wire_left_to_poller, 1, __ATOMIC_RELAXED);
 	return 1;
 }
 
@@ -1072,7 +1072,7 @@ static void *transport(void *arg)
 				int ms = tp == NULL ? -1 : (int)((until - now + 999999) / 1000000);
 				k = epoll_wait(n->epfd, evs, 64, ms);
 			}
-			if (!poller_takes(n, evs, k, &left_at))
+			if (!poller_takes(port, evs, k, &left_at))
 				break;
 		}
 		/* Waits for the lock. A poller holding it reads the wire
@@ -1217,12 +1217,12 @@ int sd_net_open(struct sd_port *port, const uint8_t addr[16], int auto_loopback,
 		goto fail;
 	}
 	port->net = n;
+	n->port = port;
 	if ((err = pthread_create(&n->thread, NULL, transport, port)) != 0) {
 		port->net = NULL;
 		goto fail;
 	}
 	n->running = 1;
-	n->port = port;
 	pthread_mutex_lock(&nets_lock);
 	n->next_net = nets;
 	nets = n;
