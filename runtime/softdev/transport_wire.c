@@ -961,7 +961,6 @@ void sd_wire_close_link(struct sd_port *port, struct sd_link *l)
 	}
 }
 
-
 /* A transport timer was armed: the thread hears of it when the pass
  * ends (sd_net_flush), if it is armed still. A transfer between two QPs
  * of this device arms and disarms within one pass; waking the thread at
