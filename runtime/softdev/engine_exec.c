@@ -761,3 +761,13 @@ void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped, ui
 	}
 	sd_unlock(d);
 }
+
+/* For tests: the device's wire sees a poll in progress (on) or none. */
+void sd_dev_poll_mark(struct ibv_context *ctx, int on)
+{
+	struct sd_device *d = sd_dev(ctx);
+	if (sd_enter_clean(d) != 0)
+		return;
+	sd_net_poll_mark(&d->port, on);
+	sd_unlock(d);
+}

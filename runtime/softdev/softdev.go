@@ -633,6 +633,20 @@ func (d *Device) Wire() DeviceWire {
 	return w
 }
 
+// markPolling has the device's wire see an application's poll in
+// progress (on) or none, as PollCQ marks its read of the wire, without
+// reading it (tests: the transport thread must take the frames anyway).
+func (d *Device) markPolling(on bool) {
+	mark := C.int(0)
+	if on {
+		mark = 1
+	}
+	_ = d.use(func() error {
+		C.sd_dev_poll_mark(d.ctx, mark)
+		return nil
+	})
+}
+
 // wire reads the device's GID and wire counters (zero once it is closed).
 func (d *Device) wire() (gid [16]byte, w DeviceWire) {
 	_ = d.use(func() error {

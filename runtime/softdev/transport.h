@@ -430,6 +430,7 @@ int sd_net_open(struct sd_port *port, const uint8_t addr[16], int auto_loopback,
 void sd_net_stop(struct sd_port *port);
 void sd_net_close(struct sd_port *port);
 int sd_net_poll(struct sd_port *port);
+void sd_net_poll_mark(struct sd_port *port, int on);
 int sd_net_flush(struct sd_port *port);
 void sd_net_timer_armed(struct sd_port *port, uint64_t deadline);
 int sd_wire_send(struct sd_port *port, struct sd_link *l, const struct sd_pkt *p);

@@ -850,6 +850,14 @@ int sd_net_poll(struct sd_port *port)
 	return did;
 }
 
+/* For tests: a poll in progress (on), as sd_net_poll marks its read of
+ * the wire, or none (off), without reading anything. */
+void sd_net_poll_mark(struct sd_port *port, int on)
+{
+	if (port->net != NULL)
+		__atomic_store_n(&port->net->poll_at, on ? UINT64_MAX : 0, __ATOMIC_RELAXED);
+}
+
 /* Wakes the transport thread: a timer became due, or an ACK was held,
  * sooner than its wait ends, or it must stop. */
 static void kick(struct sd_port *port)

@@ -130,18 +130,46 @@ func TestWireAnswersKeepOrder(t *testing.T) {
 	p.g.wireClean(p.b)
 }
 
-// The responder's application polls its CQ without a pause while SENDs of
-// 16 KiB arrive: the transport thread, woken for the frames too, leaves
-// them to the poll (DeviceWire.LeftToPoller counts it), and every receive
-// completes, in order, with its data. Then the application stops polling
-// and the peer WRITEs: the thread takes those frames itself (the memory
-// changes with nobody polling).
+// Frames that arrive while the application polls the wire are left to
+// that poll (transport_wire.c, poller_takes), for a few microseconds at
+// most: a poll that never reads them (markPolling) still has them placed
+// by the transport thread, which counts what it left
+// (DeviceWire.LeftToPoller). Then the application polls without a pause
+// while SENDs of 16 KiB arrive, which its polls and the thread share:
+// every receive completes, in order, with its data. Then it stops
+// polling, and a WRITE is placed with nobody polling.
 func TestWireLeavesFramesToPoller(t *testing.T) {
 	p := newWirePair(t, defaultLink(), defaultLink(), nil, nil)
 	const size, depth = 16 << 10, 2
+	write := func(off int, mark byte) {
+		t.Helper()
+		for i := range size {
+			p.f.buf[off+i] = mark
+		}
+		wr := p.f.send(uint64(mark), verbs.ExpWRRDMAWrite, verbs.ExpSendSignaled, p.f.sges(p.f.mr.Lkey, [2]int{off, size}), 1)
+		wr.WR.RDMA().RemoteAddr, wr.WR.RDMA().Rkey = p.g.addr(off), p.g.mr.Rkey
+		p.f.postSend(p.a, wr)
+		for end := time.Now().Add(10 * time.Second); p.g.buf[off+size-1] != mark; time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(end) {
+				t.Fatalf("WRITE %#x: not placed in 10 s with nobody polling (%+v)", mark, p.g.d.Wire())
+			}
+		}
+		if c := p.f.pollFor(p.cqa, 1); c[0].Status != verbs.WCSuccess {
+			t.Fatalf("WRITE %#x: %+v", mark, sum(c))
+		}
+	}
+
+	write(0, 0xa0) // the connection accepted and greeted: the next frames come alone
+	p.g.d.markPolling(true)
+	write(0, 0xa1)
+	left := p.g.d.Wire().LeftToPoller
+	p.g.d.markPolling(false)
+	if left == 0 {
+		t.Fatalf("a WRITE arrived during a poll: the transport thread never left its frames to it (%+v)", p.g.d.Wire())
+	}
+
 	wc := allocN[verbs.ExpWC](p.g, 4)
-	received := 0
-	for round := 0; received < 2000 && (round < 20 || p.g.d.Wire().LeftToPoller == 0); round++ {
+	for round := range 200 {
 		for i := range depth {
 			p.g.postRecv(p.b, p.g.recv(uint64(i), p.g.sges(p.g.mr.Lkey, [2]int{size * i, size}), 1))
 		}
@@ -164,24 +192,10 @@ func TestWireLeavesFramesToPoller(t *testing.T) {
 				t.Fatalf("round %d: %d of %d receives after 10 s", round, got, depth)
 			}
 		}
-		received += depth
 		p.f.pollFor(p.cqa, depth)
 	}
-	if w := p.g.d.Wire(); w.LeftToPoller == 0 {
-		t.Fatalf("%d receives polled without a pause: the transport thread never left frames to the poll (%+v)", received, w)
-	}
-	const mark = 0x5a
-	p.f.buf[100] = mark
-	wr := p.f.send(7, verbs.ExpWRRDMAWrite, verbs.ExpSendSignaled, p.f.sges(p.f.mr.Lkey, [2]int{100, 1}), 1)
-	wr.WR.RDMA().RemoteAddr, wr.WR.RDMA().Rkey = p.g.addr(200), p.g.mr.Rkey
-	p.f.postSend(p.a, wr)
-	for end := time.Now().Add(10 * time.Second); p.g.buf[200] != mark; time.Sleep(100 * time.Microsecond) {
-		if time.Now().After(end) {
-			t.Fatal("a WRITE to a device nobody polls was not placed in 10 s")
-		}
-	}
-	if c := p.f.pollFor(p.cqa, 1); c[0].Status != verbs.WCSuccess {
-		t.Fatalf("WRITE %+v", sum(c))
-	}
+	t.Logf("frames left to polls: %d before the SENDs, %d after", left, p.g.d.Wire().LeftToPoller)
+
+	write(2*size, 0xa2)
 	p.f.wireClean(p.a)
 }
