@@ -112,6 +112,8 @@ struct sd_net {
 	int             holding;     /* the last flush held some: polls look again (sd_net_poll) */
 	uint64_t        poll_at;     /* when an application's poll last read the wire, or
 	                              * UINT64_MAX while one does (sd_net_poll) */
+	uint64_t        wake_by;     /* the earliest bound kicks asked of the thread's wait
+	                              * since it last set it (UINT64_MAX: none) */
 	struct sd_conn *conns;
 	uint32_t        nconns, hellos;
 	uint64_t        backoff;
@@ -828,6 +830,7 @@ static void expire_hellos(struct sd_port *port, uint64_t now)
 /* What the wire has for the device, without waiting: events, then the
  * transport's timers. Device lock held. 1 if anything happened. */
 static int flush(struct sd_port *port, int hold);
+static uint64_t held_until(struct sd_port *port, uint64_t now);
 
 int sd_net_poll(struct sd_port *port)
 {
@@ -840,9 +843,16 @@ int sd_net_poll(struct sd_port *port)
 		__atomic_store_n(&n->poll_at, UINT64_MAX, __ATOMIC_RELAXED);
 		struct epoll_event evs[32];
 		int k = epoll_wait(n->epfd, evs, 32, 0);
-		for (int i = 0; i < k; i++)
+		for (int i = 0; i < k; i++) {
+			/* The wake fd is the thread's: a poll that read it would
+			 * leave the thread asleep on its old bound, with a timer
+			 * armed since (a program that then sleeps on its channel
+			 * would never see its retries run out). */
+			if (evs[i].data.u64 == TAG_WAKE)
+				continue;
 			handle(port, &evs[i]);
-		did = k > 0;
+			did = 1;
+		}
 		__atomic_store_n(&n->poll_at, sd_now(), __ATOMIC_RELAXED);
 	}
 	if (port->timers > 0 && sd_rc_timers(port, sd_now()))
@@ -858,14 +868,20 @@ void sd_net_poll_mark(struct sd_port *port, int on)
 		__atomic_store_n(&port->net->poll_at, on ? UINT64_MAX : 0, __ATOMIC_RELAXED);
 }
 
-/* Wakes the transport thread: a timer became due, or an ACK was held,
- * sooner than its wait ends, or it must stop. */
-static void kick(struct sd_port *port)
+/* Wakes the transport thread to wait until by at the latest: a timer
+ * became due, or an ACK was held, sooner than its wait ends, or (by 0) it
+ * must stop. The bound travels with the wake-up, so the thread sets its
+ * wait anew without the device lock, which a poller may be holding. */
+static void kick(struct sd_port *port, uint64_t by)
 {
-	if (port->net != NULL) {
-		uint64_t one = 1;
-		(void)!write(port->net->wake, &one, sizeof one);
-	}
+	struct sd_net *n = port->net;
+	if (n == NULL)
+		return;
+	uint64_t cur = __atomic_load_n(&n->wake_by, __ATOMIC_RELAXED);
+	while (by < cur && !__atomic_compare_exchange_n(&n->wake_by, &cur, by, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+	uint64_t one = 1;
+	(void)!write(n->wake, &one, sizeof one);
 }
 
 /* Sends what the opened connections hold. With hold, a connection whose
@@ -911,7 +927,7 @@ static int flush(struct sd_port *port, int hold)
 	if (held) {
 		n->last_hold = now;
 		if (now + SD_HOLD_MAX_NS < __atomic_load_n(&n->sleep_until, __ATOMIC_RELAXED))
-			kick(port);
+			kick(port, held_until(port, now));
 	}
 	return freed;
 }
@@ -929,7 +945,7 @@ int sd_net_flush(struct sd_port *port)
 	if (n->timer_armed) {
 		n->timer_armed = 0;
 		if (port->timers > 0 && port->next_deadline < __atomic_load_n(&n->sleep_until, __ATOMIC_RELAXED))
-			kick(port);
+			kick(port, port->next_deadline);
 	}
 	return freed;
 }
@@ -1042,6 +1058,26 @@ static int poller_takes(struct sd_port *port, const struct epoll_event *evs, int
 	return 1;
 }
 
+/* Waits for the device's events until the monotonic time until
+ * (UINT64_MAX: no bound). */
+static int wait_events(struct sd_net *n, struct epoll_event *evs, uint64_t until)
+{
+	struct timespec ts, *tp = NULL;
+	uint64_t now = until == UINT64_MAX ? 0 : sd_now();
+	if (until != UINT64_MAX) {
+		uint64_t wait = until > now ? until - now : 0;
+		ts.tv_sec = (time_t)(wait / 1000000000ull);
+		ts.tv_nsec = (long)(wait % 1000000000ull);
+		tp = &ts;
+	}
+	int k = epoll_pwait2(n->epfd, evs, 64, tp, NULL);
+	if (k < 0 && errno == ENOSYS) {
+		int ms = tp == NULL ? -1 : (int)((until - now + 999999) / 1000000);
+		k = epoll_wait(n->epfd, evs, 64, ms);
+	}
+	return k;
+}
+
 static void *transport(void *arg)
 {
 	struct sd_port *port = arg;
@@ -1063,21 +1099,22 @@ static void *transport(void *arg)
 		uint64_t held = held_until(port, now);
 		if (held < until)
 			until = held;
+		__atomic_store_n(&n->wake_by, UINT64_MAX, __ATOMIC_RELAXED); /* the bound says it all */
 		__atomic_store_n(&n->sleep_until, until, __ATOMIC_RELAXED);
 		sd_unlock(port->dev);
-		struct timespec ts, *tp = NULL;
-		if (until != UINT64_MAX) {
-			uint64_t wait = until > now ? until - now : 0;
-			ts.tv_sec = (time_t)(wait / 1000000000ull);
-			ts.tv_nsec = (long)(wait % 1000000000ull);
-			tp = &ts;
-		}
 		int k;
 		for (uint64_t left_at = 0;;) {
-			k = epoll_pwait2(n->epfd, evs, 64, tp, NULL);
-			if (k < 0 && errno == ENOSYS) {
-				int ms = tp == NULL ? -1 : (int)((until - now + 999999) / 1000000);
-				k = epoll_wait(n->epfd, evs, 64, ms);
+			k = wait_events(n, evs, until);
+			if (k == 1 && evs[0].data.u64 == TAG_WAKE) {
+				/* A kick alone: its bound, not the lock (polls leave
+				 * the wake fd to the thread, sd_net_poll). */
+				uint64_t v, by = __atomic_exchange_n(&n->wake_by, UINT64_MAX, __ATOMIC_ACQUIRE);
+				(void)!read(n->wake, &v, sizeof v);
+				if (by < until) {
+					until = by;
+					__atomic_store_n(&n->sleep_until, until, __ATOMIC_RELAXED);
+				}
+				continue;
 			}
 			if (!poller_takes(port, evs, k, &left_at))
 				break;
@@ -1167,6 +1204,7 @@ int sd_net_open(struct sd_port *port, const uint8_t addr[16], int auto_loopback,
 	if (n == NULL)
 		return ENOMEM;
 	n->lfd = n->epfd = n->wake = -1;
+	n->wake_by = UINT64_MAX;
 	n->next_id = TAG_FIRST_CONN;
 	n->backoff = SD_BACKOFF_MIN;
 	uint8_t g[16];
@@ -1279,7 +1317,7 @@ void sd_net_stop(struct sd_port *port)
 	sd_lock(port->dev);
 	n->stop = 1;
 	sd_unlock(port->dev);
-	kick(port);
+	kick(port, 0);
 	pthread_join(n->thread, NULL);
 	n->running = 0;
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	verbs "github.com/verbsexp/verbsexp/generated"
 )
@@ -61,6 +62,10 @@ func rcCases() []semCase {
 			func(p *peerInfo) {
 				p.Addr.LID, p.Addr.GID = nobodyLID, [16]byte{10: 0xff, 11: 0xff, 12: 127, 13: 0, 14: 0xfe, 15: 0xfd}
 			})},
+
+		// ... and so does one that polls once and then sleeps on its
+		// completion channel: the device, not its polls, runs the timer.
+		{name: "RCRetryExceededOnChannel", ranks: 2, run: rcRetryExceededOnChannel},
 
 		{name: "RCRNRRetriesRunOut", ranks: 2, run: rcRNRRetriesRunOut},
 		{name: "RCRNRLateReceive", ranks: 2, run: rcRNRLateReceive},
@@ -261,6 +266,56 @@ func retryExceeded(attr func(int) link, timeout, retry uint8, misroute func(*pee
 		}
 		n.barrier("done")
 	}
+}
+
+// rcRetryExceededOnChannel: a requester whose peer never answers (a QP
+// number its device does not have) polls its CQ once after the post, as
+// a program does before it sleeps, then waits on its completion channel
+// and polls no more: IBV_WC_RETRY_EXC_ERR still comes, its event within
+// the retry bound, as on an HCA, whose timers run whatever the host does.
+// On softdev the transport thread runs them; the post wakes it to arm the
+// timer, and the poll must not take that wake-up from it (it could: the
+// thread then slept on without a timer, and the program forever). Eight
+// rounds, a new CQ and QP each.
+func rcRetryExceededOnChannel(n *node) {
+	t, d := n.t, n.d
+	peer := exchange(n, d.self())[1-n.rank]
+	if n.rank == 1 {
+		n.barrier("done")
+		return
+	}
+	ch := d.compChannel()
+	gotCQ, gotCtx := cAlloc[*verbs.CQ](d), cAlloc[unsafe.Pointer](d)
+	l := defaultLink()
+	l.timeout, l.retry = 10, 2
+	_, hi := retryBound(l.timeout, l.retry)
+	for round := range 8 {
+		cq := d.createCQ(4, ch, nil, 0)
+		qp := d.createQP(qpSpec{scq: cq, rcq: cq})
+		d.connect(qp, peer, 0x777, l)
+		if err := verbs.ReqNotifyCQ(cq, 0); err != nil {
+			t.Fatalf("ibv_req_notify_cq: %v", err)
+		}
+		d.postSend(qp, d.sendBuf(1, verbs.ExpSendSignaled, 0, 8))
+		if got := d.poll(cq); len(got) != 0 {
+			t.Fatalf("round %d: %+v before any retry", round, sum(got))
+		}
+		if readable(t, int(ch.FD), hi) == 0 {
+			t.Fatalf("round %d: no completion event within %v of the post, with nobody polling: no retry timer ran", round, hi)
+		}
+		if err := verbs.GetCQEvent(ch, gotCQ, gotCtx); err != nil || *gotCQ != cq {
+			t.Fatalf("round %d: ibv_get_cq_event: %v, CQ %p; want %p", round, err, *gotCQ, cq)
+		}
+		if err := verbs.AckCQEvents(cq, 1); err != nil {
+			t.Fatal(err)
+		}
+		got := sum(d.await(cq, 1))
+		got[0].Len = 0
+		if want := []wcSum{{1, verbs.WCRetryExcErr, verbs.ExpWCSend, 0, qp.QPNum}}; !equalSums(got, want) {
+			t.Fatalf("round %d: %+v, want %+v", round, got, want)
+		}
+	}
+	n.barrier("done")
 }
 
 // wireUpTo is wireUp with rank 0's QP pointed where misroute says (a QP
