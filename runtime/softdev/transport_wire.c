@@ -1107,9 +1107,11 @@ static void *transport(void *arg)
 			k = wait_events(n, evs, until);
 			if (k == 1 && evs[0].data.u64 == TAG_WAKE) {
 				/* A kick alone: its bound, not the lock (polls leave
-				 * the wake fd to the thread, sd_net_poll). */
-				uint64_t v, by = __atomic_exchange_n(&n->wake_by, UINT64_MAX, __ATOMIC_ACQUIRE);
+				 * the wake fd to the thread, sd_net_poll). The fd is
+				 * read first: a kick after the read wakes it again. */
+				uint64_t v;
 				(void)!read(n->wake, &v, sizeof v);
+				uint64_t by = __atomic_exchange_n(&n->wake_by, UINT64_MAX, __ATOMIC_ACQUIRE);
 				if (by < until) {
 					until = by;
 					__atomic_store_n(&n->sleep_until, until, __ATOMIC_RELAXED);
