@@ -836,6 +836,7 @@ int sd_net_poll(struct sd_port *port)
 {
 	struct sd_net *n = port->net;
 	int did = 0;
+	uint64_t now = 0;
 	if (n != NULL && n->holding)
 		flush(port, 1); /* what was held SD_HOLD_NS ago leaves, even if nothing else happens */
 	if (n != NULL && n->nconns > 0) {
@@ -853,9 +854,10 @@ int sd_net_poll(struct sd_port *port)
 			handle(port, &evs[i]);
 			did = 1;
 		}
-		__atomic_store_n(&n->poll_at, sd_now(), __ATOMIC_RELAXED);
+		now = sd_now();
+		__atomic_store_n(&n->poll_at, now, __ATOMIC_RELAXED);
 	}
-	if (port->timers > 0 && sd_rc_timers(port, sd_now()))
+	if (port->timers > 0 && sd_rc_timers(port, now != 0 ? now : sd_now()))
 		did = 1;
 	return did;
 }
