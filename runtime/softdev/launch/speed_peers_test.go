@@ -42,6 +42,7 @@ type peerConfig struct {
 	Addr   string // TCP: the address this end binds
 	Server string // tcp-client: the server's address and port
 	Stream bool   // TCP: a stream (bandwidth) rather than a ping-pong (latency)
+	Poll   bool   // TCP ping-pong: each end polls its socket without blocking (as perftest polls its CQ)
 	Size   int    // TCP: bytes per message
 	Iters  int    // TCP: round trips, or messages of the stream
 	Rounds int    // postpoll: interleaved rounds
@@ -81,7 +82,8 @@ func speedPeer(cfg string) int {
 
 // ------------------------------------------------------------------
 // TCP: blocking sockets with TCP_NODELAY, read and written with plain
-// system calls, as a C program would (no Go netpoller between).
+// system calls, as a C program would (no Go netpoller between); with
+// Poll, a ping-pong's reads spin on non-blocking recv(2) instead.
 // ------------------------------------------------------------------
 
 func sockaddr(ip string, port int) (*syscall.SockaddrInet4, error) {
@@ -128,6 +130,34 @@ func readFull(fd int, b []byte) error {
 		b = b[n:]
 	}
 	return nil
+}
+
+// pollFull is readFull by polling: recv(2) with MSG_DONTWAIT until b is
+// full, never sleeping in the kernel (a raw system call: the thread is
+// locked and never blocks, so the Go scheduler need not hear of it).
+func pollFull(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)),
+			syscall.MSG_DONTWAIT, 0, 0)
+		switch {
+		case e == syscall.EAGAIN || e == syscall.EINTR:
+			continue
+		case e != 0:
+			return e
+		case n == 0:
+			return errors.New("the peer closed the connection")
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// reader is the ping-pong's read: blocking, or polling (c.Poll).
+func (c peerConfig) reader() func(int, []byte) error {
+	if c.Poll {
+		return pollFull
+	}
+	return readFull
 }
 
 func writeFull(fd int, b []byte) error {
@@ -185,8 +215,9 @@ func tcpServer(c peerConfig) error {
 		return writeFull(fd, []byte{1})
 	}
 	buf := make([]byte, c.Size)
+	read := c.reader()
 	for range c.Iters {
-		if err := readFull(fd, buf); err != nil {
+		if err := read(fd, buf); err != nil {
 			return err
 		}
 		if err := writeFull(fd, buf); err != nil {
@@ -237,12 +268,13 @@ func tcpClient(c peerConfig) error {
 	} else {
 		buf := make([]byte, c.Size)
 		rtt := make([]time.Duration, c.Iters)
+		read := c.reader()
 		for i := range rtt {
 			start := time.Now()
 			if err := writeFull(fd, buf); err != nil {
 				return err
 			}
-			if err := readFull(fd, buf); err != nil {
+			if err := read(fd, buf); err != nil {
 				return err
 			}
 			rtt[i] = time.Since(start)
