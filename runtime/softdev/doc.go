@@ -517,9 +517,13 @@
 // (Device.Wire().LeftToPoller counts it), rather than the two threads
 // queueing for the device's lock in turn.
 //
-// The wire is TCP, one connection per direction between two devices:
-// a hello naming the opener's GID, checked against the connection's
-// source address, then frames of a 4-byte length, a 64-byte header
+// The wire is TCP, one connection between two devices for both
+// directions (the one with the lower GID opens it when a QP's path
+// resolves, the other sends back on it, so TCP's acknowledgements ride
+// on frames; if the other must send before it sees that connection, it
+// opens its own and each sends on its own): a hello naming the opener's GID,
+// checked against the connection's source address, then frames of a
+// 4-byte length, a 64-byte header
 // (fields little-endian at fixed offsets) and at most one MTU of
 // payload. A send(2) costs about as much for one small frame as for
 // several, so a plain ACK that a poll or a post produces may wait up to
