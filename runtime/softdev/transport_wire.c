@@ -38,6 +38,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <linux/sockios.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -94,6 +95,7 @@ struct sd_conn {
 	int             fd;
 	int             out;      /* opened by this device (else accepted) */
 	int             both;     /* accepted, and its opener takes frames on it too (hello) */
+	int             broken;   /* a send failed: only what the peer sent before is still read */
 	int             state;
 	int             want_out; /* EPOLLOUT is armed */
 	uint8_t         peer[16]; /* accepted: the GID its hello claimed; opened: the link's */
@@ -384,9 +386,13 @@ static void conn_free(struct sd_port *port, struct sd_conn *c)
 	free(c);
 }
 
-/* An opened connection failed: what it held is lost (the transport's
- * timers resend it), and the next attempt waits. */
-static void conn_fail(struct sd_port *port, struct sd_conn *c, int err)
+/* A connection failed: what it held for the peer is lost (the
+ * transport's timers resend it), and the link's next attempt waits. One
+ * that was up and not read to its end (drained) may still hold what the
+ * peer sent before it reset (its last ACKs, on a connection both send
+ * on): it is kept, broken, for conn_read to take that and close it (a
+ * reset connection reads out what came before the reset). */
+static void conn_fail(struct sd_port *port, struct sd_conn *c, int err, int drained)
 {
 	struct sd_net *n = port->net;
 	port->wire_connect_fails++;
@@ -395,8 +401,20 @@ static void conn_fail(struct sd_port *port, struct sd_conn *c, int err)
 		c->link->dropped++;
 		c->link->retry_at = sd_now() + n->backoff;
 		n->backoff = n->backoff * 2 > SD_BACKOFF_MAX ? SD_BACKOFF_MAX : n->backoff * 2;
+		c->link->conn = NULL;
+		c->link = NULL;
 	}
-	conn_free(port, c);
+	if (drained || c->state != CONN_UP || c->broken) {
+		conn_free(port, c);
+		return;
+	}
+	c->broken = 1;
+	c->ooff = c->olen = c->alen = 0;
+	c->held = 0;
+	if (c->want_out) {
+		c->want_out = 0;
+		conn_watch(n, c, EPOLL_CTL_MOD);
+	}
 }
 
 static int out_reserve(struct sd_conn *c, size_t more)
@@ -510,7 +528,7 @@ static void conn_flush(struct sd_port *port, struct sd_conn *c)
 			}
 			return;
 		}
-		conn_fail(port, c, k < 0 ? errno : EPIPE);
+		conn_fail(port, c, k < 0 ? errno : EPIPE, 0);
 		return;
 	}
 	c->ooff = c->olen = 0;
@@ -556,12 +574,13 @@ static void encode(uint8_t *f, const struct sd_pkt *p)
 	}
 }
 
-/* A connection l's peer opened to this device and reads (SD_HELLO_BOTH)
- * that carries no link yet, taken for l; or NULL. */
+/* A connection to l's peer that carries no link, taken for l: one the
+ * peer opened and reads (SD_HELLO_BOTH), or one this device opened for
+ * an earlier link (sd_wire_close_link); or NULL. */
 static struct sd_conn *conn_offered(struct sd_port *port, struct sd_link *l)
 {
 	for (struct sd_conn *c = port->net->conns; c != NULL; c = c->next) {
-		if (!c->out && c->both && c->state == CONN_UP && c->link == NULL && memcmp(c->peer, l->gid, 16) == 0) {
+		if (c->link == NULL && !c->broken && (c->out || (c->both && c->state == CONN_UP)) && memcmp(c->peer, l->gid, 16) == 0) {
 			c->link = l;
 			return c;
 		}
@@ -756,8 +775,8 @@ static void conn_read(struct sd_port *port, struct sd_conn *c)
 			return;
 		if (k <= 0) {
 			/* the peer closed, or died */
-			if (c->out)
-				conn_fail(port, c, k == 0 ? ECONNRESET : errno);
+			if (c->out && !c->broken)
+				conn_fail(port, c, k == 0 ? ECONNRESET : errno, 1);
 			else
 				conn_free(port, c);
 			return;
@@ -828,7 +847,7 @@ static void handle(struct sd_port *port, const struct epoll_event *ev)
 		int err = 0;
 		socklen_t el = sizeof err;
 		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
-			conn_fail(port, c, err ? err : errno);
+			conn_fail(port, c, err ? err : errno, 1);
 			return;
 		}
 		c->state = CONN_UP;
@@ -1011,19 +1030,16 @@ void sd_wire_open_link(struct sd_port *port, struct sd_link *l)
 	l->conn = memcmp(port->gid, l->gid, 16) < 0 ? conn_carrier(port, l) : conn_offered(port, l);
 }
 
-/* A wire link is let go: the connection it opened closes; one its peer
- * opened stays, for the peer's frames. */
+/* A wire link is let go: its connection stays, for what it still holds
+ * (a datagram queued while it was connecting), for the frames the peer
+ * sends on it, and for the next link to that peer (conn_offered). */
 void sd_wire_close_link(struct sd_port *port, struct sd_link *l)
 {
 	if (l->conn != NULL) {
 		struct sd_conn *c = l->conn;
 		c->link = NULL;
 		l->conn = NULL;
-		uint64_t id = c->id;
-		int out = c->out;
-		conn_flush(port, c); /* last answers, if the socket takes them; may free c */
-		if (out && conn_by_id(port->net, id) != NULL)
-			conn_free(port, c);
+		conn_flush(port, c); /* what it holds, if the socket takes it now (else on EPOLLOUT) */
 	}
 }
 
@@ -1328,8 +1344,11 @@ fail:
 }
 
 /* Waits, up to SD_LINGER_NS, until what the connections hold has been
- * sent: what the device answered before it closed is on the wire, as an
- * HCA's acknowledgements leave with the data they acknowledge. */
+ * sent, by this device and by the kernel (SIOCOUTQNSD): what the device
+ * answered before it closed is on the wire, as an HCA's acknowledgements
+ * leave with the data they acknowledge. (A connection closed with input
+ * unread resets, and the kernel then drops what it had not sent: the
+ * last ACKs, on a connection the peer also sends on, sd_net_close.) */
 static void linger(struct sd_port *port)
 {
 	struct sd_net *n = port->net;
@@ -1338,9 +1357,12 @@ static void linger(struct sd_port *port)
 		sd_lock_clean(port->dev);
 		flush(port, 0);
 		int pending = 0;
-		for (struct sd_conn *c = n->conns; c != NULL; c = c->next)
-			if (c->link != NULL && (c->olen > c->ooff || c->alen > 0))
+		for (struct sd_conn *c = n->conns; c != NULL; c = c->next) {
+			int unsent = 0;
+			if (c->olen > c->ooff || c->alen > 0 ||
+			    (c->state == CONN_UP && ioctl(c->fd, SIOCOUTQNSD, &unsent) == 0 && unsent > 0))
 				pending = 1;
+		}
 		sd_unlock(port->dev);
 		if (!pending || sd_now() > end)
 			return;
@@ -1380,8 +1402,14 @@ void sd_net_close(struct sd_port *port)
 		}
 	}
 	pthread_mutex_unlock(&nets_lock);
-	while (n->conns != NULL)
+	while (n->conns != NULL) {
+		/* What the peer sent and nobody will read is read now, so that
+		 * the close ends the connection (FIN) rather than resetting it. */
+		char b[4096];
+		while (recv(n->conns->fd, b, sizeof b, MSG_DONTWAIT) > 0)
+			;
 		conn_free(port, n->conns);
+	}
 	close(n->lfd);
 	close(n->epfd);
 	close(n->wake);

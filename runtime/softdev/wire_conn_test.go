@@ -174,3 +174,41 @@ func tcpConnections(t *testing.T, a, b netip.Addr) int {
 	}
 	return ends / 2
 }
+
+// A datagram posted to a peer whose connection is still opening, its
+// address handle destroyed as soon as the send completes (UD completes
+// when the datagram leaves the QP, not when it arrives): the link goes,
+// and the connection keeps what it holds until it is up and sent
+// (sd_wire_close_link). A fresh sender device each round, so each opens
+// its connection anew.
+func TestWireDatagramOutlivesItsAH(t *testing.T) {
+	f := newFixture(t)
+	b, bcq := f.udQP(udQkey)
+	for round := range 10 {
+		g := newFixture(t)
+		c, ccq := g.udQP(udQkey)
+		f.udRecv(b, uint64(round), 4096, 40+64)
+		a := alloc[verbs.AHAttr](g)
+		a.PortNum, a.IsGlobal, a.GRH.HopLimit = 1, 1, 7
+		*a.GRH.Dgid.Raw() = f.d.GID()
+		ah, err := verbs.CreateAH(g.pd, a)
+		if err != nil {
+			t.Fatalf("ibv_create_ah: %v", err)
+		}
+		copy(g.buf, fmt.Sprintf("datagram %d", round))
+		if err := g.udSend(c, ah, b.QPNum, udQkey, 1, 0, 16, verbs.WRSend, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if s := waitCQ(t, g, ccq, 1); s[0].Status != verbs.WCSuccess {
+			t.Fatalf("round %d: sender %+v", round, sum(s))
+		}
+		if err := verbs.DestroyAH(ah); err != nil {
+			t.Fatalf("ibv_destroy_ah: %v", err)
+		}
+		r := waitCQ(t, f, bcq, 1)[0]
+		if r.Status != verbs.WCSuccess || r.WRID != uint64(round) || string(f.buf[4096+40:][:10]) != fmt.Sprintf("datagram %d", round) {
+			t.Fatalf("round %d: receive %+v, payload %q", round, sum([]verbs.ExpWC{r}), f.buf[4096+40:][:10])
+		}
+		g.kill()
+	}
+}

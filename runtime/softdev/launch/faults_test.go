@@ -226,18 +226,21 @@ func freeDeviceAddr(t *testing.T) string {
 	return d.Addr.String()
 }
 
-// wireEstablished says whether a TCP connection to addr's wire port is
-// established (/proc/net/tcp: local address addr:4791, state 01).
+// wireEstablished says whether the device at addr has a wire connection
+// established (/proc/net/tcp: local address addr, the wire port at
+// either end, state 01): one a peer opened to it, or one it opened to a
+// peer, which then sends back on it.
 func wireEstablished(t *testing.T, addr string) bool {
 	ip := net.ParseIP(addr).To4()
 	if ip == nil {
 		t.Fatalf("%s: not an IPv4 address", addr)
 	}
-	local := fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], launch.WirePort)
+	local := fmt.Sprintf("%02X%02X%02X%02X:", ip[3], ip[2], ip[1], ip[0])
+	wire := fmt.Sprintf(":%04X", launch.WirePort)
 	b, _ := os.ReadFile("/proc/net/tcp")
 	for _, l := range strings.Split(string(b), "\n") {
 		f := strings.Fields(l)
-		if len(f) > 3 && f[1] == local && f[3] == "01" {
+		if len(f) > 3 && strings.HasPrefix(f[1], local) && (strings.HasSuffix(f[1], wire) || strings.HasSuffix(f[2], wire)) && f[3] == "01" {
 			return true
 		}
 	}
