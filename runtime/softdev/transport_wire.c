@@ -11,19 +11,20 @@
  * on them; two one-way connections cost a bare TCP ACK per frame, about
  * 3 us of a 7 us one-way trip between two polling processes on this
  * project's 2-core machine. A link keeps the connection it took until
- * that breaks, so its frames never pass each other; when both ends open
- * at once, each sends on its own.
+ * that breaks, so its frames never pass each other, and leaves it to the
+ * next link to that peer when it goes; when both ends open at once, each
+ * sends on its own.
  *
  * A connection opens with a hello naming the GID of the device that
  * opened it; the acceptor checks it against the connection's source
  * address (the opener binds to its own address first) and closes the
  * connection otherwise. A hello with SD_HELLO_BOTH says the opener reads
- * frames on it too; the acceptor sends only on those. Then frames: a 4-byte length, a 64-byte header
- * (every field little-endian at a fixed offset) and the payload, at most
- * SD_PKT_MAX bytes. A frame that does not parse closes its connection;
- * one that parses goes to the RC transport (transport_rc.c), which drops it unless
- * it names a QP connected to that GID and that source QP, with the PSN
- * it expects. Nothing a frame says is trusted further: lengths are
+ * frames on it too; the acceptor sends only on those. Then frames: a
+ * 4-byte length, a 64-byte header (every field little-endian at a fixed
+ * offset) and the payload, at most SD_PKT_MAX bytes. A frame that does
+ * not parse closes its connection; one that parses goes to the RC
+ * transport (transport_rc.c), which drops it unless it names a QP
+ * connected to that GID and that source QP, with the PSN it expects. Nothing a frame says is trusted further: lengths are
  * bounded here and ranges checked against the MRs there.
  *
  * Frames queue in the connection's buffer and leave at the end of the
@@ -102,7 +103,7 @@ struct sd_conn {
 	struct sd_link *link;     /* the link whose frames it carries, if any */
 	uint8_t        *obuf;
 	size_t          ooff, olen, ocap;
-	uint8_t        *abuf;     /* opened: plain ACKs not yet in obuf (sd_wire_send, flush) */
+	uint8_t        *abuf;     /* plain ACKs not yet in obuf (sd_wire_send, flush) */
 	size_t          alen, acap;
 	uint64_t        acks_at;  /* when the first of them was queued */
 	int             held;     /* a pass held them back (flush) */
@@ -1403,10 +1404,11 @@ void sd_net_close(struct sd_port *port)
 	}
 	pthread_mutex_unlock(&nets_lock);
 	while (n->conns != NULL) {
-		/* What the peer sent and nobody will read is read now, so that
-		 * the close ends the connection (FIN) rather than resetting it. */
+		/* What the peer sent and nobody will read is read now (up to
+		 * SD_IN_BUF), so that the close ends the connection (FIN)
+		 * rather than resetting it. */
 		char b[4096];
-		while (recv(n->conns->fd, b, sizeof b, MSG_DONTWAIT) > 0)
+		for (size_t got = 0; got < SD_IN_BUF && recv(n->conns->fd, b, sizeof b, MSG_DONTWAIT) > 0; got += sizeof b)
 			;
 		conn_free(port, n->conns);
 	}
