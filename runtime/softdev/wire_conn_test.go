@@ -95,15 +95,12 @@ func newFixtureAbove(t *testing.T, ip netip.Addr) *fixture {
 // addresses, not two.
 func TestWireOneConnectionPerPair(t *testing.T) {
 	p := newWirePair(t, defaultLink(), defaultLink(), nil, nil)
-	lo, hi := struct {
+	type end struct {
 		f  *fixture
 		qp *verbs.QP
 		cq *verbs.CQ
-	}{p.f, p.a, p.cqa}, struct {
-		f  *fixture
-		qp *verbs.QP
-		cq *verbs.CQ
-	}{p.g, p.b, p.cqb}
+	}
+	lo, hi := end{p.f, p.a, p.cqa}, end{p.g, p.b, p.cqb}
 	if p.f.d.Addr().Compare(p.g.d.Addr()) > 0 {
 		lo, hi = hi, lo
 	}
@@ -113,24 +110,21 @@ func TestWireOneConnectionPerPair(t *testing.T) {
 		hi.f.postRecv(hi.qp, hi.f.recv(uint64(100+i), hi.f.sges(hi.f.mr.Lkey, [2]int{4096 + 64*i, 64}), 1))
 	}
 	for i := range rounds {
-		for _, s := range []struct {
-			from, to *fixture
-			qp       *verbs.QP
-			cq, tocq *verbs.CQ
-		}{{lo.f, hi.f, lo.qp, lo.cq, hi.cq}, {hi.f, lo.f, hi.qp, hi.cq, lo.cq}} {
-			copy(s.from.buf[64*i:], fmt.Sprintf("round %2d from %v", i, s.from.d.Addr()))
-			s.from.postSend(s.qp, s.from.send(uint64(i), verbs.ExpWRSend, verbs.ExpSendSignaled, s.from.sges(s.from.mr.Lkey, [2]int{64 * i, 32}), 1))
-			for _, c := range s.from.pollFor(s.cq, 1) {
+		for _, s := range [][2]end{{lo, hi}, {hi, lo}} {
+			from, to := s[0], s[1]
+			copy(from.f.buf[64*i:], fmt.Sprintf("round %2d from %v", i, from.f.d.Addr()))
+			from.f.postSend(from.qp, from.f.send(uint64(i), verbs.ExpWRSend, verbs.ExpSendSignaled, from.f.sges(from.f.mr.Lkey, [2]int{64 * i, 32}), 1))
+			for _, c := range from.f.pollFor(from.cq, 1) {
 				if c.Status != verbs.WCSuccess || c.ExpOpcode != verbs.ExpWCSend {
 					t.Fatalf("round %d: send %+v", i, sum([]verbs.ExpWC{c}))
 				}
 			}
-			for _, c := range s.to.pollFor(s.tocq, 1) {
+			for _, c := range to.f.pollFor(to.cq, 1) {
 				if c.Status != verbs.WCSuccess || c.ExpOpcode != verbs.ExpWCRecv {
 					t.Fatalf("round %d: receive %+v", i, sum([]verbs.ExpWC{c}))
 				}
 			}
-			if got, want := s.to.buf[4096+64*i:][:32], s.from.buf[64*i:][:32]; !bytes.Equal(got, want) {
+			if got, want := to.f.buf[4096+64*i:][:32], from.f.buf[64*i:][:32]; !bytes.Equal(got, want) {
 				t.Fatalf("round %d: received %q, want %q", i, got, want)
 			}
 		}
