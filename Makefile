@@ -201,11 +201,24 @@ FUZZTIME     ?= 30s
 FUZZ_TARGETS := ./gen:FuzzGenerate ./internal/manifest:FuzzUnmarshal ./internal/abicheck:FuzzCheckSource ./gen/internal/diff:FuzzCompare ./runtime/task:FuzzTaskList ./runtime/coll:FuzzEndpoint ./runtime/coll/rendezvous:FuzzFrame ./runtime/softdev:FuzzWireFrames
 
 .PHONY: fuzz bench-scale
+# Go before 1.27 can fail a target with a bare "context deadline exceeded"
+# when -fuzztime ends while a worker is busy (go.dev/issue/75804, no input
+# written): such a run is said so and run once more; any other failure,
+# or a failing input written, fails at once.
 fuzz: toolchains
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
-		echo "== fuzz $$name ($$pkg) for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 20x $$pkg || exit 1; \
+		for try in 1 2; do \
+			echo "== fuzz $$name ($$pkg) for $(FUZZTIME)"; \
+			out=$$($(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 20x $$pkg 2>&1); rc=$$?; \
+			echo "$$out"; \
+			[ $$rc -eq 0 ] && break; \
+			if [ $$try -eq 1 ] && echo "$$out" | grep -q 'context deadline exceeded' && ! echo "$$out" | grep -q 'Failing input written'; then \
+				echo "== fuzz $$name: FLAKE: Go's fuzz coordinator reported a bare deadline at the end of -fuzztime (go.dev/issue/75804, fixed in Go 1.27), no failing input written; running it once more"; \
+				continue; \
+			fi; \
+			exit 1; \
+		done; \
 	done
 
 # Generation time and peak RSS on 1×, 4×, 16× synthetic copies of headers/,
