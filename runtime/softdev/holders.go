@@ -68,14 +68,13 @@ func listenersAt(ip netip.Addr, port uint16) []listener {
 const tcpListen = 0x0A
 
 type procTCP struct {
-	at    netip.AddrPort
-	state int
-	inode string
+	at, peer netip.AddrPort // local and remote
+	state    int
+	inode    string
 }
 
-// parseProcNetTCP reads the local address, state and inode of each
-// socket /proc/net/tcp or tcp6 lists. Addresses are printed there as
-// 32-bit words in the host's byte order, in hex.
+// parseProcNetTCP reads the local and remote address, state and inode of
+// each socket /proc/net/tcp or tcp6 lists.
 func parseProcNetTCP(b []byte) []procTCP {
 	var out []procTCP
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -85,20 +84,31 @@ func parseProcNetTCP(b []byte) []procTCP {
 		if len(f) < 10 {
 			continue
 		}
-		host, port, ok := strings.Cut(f[1], ":")
-		raw, err1 := hex.DecodeString(host)
-		p, err2 := strconv.ParseUint(port, 16, 16)
-		st, err3 := strconv.ParseUint(f[3], 16, 8)
-		if !ok || err1 != nil || err2 != nil || err3 != nil || (len(raw) != 4 && len(raw) != 16) {
+		at, ok1 := procAddr(f[1])
+		peer, ok2 := procAddr(f[2])
+		st, err := strconv.ParseUint(f[3], 16, 8)
+		if !ok1 || !ok2 || err != nil {
 			continue
 		}
-		for i := 0; i < len(raw); i += 4 { // each word to network order
-			binary.BigEndian.PutUint32(raw[i:], binary.NativeEndian.Uint32(raw[i:]))
-		}
-		a, _ := netip.AddrFromSlice(raw)
-		out = append(out, procTCP{at: netip.AddrPortFrom(a, uint16(p)), state: int(st), inode: f[9]})
+		out = append(out, procTCP{at: at, peer: peer, state: int(st), inode: f[9]})
 	}
 	return out
+}
+
+// procAddr reads an address as /proc/net/tcp prints it: 32-bit words in
+// the host's byte order, in hex, then the port.
+func procAddr(s string) (netip.AddrPort, bool) {
+	host, port, ok := strings.Cut(s, ":")
+	raw, err1 := hex.DecodeString(host)
+	p, err2 := strconv.ParseUint(port, 16, 16)
+	if !ok || err1 != nil || err2 != nil || (len(raw) != 4 && len(raw) != 16) {
+		return netip.AddrPort{}, false
+	}
+	for i := 0; i < len(raw); i += 4 { // each word to network order
+		binary.BigEndian.PutUint32(raw[i:], binary.NativeEndian.Uint32(raw[i:]))
+	}
+	a, _ := netip.AddrFromSlice(raw)
+	return netip.AddrPortFrom(a, uint16(p)), true
 }
 
 // findHolders fills in the process of each listener whose socket inode

@@ -3,15 +3,12 @@
 package softdev
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -141,30 +138,17 @@ func TestWireOneConnectionPerPair(t *testing.T) {
 // of a loopback connection's two ends).
 func tcpConnections(t *testing.T, a, b netip.Addr) int {
 	t.Helper()
-	f, err := os.Open("/proc/net/tcp")
+	raw, err := os.ReadFile("/proc/net/tcp")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	hexAddr := func(ip netip.Addr) string {
-		v := ip.As4()
-		return strings.ToUpper(hex.EncodeToString([]byte{v[3], v[2], v[1], v[0]})) // host order (little-endian) in the file
-	}
-	ha, hb := hexAddr(a), hexAddr(b)
+	const established = 0x01
 	ends := 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 4 || fs[3] != "01" { // TCP_ESTABLISHED
-			continue
-		}
-		l, r := strings.Split(fs[1], ":")[0], strings.Split(fs[2], ":")[0]
-		if (l == ha && r == hb) || (l == hb && r == ha) {
+	for _, e := range parseProcNetTCP(raw) {
+		l, r := e.at.Addr(), e.peer.Addr()
+		if e.state == established && ((l == a && r == b) || (l == b && r == a)) {
 			ends++
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return ends / 2
 }
