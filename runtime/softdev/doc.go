@@ -515,7 +515,11 @@
 // always runs in the thread, except that frames arriving while the
 // application polls are left to that poll for up to 3 µs
 // (Device.Wire().LeftToPoller counts it), rather than the two threads
-// queueing for the device's lock in turn.
+// queueing for the device's lock in turn. Once the polls have read the
+// frames 64 times in a row, frames stop waking the thread at all
+// (Device.Wire().Unwatched counts it) until the polls stop for 200 µs
+// or a CQ is armed for an event: a thread woken only to find the frames
+// taken costs the polling program, and its peer, a core's time.
 //
 // The wire is TCP, one connection between two devices for both
 // directions (the one with the lower GID opens it when a QP's path

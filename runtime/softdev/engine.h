@@ -310,7 +310,7 @@ int sd_qp_state(struct ibv_context *ctx, struct ibv_qp *qp, int *state,
 void sd_task_failure(struct ibv_context *ctx, void **task, void **wr, int *err);
 int sd_qp_wire(struct ibv_context *ctx, struct ibv_qp *qp, struct sd_wire_stats *out);
 void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped, uint64_t *connect_fails,
-                 int *last_errno, uint64_t *left_to_poller, struct sd_wire_stats *qps);
+                 int *last_errno, uint64_t *left_to_poller, uint64_t *unwatched, struct sd_wire_stats *qps);
 void sd_dev_poll_mark(struct ibv_context *ctx, int on);
 
 /* ---- shared between the engine's files ---- */

@@ -644,6 +644,7 @@ int sd_op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 		o->wc_flags = ((e->exp_flags & IBV_EXP_WC_WITH_IMM) ? IBV_WC_WITH_IMM : 0) |
 		              ((e->exp_flags & IBV_EXP_WC_GRH) ? IBV_WC_GRH : 0);
 	}
+	sd_net_polled(&c->dev->port);
 	sd_unlock(c->dev);
 	return k;
 }
@@ -677,6 +678,7 @@ int sd_op_exp_poll_cq(struct ibv_cq *cq, int n, struct ibv_exp_wc *wc, uint32_t 
 		memcpy((char *)wc + (size_t)k * wc_size, &o, wc_size < sizeof o ? wc_size : sizeof o);
 		k++;
 	}
+	sd_net_polled(&c->dev->port);
 	sd_unlock(c->dev);
 	return k;
 }
@@ -744,12 +746,12 @@ int sd_qp_wire(struct ibv_context *ctx, struct ibv_qp *qp, struct sd_wire_stats 
 }
 
 void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped, uint64_t *connect_fails,
-                 int *last_errno, uint64_t *left_to_poller, struct sd_wire_stats *qps)
+                 int *last_errno, uint64_t *left_to_poller, uint64_t *unwatched, struct sd_wire_stats *qps)
 {
 	struct sd_device *d = sd_dev(ctx);
 	memset(gid, 0, 16);
 	memset(qps, 0, sizeof *qps);
-	*dropped = *connect_fails = *left_to_poller = 0;
+	*dropped = *connect_fails = *left_to_poller = *unwatched = 0;
 	*last_errno = 0;
 	if (sd_enter_clean(d) != 0)
 		return;
@@ -758,6 +760,7 @@ void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped, ui
 	*connect_fails = d->port.wire_connect_fails;
 	*last_errno = d->port.wire_last_errno;
 	*left_to_poller = __atomic_load_n(&d->port.wire_left_to_poller, __ATOMIC_RELAXED);
+	*unwatched = d->port.wire_unwatched;
 	for (const struct sd_qp *q = d->qps; q != NULL; q = q->next) {
 		const struct sd_wire_stats *w = &q->ws;
 		qps->tx_pkts += w->tx_pkts, qps->rx_pkts += w->rx_pkts, qps->retrans += w->retrans;

@@ -687,8 +687,10 @@ static int op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 	struct sd_cq *c = sd_cq_of(d, cq);
 	if (c == NULL || c->notify_fd < 0)
 		err = EINVAL;
-	else
+	else {
 		sd_cq_arm(c, solicited_only);
+		sd_net_app_waits(&d->port);
+	}
 	sd_unlock(d);
 	return err;
 }

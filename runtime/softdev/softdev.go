@@ -616,6 +616,7 @@ type DeviceWire struct {
 	ConnectFails uint64        // connections to peer devices that could not be made, or broke
 	LastError    syscall.Errno // why the last of them failed (ECONNREFUSED: nobody listens there)
 	LeftToPoller uint64        // times the transport thread, woken for frames, left them to an application polling the wire
+	Unwatched    uint64        // times the application's polls took the connections from the transport thread: they read the frames many times in a row, and frames woke the thread only to find them taken, until the polls stop
 	QPs          WireStats     // the sum of QPWire over the device's QPs that exist now
 }
 
@@ -651,15 +652,15 @@ func (d *Device) markPolling(on bool) {
 func (d *Device) wire() (gid [16]byte, w DeviceWire) {
 	_ = d.use(func() error {
 		var b [16]C.uint8_t
-		var dropped, fails, left C.uint64_t
+		var dropped, fails, left, unwatched C.uint64_t
 		var last C.int
 		var qps C.struct_sd_wire_stats
-		C.sd_dev_wire(d.ctx, &b[0], &dropped, &fails, &last, &left, &qps)
+		C.sd_dev_wire(d.ctx, &b[0], &dropped, &fails, &last, &left, &unwatched, &qps)
 		for i := range gid {
 			gid[i] = byte(b[i])
 		}
 		w = DeviceWire{Dropped: uint64(dropped), ConnectFails: uint64(fails), LastError: syscall.Errno(last),
-			LeftToPoller: uint64(left), QPs: wireStats(&qps)}
+			LeftToPoller: uint64(left), Unwatched: uint64(unwatched), QPs: wireStats(&qps)}
 		return nil
 	})
 	return gid, w

@@ -239,6 +239,7 @@ struct sd_port {
 	uint64_t          wire_connect_fails; /* connections to peers that could not be made or broke */
 	int               wire_last_errno;    /* why the last one failed */
 	uint64_t          wire_left_to_poller; /* frames the thread left to a polling application (atomic) */
+	uint64_t          wire_unwatched; /* times the polls took the connections from the thread (sd_net_polled) */
 };
 
 /* ---- the engine's records the transport works on ---- */
@@ -430,6 +431,8 @@ int sd_net_open(struct sd_port *port, const uint8_t addr[16], int auto_loopback,
 void sd_net_stop(struct sd_port *port);
 void sd_net_close(struct sd_port *port);
 int sd_net_poll(struct sd_port *port);
+void sd_net_polled(struct sd_port *port);
+void sd_net_app_waits(struct sd_port *port);
 void sd_net_poll_mark(struct sd_port *port, int on);
 int sd_net_flush(struct sd_port *port);
 void sd_net_timer_armed(struct sd_port *port, uint64_t deadline);

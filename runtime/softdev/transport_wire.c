@@ -35,7 +35,9 @@
  * sends what is queued, as an HCA does while the host computes; the
  * engine's own runs (polls, Progress, and the thread too on an
  * autonomous device) look at the wire first. All of it under the device
- * lock.
+ * lock. The polls read the connections' epoll set (epfd), the thread its
+ * own (tfd), which holds the connections too unless an application's
+ * polls have been taking the frames (sd_net_polled).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -54,6 +56,7 @@
 #include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 #include "transport.h"
@@ -77,6 +80,10 @@ enum {
 	SD_HELLO_BOTH   = 1,                /* hello flags (byte 14): the opener takes frames on it too */
 	SD_POLLER_NS    = 3000,             /* a poll this recent means the application reads the wire, and
 	                                     * the thread leaves frames to it this long at most */
+	SD_THREAD_EVENTS = 64,              /* events the thread takes at a time */
+	SD_POLLED_RUN   = 64,               /* reads of frames by polls in a row, after which */
+	SD_POLL_GAP_NS  = 200000,           /* frames stop waking the thread until polls stop this long */
+	SD_POLL_ROUNDS  = 4,                /* reads of the wire in one poll while a frame is still coming */
 };
 
 static const char sd_magic[8] = { 'V', 'X', 'S', 'D', 'W', 'I', 'R', 'E' };
@@ -88,8 +95,9 @@ enum { SD_WIRE_VERSION = 1 };
 
 enum { CONN_CONNECTING = 1, CONN_HELLO, CONN_UP };
 
-/* Tags of epoll events: the listener, the wake fd, then connection ids. */
-enum { TAG_LISTEN = 1, TAG_WAKE = 2, TAG_FIRST_CONN = 16 };
+/* Tags of epoll events: the listener, the wake fd, the poll-gap timer,
+ * then connection ids. */
+enum { TAG_LISTEN = 1, TAG_WAKE = 2, TAG_GAP = 3, TAG_FIRST_CONN = 16 };
 
 struct sd_conn {
 	uint64_t        id;
@@ -115,6 +123,15 @@ struct sd_conn {
 
 struct sd_net {
 	int             lfd, epfd, wake;
+	int             tfd;         /* the thread's set: listener, wake, gap, and the connections
+	                              * while it watches them (epfd: listener and connections, polls') */
+	int             gap;         /* timerfd: the polls stopped (sd_net_polled) */
+	uint64_t        gap_at;      /* when it fires */
+	int             watching;    /* the connections are in tfd: frames wake the thread */
+	int             polls_read;  /* the polls take the frames: frames need not wake the thread */
+	uint32_t        polled_run;  /* reads by polls since the thread last read what no poll would */
+	int             in_thread;   /* the thread's pass runs: what conn_read reads is the thread's */
+	int             partial;     /* a read left a frame half in (sd_net_poll reads again) */
 	pthread_t       thread;
 	int             running, stop;
 	uint64_t        next_id;
@@ -349,6 +366,8 @@ static void conn_watch(struct sd_net *n, struct sd_conn *c, int op)
 {
 	struct epoll_event ev = { .events = EPOLLIN | (c->want_out ? EPOLLOUT : 0), .data.u64 = c->id };
 	epoll_ctl(n->epfd, op, c->fd, &ev);
+	if (n->watching)
+		epoll_ctl(n->tfd, op, c->fd, &ev);
 }
 
 static struct sd_conn *conn_new(struct sd_net *n, int fd, int out)
@@ -379,7 +398,7 @@ static void conn_free(struct sd_port *port, struct sd_conn *c)
 		n->hellos--;
 	if (c->link != NULL && c->link->conn == c)
 		c->link->conn = NULL;
-	epoll_ctl(n->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	conn_watch(n, c, EPOLL_CTL_DEL);
 	close(c->fd);
 	free(c->obuf);
 	free(c->abuf);
@@ -754,6 +773,22 @@ static int conn_frames(struct sd_port *port, struct sd_conn *c)
 	return bad ? -1 : 0;
 }
 
+/* Who reads the frames (sd_net_polled): a read by a poll counts towards
+ * SD_POLLED_RUN; one by the thread with no poll for SD_POLLER_NS (the
+ * application does something else between its polls, or polls no more)
+ * starts the count anew. */
+static void count_read(struct sd_net *n)
+{
+	if (!n->in_thread) {
+		if (++n->polled_run >= SD_POLLED_RUN)
+			n->polls_read = 1;
+		return;
+	}
+	uint64_t at = __atomic_load_n(&n->poll_at, __ATOMIC_RELAXED);
+	if (at != UINT64_MAX && sd_now() - at >= SD_POLLER_NS)
+		n->polled_run = 0;
+}
+
 /* Reads a connection: up to SD_IN_BUF bytes, then its frames. One this
  * device opened that the peer closed failed (conn_fail). */
 static void conn_read(struct sd_port *port, struct sd_conn *c)
@@ -783,13 +818,17 @@ static void conn_read(struct sd_port *port, struct sd_conn *c)
 			return;
 		}
 		c->ilen += (size_t)k;
+		count_read(port->net);
 		budget = budget > (size_t)k ? budget - (size_t)k : 0;
 		if (conn_frames(port, c) != 0) {
 			conn_free(port, c);
 			return;
 		}
-		if ((size_t)k < room)
-			return; /* drained: what comes later is reported again (level-triggered) */
+		if ((size_t)k < room) {
+			/* drained: what comes later is reported again (level-triggered) */
+			port->net->partial |= c->ilen > 0;
+			return;
+		}
 	}
 }
 
@@ -826,6 +865,69 @@ static struct sd_conn *conn_by_id(struct sd_net *n, uint64_t id)
 	return NULL;
 }
 
+/* Whether frames wake the transport thread (the connections' set is in
+ * the thread's). Device lock held. */
+static void watch_wire(struct sd_net *n, int on)
+{
+	if (n->watching == on)
+		return;
+	for (struct sd_conn *c = n->conns; c != NULL; c = c->next) {
+		struct epoll_event ev = { .events = EPOLLIN | (c->want_out ? EPOLLOUT : 0), .data.u64 = c->id };
+		epoll_ctl(n->tfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, c->fd, &ev);
+	}
+	n->watching = on;
+}
+
+/*
+ * An application's CQ poll (the device lock held). An application that
+ * polls in a loop takes the frames itself (sd_net_poll), and a transport
+ * thread woken for each of them only takes a core from it, or from its
+ * peer, whose send(2) does the wake-up: perftest's ib_send_lat at 64 KiB,
+ * where each side polls the whole time, woke each thread 2 to 5 times a
+ * message, and the 2 cores ran both programs' threads and one of the
+ * programs on one core (perf sched). So once the polls have read the
+ * frames SD_POLLED_RUN times in a row (count_read), the polls take the
+ * connections out of the thread's set, and a timer (gap) that each poll
+ * pushes on to SD_POLL_GAP_NS away puts them back when the polls stop
+ * (polls_stopped): a frame then waits that long at most with nobody
+ * polling. An application that arms a CQ for an event (sd_net_app_waits)
+ * may sleep on its channel next: the thread watches from then on.
+ */
+void sd_net_polled(struct sd_port *port)
+{
+	struct sd_net *n = port->net;
+	if (n == NULL || !n->polls_read)
+		return;
+	uint64_t now = sd_now();
+	if (n->gap_at < now + SD_POLL_GAP_NS / 2) {
+		uint64_t at = now + SD_POLL_GAP_NS;
+		struct itimerspec it = { .it_value = { (time_t)(at / 1000000000ull), (long)(at % 1000000000ull) } };
+		if (timerfd_settime(n->gap, TFD_TIMER_ABSTIME, &it, NULL) != 0)
+			return; /* the thread keeps watching */
+		n->gap_at = at;
+	}
+	if (n->watching) {
+		watch_wire(n, 0);
+		port->wire_unwatched++;
+	}
+}
+
+/* The thread watches the connections again, and counts anew: polls
+ * stopped (gap), or the application armed a CQ for an event and may
+ * sleep on its channel now. Device lock held. */
+static void polls_stopped(struct sd_net *n)
+{
+	n->polls_read = 0;
+	n->polled_run = 0;
+	watch_wire(n, 1);
+}
+
+void sd_net_app_waits(struct sd_port *port)
+{
+	if (port->net != NULL)
+		polls_stopped(port->net);
+}
+
 /* One event of the device's epoll set. Device lock held. */
 static void handle(struct sd_port *port, const struct epoll_event *ev)
 {
@@ -834,9 +936,11 @@ static void handle(struct sd_port *port, const struct epoll_event *ev)
 		do_accept(port);
 		return;
 	}
-	if (ev->data.u64 == TAG_WAKE) {
+	if (ev->data.u64 == TAG_WAKE || ev->data.u64 == TAG_GAP) {
 		uint64_t v;
-		(void)!read(n->wake, &v, sizeof v);
+		(void)!read(ev->data.u64 == TAG_WAKE ? n->wake : n->gap, &v, sizeof v);
+		if (ev->data.u64 == TAG_GAP)
+			polls_stopped(n);
 		return;
 	}
 	struct sd_conn *c = conn_by_id(n, ev->data.u64);
@@ -894,17 +998,21 @@ int sd_net_poll(struct sd_port *port)
 	if (n != NULL && n->nconns > 0) {
 		/* The transport thread leaves frames to this poll (poller_takes). */
 		__atomic_store_n(&n->poll_at, UINT64_MAX, __ATOMIC_RELAXED);
+		/* A frame read in part has the rest on its way (a 64 KiB
+		 * message is two TCP segments on loopback): it is read now,
+		 * not left to the transport thread, which took it in 2 of 3
+		 * messages of ib_send_lat at 64 KiB, and the poll that came
+		 * meanwhile waited for the device lock. */
 		struct epoll_event evs[32];
-		int k = epoll_wait(n->epfd, evs, 32, 0);
-		for (int i = 0; i < k; i++) {
-			/* The wake fd is the thread's: a poll that read it would
-			 * leave the thread asleep on its old bound, with a timer
-			 * armed since (a program that then sleeps on its channel
-			 * would never see its retries run out). */
-			if (evs[i].data.u64 == TAG_WAKE)
-				continue;
-			handle(port, &evs[i]);
-			did = 1;
+		for (int round = 0; round < SD_POLL_ROUNDS; round++) {
+			n->partial = 0;
+			int k = epoll_wait(n->epfd, evs, 32, 0);
+			for (int i = 0; i < k; i++) {
+				handle(port, &evs[i]);
+				did = 1;
+			}
+			if (!n->partial)
+				break;
 		}
 		now = sd_now();
 		__atomic_store_n(&n->poll_at, now, __ATOMIC_RELAXED);
@@ -1117,7 +1225,7 @@ static int poller_takes(struct sd_port *port, const struct epoll_event *evs, int
 	return 1;
 }
 
-/* Waits for the device's events until the monotonic time until
+/* Waits for the thread's events until the monotonic time until
  * (UINT64_MAX: no bound). */
 static int wait_events(struct sd_net *n, struct epoll_event *evs, uint64_t until)
 {
@@ -1129,10 +1237,10 @@ static int wait_events(struct sd_net *n, struct epoll_event *evs, uint64_t until
 		ts.tv_nsec = (long)(wait % 1000000000ull);
 		tp = &ts;
 	}
-	int k = epoll_pwait2(n->epfd, evs, 64, tp, NULL);
+	int k = epoll_pwait2(n->tfd, evs, SD_THREAD_EVENTS, tp, NULL);
 	if (k < 0 && errno == ENOSYS) {
 		int ms = tp == NULL ? -1 : (int)((until - now + 999999) / 1000000);
-		k = epoll_wait(n->epfd, evs, 64, ms);
+		k = epoll_wait(n->tfd, evs, SD_THREAD_EVENTS, ms);
 	}
 	return k;
 }
@@ -1141,7 +1249,7 @@ static void *transport(void *arg)
 {
 	struct sd_port *port = arg;
 	struct sd_net *n = port->net;
-	struct epoll_event evs[64];
+	struct epoll_event evs[SD_THREAD_EVENTS];
 	sd_lock_clean(port->dev);
 	for (;;) {
 		if (n->stop) {
@@ -1197,10 +1305,12 @@ static void *transport(void *arg)
 			return NULL;
 		}
 		int did = 0;
+		n->in_thread = 1;
 		for (int i = 0; i < k; i++) {
 			handle(port, &evs[i]);
 			did = 1;
 		}
+		n->in_thread = 0;
 		now = sd_now();
 		if (port->timers > 0 && sd_rc_timers(port, now))
 			did = 1;
@@ -1263,7 +1373,7 @@ int sd_net_open(struct sd_port *port, const uint8_t addr[16], int auto_loopback,
 	struct sd_net *n = calloc(1, sizeof *n);
 	if (n == NULL)
 		return ENOMEM;
-	n->lfd = n->epfd = n->wake = -1;
+	n->lfd = n->epfd = n->wake = n->tfd = n->gap = -1;
 	n->wake_by = UINT64_MAX;
 	n->next_id = TAG_FIRST_CONN;
 	n->backoff = SD_BACKOFF_MIN;
@@ -1309,18 +1419,24 @@ int sd_net_open(struct sd_port *port, const uint8_t addr[16], int auto_loopback,
 	port->loop.kind = SD_LINK_LOOP;
 	memcpy(port->loop.gid, g, 16);
 	n->epfd = epoll_create1(EPOLL_CLOEXEC);
+	n->tfd = epoll_create1(EPOLL_CLOEXEC);
 	n->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (n->epfd < 0 || n->wake < 0) {
+	n->gap = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (n->epfd < 0 || n->tfd < 0 || n->wake < 0 || n->gap < 0) {
 		err = errno;
 		goto fail;
 	}
 	struct epoll_event le = { .events = EPOLLIN, .data.u64 = TAG_LISTEN };
 	struct epoll_event we = { .events = EPOLLIN, .data.u64 = TAG_WAKE };
+	struct epoll_event ge = { .events = EPOLLIN, .data.u64 = TAG_GAP };
 	if (epoll_ctl(n->epfd, EPOLL_CTL_ADD, n->lfd, &le) != 0 ||
-	    epoll_ctl(n->epfd, EPOLL_CTL_ADD, n->wake, &we) != 0) {
+	    epoll_ctl(n->tfd, EPOLL_CTL_ADD, n->lfd, &le) != 0 ||
+	    epoll_ctl(n->tfd, EPOLL_CTL_ADD, n->wake, &we) != 0 ||
+	    epoll_ctl(n->tfd, EPOLL_CTL_ADD, n->gap, &ge) != 0) {
 		err = errno;
 		goto fail;
 	}
+	n->watching = 1;
 	port->net = n;
 	n->port = port;
 	if ((err = pthread_create(&n->thread, NULL, transport, port)) != 0) {
@@ -1338,8 +1454,12 @@ fail:
 		close(n->lfd);
 	if (n->epfd >= 0)
 		close(n->epfd);
+	if (n->tfd >= 0)
+		close(n->tfd);
 	if (n->wake >= 0)
 		close(n->wake);
+	if (n->gap >= 0)
+		close(n->gap);
 	free(n);
 	return err ? err : EINVAL;
 }
@@ -1414,7 +1534,9 @@ void sd_net_close(struct sd_port *port)
 	}
 	close(n->lfd);
 	close(n->epfd);
+	close(n->tfd);
 	close(n->wake);
+	close(n->gap);
 	free(n);
 	port->net = NULL;
 }

@@ -3,6 +3,10 @@
 package softdev
 
 import (
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -198,4 +202,132 @@ func TestWireLeavesFramesToPoller(t *testing.T) {
 
 	write(2*size, 0xa2)
 	p.f.wireClean(p.a)
+}
+
+// An application that polls without a pause while SENDs arrive takes
+// them itself; once those polls have read the frames SD_POLLED_RUN times
+// in a row, the polls take the connections out of the transport thread's
+// set (transport_wire.c, sd_net_polled), which
+// DeviceWire.Unwatched counts. Every receive still completes, in order,
+// with its data, before and after. Then the application stops polling,
+// and a WRITE is placed all the same: the timer the polls kept pushing
+// gives the thread the connections back.
+func TestWirePollsTakeTheConnections(t *testing.T) {
+	p := newWirePair(t, defaultLink(), defaultLink(), nil, nil)
+	const size, slots, window, most, after = 256, 64, 16, 40000, 2000
+	recvs := make([]*verbs.RecvWR, slots)
+	for i := range recvs {
+		recvs[i] = p.g.recv(uint64(i), p.g.sges(p.g.mr.Lkey, [2]int{size * i, size}), 1)
+		p.g.postRecv(p.b, recvs[i])
+	}
+	sends := make([]*verbs.ExpSendWR, slots)
+	for i := range sends {
+		sends[i] = p.f.send(uint64(i), verbs.ExpWRSend, verbs.ExpSendSignaled, p.f.sges(p.f.mr.Lkey, [2]int{size * i, size}), 1)
+	}
+
+	// The responder polls in a goroutine of its own, without a pause,
+	// until it is told to stop; it reposts each receive it takes.
+	stop := make(chan struct{})
+	type result struct {
+		got int
+		err error
+	}
+	done := make(chan result, 1)
+	var taken atomic.Int64 // receives taken and posted again
+	wc := allocN[verbs.ExpWC](p.g, 16)
+	bad := alloc[*verbs.RecvWR](p.g)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		got := 0
+		for {
+			select {
+			case <-stop:
+				done <- result{got, nil}
+				return
+			default:
+			}
+			n, err := verbs.ExpPollCQ(p.cqb, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+			if err != nil {
+				done <- result{got, err}
+				return
+			}
+			for _, c := range wc[:n] {
+				slot := got % slots
+				seq := binary.LittleEndian.Uint32(p.g.buf[size*slot:])
+				if c.Status != verbs.WCSuccess || c.WRID != uint64(slot) || byteLen(&c) != size || seq != uint32(got) {
+					done <- result{got, fmt.Errorf("receive %d: %+v, sequence number %d", got, sum([]verbs.ExpWC{c}), seq)}
+					return
+				}
+				if err := verbs.PostRecv(p.b, recvs[slot], bad); err != nil {
+					done <- result{got, err}
+					return
+				}
+				got++
+				taken.Store(int64(got))
+			}
+		}
+	}()
+
+	// The requester keeps at most window SENDs ahead of its completions
+	// and of the receives the responder took (no RNR NAK), and polls
+	// without a pause too.
+	sent, completed, unwatchedAt := 0, 0, -1
+	for unwatchedAt < 0 || sent < unwatchedAt+after {
+		if unwatchedAt < 0 && sent >= most {
+			close(stop)
+			<-done
+			t.Fatalf("%d SENDs arrived while the responder polled without a pause, and the transport thread never stopped watching: %+v", sent, p.g.d.Wire())
+		}
+		for ; sent-completed < window && sent-int(taken.Load()) < window; sent++ {
+			binary.LittleEndian.PutUint32(p.f.buf[size*(sent%slots):], uint32(sent))
+			p.f.postSend(p.a, sends[sent%slots])
+		}
+		for _, c := range p.f.poll(p.cqa) {
+			if c.Status != verbs.WCSuccess {
+				t.Fatalf("SEND %d: %+v", completed, sum([]verbs.ExpWC{c}))
+			}
+			completed++
+		}
+		if unwatchedAt < 0 && p.g.d.Wire().Unwatched > 0 {
+			unwatchedAt = sent
+		}
+	}
+	for completed < sent {
+		completed += len(p.f.pollFor(p.cqa, sent-completed))
+	}
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		select {
+		case r := <-done:
+			t.Fatalf("the responder stopped after %d receives: %v", r.got, r.err)
+		default:
+		}
+		if p.g.d.Wire().QPs.RxPackets >= uint64(sent) || time.Now().After(end) {
+			break
+		}
+	}
+	close(stop)
+	if r := <-done; r.err != nil || r.got != sent {
+		t.Fatalf("the responder took %d of %d receives: %v", r.got, sent, r.err)
+	}
+	t.Logf("the thread stopped watching after %d SENDs; %d more arrived; %+v", unwatchedAt, sent-unwatchedAt, p.g.d.Wire())
+
+	// Nobody polls now: the WRITE lands by the transport thread's hand.
+	const off, mark = 32 << 10, 0xc3
+	for i := range size {
+		p.f.buf[off+i] = mark
+	}
+	wr := p.f.send(1, verbs.ExpWRRDMAWrite, verbs.ExpSendSignaled, p.f.sges(p.f.mr.Lkey, [2]int{off, size}), 1)
+	wr.WR.RDMA().RemoteAddr, wr.WR.RDMA().Rkey = p.g.addr(off), p.g.mr.Rkey
+	p.f.postSend(p.a, wr)
+	for end := time.Now().Add(10 * time.Second); p.g.buf[off+size-1] != mark; time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(end) {
+			t.Fatalf("WRITE not placed in 10 s with nobody polling: the thread never watched again (%+v)", p.g.d.Wire())
+		}
+	}
+	if c := p.f.pollFor(p.cqa, 1); c[0].Status != verbs.WCSuccess {
+		t.Fatalf("WRITE: %+v", sum(c))
+	}
+	p.f.wireClean(p.a)
+	p.g.wireClean(p.b)
 }
