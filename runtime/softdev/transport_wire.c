@@ -988,6 +988,34 @@ static void expire_hellos(struct sd_port *port, uint64_t now)
 static int flush(struct sd_port *port, int hold);
 static uint64_t held_until(struct sd_port *port, uint64_t now);
 
+/*
+ * Reads the connections that have frames, and again while a read left a
+ * frame half in (partial): the rest is on its way (a 64 KiB message is
+ * two TCP segments on loopback) and is read now, by the poll or the
+ * thread that read the first part. A poll left it to the transport
+ * thread in 2 of 3 messages of ib_send_lat at 64 KiB, and the poll that
+ * came meanwhile waited for the device lock; the thread went back to its
+ * wait, and to poller_takes, for it. Returns 1 if it read anything.
+ * Device lock held.
+ */
+static int read_on(struct sd_port *port, int rounds)
+{
+	struct sd_net *n = port->net;
+	struct epoll_event evs[32];
+	int did = 0;
+	for (; rounds < SD_POLL_ROUNDS; rounds++) {
+		int k = epoll_wait(n->epfd, evs, 32, 0);
+		for (int i = 0; i < k; i++) {
+			handle(port, &evs[i]);
+			did = 1;
+		}
+		if (!n->partial)
+			break;
+		n->partial = 0;
+	}
+	return did;
+}
+
 int sd_net_poll(struct sd_port *port)
 {
 	struct sd_net *n = port->net;
@@ -998,22 +1026,8 @@ int sd_net_poll(struct sd_port *port)
 	if (n != NULL && n->nconns > 0) {
 		/* The transport thread leaves frames to this poll (poller_takes). */
 		__atomic_store_n(&n->poll_at, UINT64_MAX, __ATOMIC_RELAXED);
-		/* A frame read in part has the rest on its way (a 64 KiB
-		 * message is two TCP segments on loopback): it is read now,
-		 * not left to the transport thread, which took it in 2 of 3
-		 * messages of ib_send_lat at 64 KiB, and the poll that came
-		 * meanwhile waited for the device lock. */
-		struct epoll_event evs[32];
-		for (int round = 0; round < SD_POLL_ROUNDS; round++) {
-			n->partial = 0;
-			int k = epoll_wait(n->epfd, evs, 32, 0);
-			for (int i = 0; i < k; i++) {
-				handle(port, &evs[i]);
-				did = 1;
-			}
-			if (!n->partial)
-				break;
-		}
+		n->partial = 0;
+		did = read_on(port, 0);
 		now = sd_now();
 		__atomic_store_n(&n->poll_at, now, __ATOMIC_RELAXED);
 	}
@@ -1306,10 +1320,13 @@ static void *transport(void *arg)
 		}
 		int did = 0;
 		n->in_thread = 1;
+		n->partial = 0;
 		for (int i = 0; i < k; i++) {
 			handle(port, &evs[i]);
 			did = 1;
 		}
+		if (n->partial && read_on(port, 1))
+			did = 1;
 		n->in_thread = 0;
 		now = sd_now();
 		if (port->timers > 0 && sd_rc_timers(port, now))
