@@ -131,7 +131,7 @@ struct sd_net {
 	int             polls_read;  /* the polls take the frames: frames need not wake the thread */
 	uint32_t        polled_run;  /* reads by polls since the thread last read what no poll would */
 	int             in_thread;   /* the thread's pass runs: what conn_read reads is the thread's */
-	int             partial;     /* a read left a frame half in (sd_net_poll reads again) */
+	int             partial;     /* a read left a frame half in (read_on reads again) */
 	pthread_t       thread;
 	int             running, stop;
 	uint64_t        next_id;
@@ -995,8 +995,8 @@ static uint64_t held_until(struct sd_port *port, uint64_t now);
  * thread that read the first part. A poll left it to the transport
  * thread in 2 of 3 messages of ib_send_lat at 64 KiB, and the poll that
  * came meanwhile waited for the device lock; the thread went back to its
- * wait, and to poller_takes, for it. Returns 1 if it read anything.
- * Device lock held.
+ * wait, and to poller_takes, for it. rounds: the reads made already.
+ * Returns 1 if it read anything. Device lock held.
  */
 static int read_on(struct sd_port *port, int rounds)
 {
