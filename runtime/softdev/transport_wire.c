@@ -362,9 +362,16 @@ static int port_taken_everywhere(void)
 /* Connections                                                          */
 /* ------------------------------------------------------------------ */
 
+/* What a connection is watched for: frames, and room to send when
+ * something waits for it. */
+static struct epoll_event conn_event(const struct sd_conn *c)
+{
+	return (struct epoll_event){ .events = EPOLLIN | (c->want_out ? EPOLLOUT : 0), .data.u64 = c->id };
+}
+
 static void conn_watch(struct sd_net *n, struct sd_conn *c, int op)
 {
-	struct epoll_event ev = { .events = EPOLLIN | (c->want_out ? EPOLLOUT : 0), .data.u64 = c->id };
+	struct epoll_event ev = conn_event(c);
 	epoll_ctl(n->epfd, op, c->fd, &ev);
 	if (n->watching)
 		epoll_ctl(n->tfd, op, c->fd, &ev);
@@ -872,7 +879,7 @@ static void watch_wire(struct sd_net *n, int on)
 	if (n->watching == on)
 		return;
 	for (struct sd_conn *c = n->conns; c != NULL; c = c->next) {
-		struct epoll_event ev = { .events = EPOLLIN | (c->want_out ? EPOLLOUT : 0), .data.u64 = c->id };
+		struct epoll_event ev = conn_event(c);
 		epoll_ctl(n->tfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, c->fd, &ev);
 	}
 	n->watching = on;
