@@ -519,7 +519,9 @@
 // frames 64 times in a row, frames stop waking the thread at all
 // (Device.Wire().Unwatched counts it) until the polls stop for 200 µs
 // or a CQ is armed for an event: a thread woken only to find the frames
-// taken costs the polling program, and its peer, a core's time.
+// taken costs the polling program, and its peer, a core's time. Each
+// time a frame had to wait out those 200 µs, the polls must read twice
+// as many in a row before they take the frames from the thread again.
 //
 // The wire is TCP, one connection between two devices for both
 // directions (the one with the lower GID opens it when a QP's path
