@@ -121,7 +121,7 @@ func TestKilledPeer(t *testing.T) {
 	needVendor(t)
 	port := freePort(t)
 	args := []string{"-n", "100000000", "-s", "4096", "-p", strconv.Itoa(port)}
-	addr := freeDeviceAddr(t)
+	addr := freeWireAddrs(t, "127.0.25.", 1)[0] // not one the other tests' devices take, see freeWireAddrs
 	srv := start(t, launched(nil, addr, bin("ib_write_bw"), args...))
 	if !listening(srv, port, time.Minute) {
 		t.Fatalf("the server never listened:\n%s", srv.out.String())
@@ -213,17 +213,6 @@ func program(t *testing.T, r *run, name string) int {
 	}
 	t.Fatalf("no %s under launcher %d", name, r.cmd.Process.Pid)
 	return 0
-}
-
-// freeDeviceAddr is a loopback address no softdev serves now.
-func freeDeviceAddr(t *testing.T) string {
-	t.Helper()
-	d, err := launch.Prepare(launch.Options{OFED: vendor.Root, Driver: vendor.Driver})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	return d.Addr.String()
 }
 
 // wireEstablished says whether the device at addr has a wire connection

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/verbsexp/verbsexp/runtime/softdev/launch"
 )
 
 // Speed, side by side in one run (issue 24, section 6).
@@ -47,26 +49,34 @@ var (
 	postPollN      = flag.Int("speed.postpoll-n", 2000, "BenchmarkProviderPath: post+poll rounds per way per round")
 )
 
-// speedAddrs are two loopback addresses no softdev serves now (nothing
-// listens on their port 4791), for the server's and the client's
-// devices and TCP ends: 127.0.24.x, out of the way of the other tests'
-// (which take the first free from 127.0.0.2).
+// speedAddrs are two loopback addresses no softdev serves now, for the
+// server's and the client's devices and TCP ends: 127.0.24.x.
 func speedAddrs(tb testing.TB) [2]string {
+	a := freeWireAddrs(tb, "127.0.24.", 2)
+	return [2]string{a[0], a[1]}
+}
+
+// freeWireAddrs are n loopback addresses prefix+k (k from 1 to 254) where
+// nothing listens on the wire port now. The prefix keeps them out of the
+// way of the other tests' devices, which take the first free address
+// from 127.0.0.2: one of those would otherwise take an address just freed
+// that a test goes on to look at.
+func freeWireAddrs(tb testing.TB, prefix string, n int) []string {
 	tb.Helper()
 	var got []string
-	for k := 1; k < 255 && len(got) < 2; k++ {
-		a := fmt.Sprintf("127.0.24.%d", k)
-		l, err := net.Listen("tcp", net.JoinHostPort(a, "4791"))
+	for k := 1; k < 255 && len(got) < n; k++ {
+		a := prefix + strconv.Itoa(k)
+		l, err := net.Listen("tcp", net.JoinHostPort(a, strconv.Itoa(launch.WirePort)))
 		if err != nil {
 			continue
 		}
 		l.Close()
 		got = append(got, a)
 	}
-	if len(got) < 2 {
-		tb.Fatalf("no two free addresses among 127.0.24.1-254 (port 4791 taken on all but %v)", got)
+	if len(got) < n {
+		tb.Fatalf("no %d free addresses among %s1-254 (port %d taken on all but %v)", n, prefix, launch.WirePort, got)
 	}
-	return [2]string{got[0], got[1]}
+	return got
 }
 
 // speedRow is one line of the table: a perftest program at one size,
