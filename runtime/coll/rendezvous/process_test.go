@@ -154,7 +154,7 @@ func TestFromEnvAllreduce(t *testing.T) {
 // "sent nothing", a rank whose process ended "closed its connection").
 func TestProcessFaults(t *testing.T) {
 	const size = 4
-	after := regexp.MustCompile(`after ([0-9.]+m?s): `)
+	after := regexp.MustCompile(`after ([0-9.]+(?:ns|µs|ms|s)): `) // time.Duration's String below a minute
 	for _, tc := range []struct {
 		mode   string
 		says   *regexp.Regexp
