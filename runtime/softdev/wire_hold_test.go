@@ -145,23 +145,7 @@ func TestWireAnswersKeepOrder(t *testing.T) {
 func TestWireLeavesFramesToPoller(t *testing.T) {
 	p := newWirePair(t, defaultLink(), defaultLink(), nil, nil)
 	const size, depth = 16 << 10, 2
-	write := func(off int, mark byte) {
-		t.Helper()
-		for i := range size {
-			p.f.buf[off+i] = mark
-		}
-		wr := p.f.send(uint64(mark), verbs.ExpWRRDMAWrite, verbs.ExpSendSignaled, p.f.sges(p.f.mr.Lkey, [2]int{off, size}), 1)
-		wr.WR.RDMA().RemoteAddr, wr.WR.RDMA().Rkey = p.g.addr(off), p.g.mr.Rkey
-		p.f.postSend(p.a, wr)
-		for end := time.Now().Add(10 * time.Second); p.g.buf[off+size-1] != mark; time.Sleep(100 * time.Microsecond) {
-			if time.Now().After(end) {
-				t.Fatalf("WRITE %#x: not placed in 10 s with nobody polling (%+v)", mark, p.g.d.Wire())
-			}
-		}
-		if c := p.f.pollFor(p.cqa, 1); c[0].Status != verbs.WCSuccess {
-			t.Fatalf("WRITE %#x: %+v", mark, sum(c))
-		}
-	}
+	write := func(off int, mark byte) { t.Helper(); p.writeUnpolled(off, size, mark) }
 
 	write(0, 0xa0) // the connection accepted and greeted: the next frames come alone
 	p.g.d.markPolling(true)
@@ -296,14 +280,11 @@ func TestWirePollsTakeTheConnections(t *testing.T) {
 	for completed < sent {
 		completed += len(p.f.pollFor(p.cqa, sent-completed))
 	}
-	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	for end := time.Now().Add(10 * time.Second); taken.Load() < int64(sent) && time.Now().Before(end); time.Sleep(time.Millisecond) {
 		select {
 		case r := <-done:
 			t.Fatalf("the responder stopped after %d receives: %v", r.got, r.err)
 		default:
-		}
-		if p.g.d.Wire().QPs.RxPackets >= uint64(sent) || time.Now().After(end) {
-			break
 		}
 	}
 	close(stop)
@@ -312,22 +293,31 @@ func TestWirePollsTakeTheConnections(t *testing.T) {
 	}
 	t.Logf("the thread stopped watching after %d SENDs; %d more arrived; %+v", unwatchedAt, sent-unwatchedAt, p.g.d.Wire())
 
-	// Nobody polls now: the WRITE lands by the transport thread's hand.
-	const off, mark = 32 << 10, 0xc3
+	// Nobody polls now: the WRITE lands by the transport thread's hand
+	// (not in 10 s: the thread never watched again).
+	p.writeUnpolled(32<<10, size, 0xc3)
+	p.f.wireClean(p.a)
+	p.g.wireClean(p.b)
+}
+
+// writeUnpolled WRITEs size bytes of mark from f's buffer at off to g's
+// at off, with nobody polling g: the test fails unless they land within
+// 10 s (g's transport thread places them) and the WRITE completes.
+func (p *wirePair) writeUnpolled(off, size int, mark byte) {
+	t := p.f.t
+	t.Helper()
 	for i := range size {
 		p.f.buf[off+i] = mark
 	}
-	wr := p.f.send(1, verbs.ExpWRRDMAWrite, verbs.ExpSendSignaled, p.f.sges(p.f.mr.Lkey, [2]int{off, size}), 1)
+	wr := p.f.send(uint64(mark), verbs.ExpWRRDMAWrite, verbs.ExpSendSignaled, p.f.sges(p.f.mr.Lkey, [2]int{off, size}), 1)
 	wr.WR.RDMA().RemoteAddr, wr.WR.RDMA().Rkey = p.g.addr(off), p.g.mr.Rkey
 	p.f.postSend(p.a, wr)
 	for end := time.Now().Add(10 * time.Second); p.g.buf[off+size-1] != mark; time.Sleep(100 * time.Microsecond) {
 		if time.Now().After(end) {
-			t.Fatalf("WRITE not placed in 10 s with nobody polling: the thread never watched again (%+v)", p.g.d.Wire())
+			t.Fatalf("WRITE %#x: not placed in 10 s with nobody polling (%+v)", mark, p.g.d.Wire())
 		}
 	}
 	if c := p.f.pollFor(p.cqa, 1); c[0].Status != verbs.WCSuccess {
-		t.Fatalf("WRITE: %+v", sum(c))
+		t.Fatalf("WRITE %#x: %+v", mark, sum(c))
 	}
-	p.f.wireClean(p.a)
-	p.g.wireClean(p.b)
 }
