@@ -531,13 +531,20 @@
 // checked against the connection's source address, then frames of a
 // 4-byte length, a 64-byte header
 // (fields little-endian at fixed offsets) and at most one MTU of
-// payload. A send(2) costs about as much for one small frame as for
+// payload. A payload of 1 KiB or more is not copied into the
+// connection's send buffer: sendmsg(2) takes it from the MR, as an HCA's
+// DMA reads it, before the device lock is released (what the socket does
+// not take then is copied; Device.Wire().Gathered and GatherCopies count
+// both). A send(2) costs about as much for one small frame as for
 // several, so a plain ACK that a poll or a post produces may wait up to
 // 20 µs for the next request to the same peer and leave behind it in the
 // same send, as HCAs coalesce ACKs (the transport thread sends what
 // still waits then; an application that goes quiet delays its peer's
 // completion by at most 1 ms): a peer polling for that ACK finds the
-// request's data placed when the completion shows. A listener reachable
+// request's data placed when the completion shows. The transport
+// thread's own ACKs wait so only while the application answers its
+// peer within those 20 µs (Device.Wire().ThreadHolds counts them): a
+// target that never answers gets no delay past the first. A listener reachable
 // from elsewhere lets anyone who can reach
 // the address send frames that claim a GID; like RoCE, the wire has no
 // authentication: a frame is taken only if it names a QP connected to

@@ -309,8 +309,15 @@ int sd_qp_state(struct ibv_context *ctx, struct ibv_qp *qp, int *state,
                 uint64_t *rq_posted, uint64_t *rq_done, uint64_t *rq_enabled, uint64_t *rq_freed);
 void sd_task_failure(struct ibv_context *ctx, void **task, void **wr, int *err);
 int sd_qp_wire(struct ibv_context *ctx, struct ibv_qp *qp, struct sd_wire_stats *out);
-void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped, uint64_t *connect_fails,
-                 int *last_errno, uint64_t *left_to_poller, uint64_t *unwatched, struct sd_wire_stats *qps);
+/* A device's wire counters (struct sd_port's wire_*), and the sum of its
+ * QPs' (sd_qp_wire). */
+struct sd_dev_wire_stats {
+	uint8_t              gid[16];
+	uint64_t             dropped, connect_fails, left_to_poller, unwatched, thread_holds, gathered, gather_copies;
+	int                  last_errno;
+	struct sd_wire_stats qps;
+};
+void sd_dev_wire(struct ibv_context *ctx, struct sd_dev_wire_stats *out);
 void sd_dev_poll_mark(struct ibv_context *ctx, int on);
 
 /* ---- shared between the engine's files ---- */

@@ -745,22 +745,22 @@ int sd_qp_wire(struct ibv_context *ctx, struct ibv_qp *qp, struct sd_wire_stats 
 	return q != NULL ? 0 : EINVAL;
 }
 
-void sd_dev_wire(struct ibv_context *ctx, uint8_t gid[16], uint64_t *dropped, uint64_t *connect_fails,
-                 int *last_errno, uint64_t *left_to_poller, uint64_t *unwatched, struct sd_wire_stats *qps)
+void sd_dev_wire(struct ibv_context *ctx, struct sd_dev_wire_stats *out)
 {
 	struct sd_device *d = sd_dev(ctx);
-	memset(gid, 0, 16);
-	memset(qps, 0, sizeof *qps);
-	*dropped = *connect_fails = *left_to_poller = *unwatched = 0;
-	*last_errno = 0;
+	memset(out, 0, sizeof *out);
 	if (sd_enter_clean(d) != 0)
 		return;
-	memcpy(gid, d->port.gid, 16);
-	*dropped = d->port.wire_dropped;
-	*connect_fails = d->port.wire_connect_fails;
-	*last_errno = d->port.wire_last_errno;
-	*left_to_poller = __atomic_load_n(&d->port.wire_left_to_poller, __ATOMIC_RELAXED);
-	*unwatched = d->port.wire_unwatched;
+	memcpy(out->gid, d->port.gid, 16);
+	out->dropped = d->port.wire_dropped;
+	out->connect_fails = d->port.wire_connect_fails;
+	out->last_errno = d->port.wire_last_errno;
+	out->left_to_poller = __atomic_load_n(&d->port.wire_left_to_poller, __ATOMIC_RELAXED);
+	out->unwatched = d->port.wire_unwatched;
+	out->thread_holds = d->port.wire_thread_holds;
+	out->gathered = d->port.wire_gathered;
+	out->gather_copies = d->port.wire_gather_copies;
+	struct sd_wire_stats *qps = &out->qps;
 	for (const struct sd_qp *q = d->qps; q != NULL; q = q->next) {
 		const struct sd_wire_stats *w = &q->ws;
 		qps->tx_pkts += w->tx_pkts, qps->rx_pkts += w->rx_pkts, qps->retrans += w->retrans;

@@ -48,7 +48,12 @@ void sd_lock(struct sd_device *d)
 	d->quiet = 0;
 }
 void sd_lock_clean(struct sd_device *d) { pthread_mutex_lock(&d->lock); }
-void sd_unlock(struct sd_device *d) { pthread_mutex_unlock(&d->lock); }
+void sd_unlock(struct sd_device *d)
+{
+	if (d->port.wire_gathers > 0)
+		sd_net_settle(&d->port);
+	pthread_mutex_unlock(&d->lock);
+}
 /* For a process's exit, which must not wait: 1 if the lock was free and
  * is held now. */
 int sd_trylock_clean(struct sd_device *d) { return pthread_mutex_trylock(&d->lock) == 0; }

@@ -190,9 +190,14 @@ func (f *fixture) addr(off int) uint64 { return uint64(uintptr(unsafe.Pointer(&f
 
 // sges builds an SGE list in C memory over f.buf ranges {off, len}.
 func (f *fixture) sges(lkey uint32, ranges ...[2]int) *verbs.SGE {
+	return f.sgesOver(f.buf, lkey, ranges...)
+}
+
+// sgesOver is sges over the ranges of buf (C memory).
+func (f *fixture) sgesOver(buf []byte, lkey uint32, ranges ...[2]int) *verbs.SGE {
 	s := allocN[verbs.SGE](f, max(len(ranges), 1))
 	for i, r := range ranges {
-		s[i] = verbs.SGE{Addr: f.addr(r[0]), Length: uint32(r[1]), Lkey: lkey}
+		s[i] = verbs.SGE{Addr: uint64(uintptr(unsafe.Pointer(&buf[r[0]]))), Length: uint32(r[1]), Lkey: lkey}
 	}
 	return &s[0]
 }

@@ -617,6 +617,9 @@ type DeviceWire struct {
 	LastError    syscall.Errno // why the last of them failed (ECONNREFUSED: nobody listens there)
 	LeftToPoller uint64        // times the transport thread, woken for frames, left them to an application polling the wire
 	Unwatched    uint64        // times the application's polls took the connections from the transport thread: they read the frames many times in a row, and frames woke the thread only to find them taken, until the polls stop
+	ThreadHolds  uint64        // times the transport thread held a connection's ACKs for the application's next request to that peer to carry, which it does while that application answers within 20 µs
+	Gathered     uint64        // payloads of 1 KiB or more left in their MRs when queued, for the flush to send from there (sendmsg) instead of copying them into the send buffer
+	GatherCopies uint64        // of those, payloads copied after all because the socket was full
 	QPs          WireStats     // the sum of QPWire over the device's QPs that exist now
 }
 
@@ -651,16 +654,14 @@ func (d *Device) markPolling(on bool) {
 // wire reads the device's GID and wire counters (zero once it is closed).
 func (d *Device) wire() (gid [16]byte, w DeviceWire) {
 	_ = d.use(func() error {
-		var b [16]C.uint8_t
-		var dropped, fails, left, unwatched C.uint64_t
-		var last C.int
-		var qps C.struct_sd_wire_stats
-		C.sd_dev_wire(d.ctx, &b[0], &dropped, &fails, &last, &left, &unwatched, &qps)
+		var s C.struct_sd_dev_wire_stats
+		C.sd_dev_wire(d.ctx, &s)
 		for i := range gid {
-			gid[i] = byte(b[i])
+			gid[i] = byte(s.gid[i])
 		}
-		w = DeviceWire{Dropped: uint64(dropped), ConnectFails: uint64(fails), LastError: syscall.Errno(last),
-			LeftToPoller: uint64(left), Unwatched: uint64(unwatched), QPs: wireStats(&qps)}
+		w = DeviceWire{Dropped: uint64(s.dropped), ConnectFails: uint64(s.connect_fails), LastError: syscall.Errno(s.last_errno),
+			LeftToPoller: uint64(s.left_to_poller), Unwatched: uint64(s.unwatched), ThreadHolds: uint64(s.thread_holds), Gathered: uint64(s.gathered),
+			GatherCopies: uint64(s.gather_copies), QPs: wireStats(&s.qps)}
 		return nil
 	})
 	return gid, w

@@ -173,7 +173,7 @@ func TestSRQLimit(t *testing.T) {
 func TestSRQFlush(t *testing.T) {
 	f := newFixture(t)
 	srq := f.srq(4, 1)
-	p := freeRawPeer(t)
+	p := newRawPeer(t, 0)
 	cq := f.cq(16)
 	qp := f.qp(cq, cq, SRQ(srq))
 	l := defaultLink()

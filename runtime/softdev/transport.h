@@ -240,6 +240,10 @@ struct sd_port {
 	int               wire_last_errno;    /* why the last one failed */
 	uint64_t          wire_left_to_poller; /* frames the thread left to a polling application (atomic) */
 	uint64_t          wire_unwatched; /* times the polls took the connections from the thread (sd_net_polled) */
+	uint64_t          wire_thread_holds; /* times the thread held a connection's ACKs (flush, HOLD_PINGPONG) */
+	uint32_t          wire_gathers;   /* payloads queued frames still gather from the MRs (sd_net_settle) */
+	uint64_t          wire_gathered;  /* payloads left in the MRs for the flush to send (struct sd_gather) */
+	uint64_t          wire_gather_copies; /* ... copied after all: the socket was full */
 };
 
 /* ---- the engine's records the transport works on ---- */
@@ -435,6 +439,7 @@ void sd_net_polled(struct sd_port *port);
 void sd_net_app_waits(struct sd_port *port);
 void sd_net_poll_mark(struct sd_port *port, int on);
 int sd_net_flush(struct sd_port *port);
+void sd_net_settle(struct sd_port *port);
 void sd_net_timer_armed(struct sd_port *port, uint64_t deadline);
 int sd_wire_send(struct sd_port *port, struct sd_link *l, const struct sd_pkt *p);
 int sd_wire_busy(struct sd_port *port, struct sd_link *l);

@@ -28,8 +28,9 @@
  * bounded here and ranges checked against the MRs there.
  *
  * Frames queue in the connection's buffer and leave at the end of the
- * engine's pass, all in one send(2); plain ACKs wait aside and may be
- * held for the next pass's requests (flush).
+ * engine's pass, all in one sendmsg(2), which takes payloads of 1 KiB or
+ * more from the MRs they are in (struct sd_gather); plain ACKs wait
+ * aside and may be held for the next pass's requests (flush).
  *
  * A transport thread per device takes what arrives, runs the timers and
  * sends what is queued, as an HCA does while the host computes; the
@@ -57,6 +58,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include "transport.h"
@@ -85,6 +87,11 @@ enum {
 	SD_POLL_GAP_NS  = 200000,           /* frames stop waking the thread until polls stop this long */
 	SD_POLLED_RUN_MAX = 1 << 20,        /* the run doubles, up to this, each time a frame waited for that */
 	SD_POLL_ROUNDS  = 4,                /* reads of the wire in one poll while a frame is still coming */
+	SD_GATHER_MIN   = 1024,             /* payload bytes from which a frame's payload is not copied
+	                                     * into obuf but sent from where it is (struct sd_gather) */
+	SD_GATHERS      = 256,              /* such payloads a connection holds at most */
+	SD_GATHER_IOV   = 4,                /* pieces of one (scatter/gather entries it spans) */
+	SD_SEND_IOV     = 128,              /* pieces of one sendmsg(2) */
 };
 
 static const char sd_magic[8] = { 'V', 'X', 'S', 'D', 'W', 'I', 'R', 'E' };
@@ -95,6 +102,20 @@ static const char sd_magic[8] = { 'V', 'X', 'S', 'D', 'W', 'I', 'R', 'E' };
 enum { SD_WIRE_VERSION = 1 };
 
 enum { CONN_CONNECTING = 1, CONN_HELLO, CONN_UP };
+
+/* A frame's payload left in the application's memory (its MR) when the
+ * frame was queued (sd_wire_send): the flush that ends the pass gathers
+ * it from there (sendmsg), which saves copying it into obuf and back out
+ * (a 64 KiB message costs 2-4 us a copy here). What the socket does not
+ * take then is copied in (gathers_in), and so is anything still left when
+ * the device lock is released (sd_net_settle): past the pass, the
+ * application may reuse or deregister that memory. */
+struct sd_gather {
+	size_t       at;  /* where in obuf its bytes belong (the room is there, unwritten) */
+	size_t       len;
+	int          n;
+	struct iovec iov[SD_GATHER_IOV];
+};
 
 /* Tags of epoll events: the listener, the wake fd, the poll-gap timer,
  * then connection ids. */
@@ -112,10 +133,14 @@ struct sd_conn {
 	struct sd_link *link;     /* the link whose frames it carries, if any */
 	uint8_t        *obuf;
 	size_t          ooff, olen, ocap;
+	struct sd_gather *gathers; /* payloads obuf has room for but not yet the bytes, in order */
+	int             ngathers;
 	uint8_t        *abuf;     /* plain ACKs not yet in obuf (sd_wire_send, flush) */
 	size_t          alen, acap;
 	uint64_t        acks_at;  /* when the first of them was queued */
 	int             held;     /* a pass held them back (flush) */
+	int             pingpong; /* requests to the peer follow its ACKs: the thread holds them too */
+	uint64_t        lone_at;  /* when ACKs last left alone, until the next request (0) */
 	uint8_t        *ibuf;
 	size_t          ilen, icap;
 	uint64_t        since;    /* when accepted (hello deadline) */
@@ -132,7 +157,8 @@ struct sd_net {
 	int             polls_read;  /* the polls take the frames: frames need not wake the thread */
 	uint32_t        polled_run;  /* reads by polls since the thread last read what no poll would */
 	uint32_t        polled_need; /* ... after which the polls take the connections (SD_POLLED_RUN on) */
-	int             in_thread;   /* the thread's pass runs: what conn_read reads is the thread's */
+	int             in_thread;   /* the thread's pass runs: what conn_read reads is the thread's,
+	                              * and ACKs are held only for an answering peer (flush) */
 	int             partial;     /* a read left a frame half in (read_on reads again) */
 	pthread_t       thread;
 	int             running, stop;
@@ -379,6 +405,30 @@ static void conn_watch(struct sd_net *n, struct sd_conn *c, int op)
 		epoll_ctl(n->tfd, op, c->fd, &ev);
 }
 
+/* Forgets c's gathers (their frames are sent, or lost with c). */
+static void gathers_drop(struct sd_port *port, struct sd_conn *c)
+{
+	port->wire_gathers -= (uint32_t)c->ngathers;
+	c->ngathers = 0;
+}
+
+/* Copies into obuf the gathered payloads the socket has not taken. */
+static void gathers_in(struct sd_port *port, struct sd_conn *c)
+{
+	for (int i = 0; i < c->ngathers; i++) {
+		struct sd_gather *g = &c->gathers[i];
+		if (g->at + g->len <= c->ooff)
+			continue;
+		port->wire_gather_copies++;
+		uint8_t *to = c->obuf + g->at;
+		for (int j = 0; j < g->n; j++) {
+			memcpy(to, g->iov[j].iov_base, g->iov[j].iov_len);
+			to += g->iov[j].iov_len;
+		}
+	}
+	gathers_drop(port, c);
+}
+
 static struct sd_conn *conn_new(struct sd_net *n, int fd, int out)
 {
 	struct sd_conn *c = calloc(1, sizeof *c);
@@ -409,6 +459,8 @@ static void conn_free(struct sd_port *port, struct sd_conn *c)
 		c->link->conn = NULL;
 	conn_watch(n, c, EPOLL_CTL_DEL);
 	close(c->fd);
+	gathers_drop(port, c);
+	free(c->gathers);
 	free(c->obuf);
 	free(c->abuf);
 	free(c->ibuf);
@@ -438,6 +490,7 @@ static void conn_fail(struct sd_port *port, struct sd_conn *c, int err, int drai
 		return;
 	}
 	c->broken = 1;
+	gathers_drop(port, c);
 	c->ooff = c->olen = c->alen = 0;
 	c->held = 0;
 	if (c->want_out) {
@@ -450,6 +503,8 @@ static int out_reserve(struct sd_conn *c, size_t more)
 {
 	if (c->ooff > 0 && (c->ooff == c->olen || c->ooff > c->ocap / 2)) {
 		memmove(c->obuf, c->obuf + c->ooff, c->olen - c->ooff);
+		for (int i = 0; i < c->ngathers; i++)
+			c->gathers[i].at -= c->ooff; /* all queued after ooff */
 		c->olen -= c->ooff;
 		c->ooff = 0;
 	}
@@ -535,22 +590,59 @@ static struct sd_conn *conn_open(struct sd_port *port, struct sd_link *l)
 	return c;
 }
 
-/* Sends what the connection holds, as far as the socket takes it. */
+/* Sends from ooff on what obuf holds with the gathered payloads in
+ * their places, as far as SD_SEND_IOV pieces go (*asked bytes). ooff is
+ * never inside a gathered payload (conn_flush). */
+static ssize_t send_gathered(struct sd_conn *c, size_t *asked)
+{
+	struct iovec iov[SD_SEND_IOV];
+	int n = 0, i = 0;
+	size_t at = c->ooff;
+	for (; i < c->ngathers; i++) {
+		const struct sd_gather *g = &c->gathers[i];
+		if (g->at < at)
+			continue; /* sent */
+		if (n + 1 + g->n + 1 > SD_SEND_IOV)
+			break; /* room for what comes before it, its pieces, and the tail */
+		if (g->at > at)
+			iov[n++] = (struct iovec){ c->obuf + at, g->at - at };
+		for (int j = 0; j < g->n; j++)
+			iov[n++] = g->iov[j];
+		at = g->at + g->len;
+	}
+	if (i == c->ngathers && at < c->olen) {
+		iov[n++] = (struct iovec){ c->obuf + at, c->olen - at };
+		at = c->olen;
+	}
+	*asked = at - c->ooff;
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+	return sendmsg(c->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+/* Sends what the connection holds, as far as the socket takes it; what
+ * it leaves is all in obuf then. */
 static void conn_flush(struct sd_port *port, struct sd_conn *c)
 {
 	c->held = 0;
 	acks_out(c); /* after the requests queued meanwhile */
-	if (c->state == CONN_CONNECTING)
+	if (c->state == CONN_CONNECTING) {
+		gathers_in(port, c);
 		return;
+	}
 	while (c->ooff < c->olen) {
-		ssize_t k = send(c->fd, c->obuf + c->ooff, c->olen - c->ooff, MSG_DONTWAIT | MSG_NOSIGNAL);
+		size_t asked = c->olen - c->ooff;
+		ssize_t k = c->ngathers > 0 ? send_gathered(c, &asked)
+		                            : send(c->fd, c->obuf + c->ooff, asked, MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (k > 0) {
 			c->ooff += (size_t)k;
+			if ((size_t)k < asked)
+				gathers_in(port, c); /* the socket is full: obuf holds the rest */
 			continue;
 		}
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			gathers_in(port, c);
 			if (!c->want_out) {
 				c->want_out = 1;
 				conn_watch(port->net, c, EPOLL_CTL_MOD);
@@ -560,6 +652,7 @@ static void conn_flush(struct sd_port *port, struct sd_conn *c)
 		conn_fail(port, c, k < 0 ? errno : EPIPE, 0);
 		return;
 	}
+	gathers_drop(port, c);
 	c->ooff = c->olen = 0;
 	if (c->want_out) {
 		c->want_out = 0;
@@ -571,8 +664,9 @@ static void conn_flush(struct sd_port *port, struct sd_conn *c)
 /* Frames                                                               */
 /* ------------------------------------------------------------------ */
 
-/* A frame at f: its length, the header, the payload. */
-static void encode(uint8_t *f, const struct sd_pkt *p)
+/* A frame at f: its length, the header, and the payload unless it is
+ * gathered later (the room is left for it). */
+static void encode(uint8_t *f, const struct sd_pkt *p, int payload)
 {
 	put32(f, (uint32_t)(SD_PKT_HDR + p->len));
 	uint8_t *h = f + 4;
@@ -593,7 +687,7 @@ static void encode(uint8_t *f, const struct sd_pkt *p)
 	put64(h + 48, p->compare);
 	put32(h + 56, p->msn);
 	put32(h + 60, p->qkey);
-	if (p->len > 0) {
+	if (p->len > 0 && payload) {
 		if (p->data != NULL) {
 			memcpy(h + SD_PKT_HDR, p->data, p->len);
 		} else {
@@ -601,6 +695,39 @@ static void encode(uint8_t *f, const struct sd_pkt *p)
 			sd_sg_copy(&to, 1, 0, p->sg, p->nsg, p->off, p->len);
 		}
 	}
+}
+
+/* Leaves p's payload where it is, for the flush to gather (struct
+ * sd_gather) at obuf offset at: 1 if it does, 0 if the payload must be
+ * copied (small, given by value, or in too many pieces). */
+static int gather_later(struct sd_port *port, struct sd_conn *c, const struct sd_pkt *p, size_t at)
+{
+	if (p->data != NULL || p->len < SD_GATHER_MIN || c->ngathers == SD_GATHERS)
+		return 0;
+	if (c->gathers == NULL && (c->gathers = malloc(SD_GATHERS * sizeof *c->gathers)) == NULL)
+		return 0;
+	struct sd_gather *g = &c->gathers[c->ngathers];
+	const struct ibv_sge *sg = p->sg;
+	uint64_t off = p->off, left = p->len;
+	int j = 0;
+	while (j < p->nsg && off >= sg[j].length)
+		off -= sg[j++].length;
+	g->n = 0;
+	for (; left > 0 && j < p->nsg; j++, off = 0) {
+		uint64_t k = sg[j].length - off < left ? sg[j].length - off : left;
+		if (g->n == SD_GATHER_IOV)
+			return 0;
+		g->iov[g->n++] = (struct iovec){ (void *)(uintptr_t)(sg[j].addr + off), k };
+		left -= k;
+	}
+	if (left > 0)
+		return 0; /* the list is shorter than the payload: encode copies what there is */
+	g->at = at;
+	g->len = p->len;
+	c->ngathers++;
+	port->wire_gathers++;
+	port->wire_gathered++;
+	return 1;
 }
 
 /* A connection to l's peer that carries no link, taken for l: one the
@@ -666,7 +793,7 @@ int sd_wire_send(struct sd_port *port, struct sd_link *l, const struct sd_pkt *p
 		}
 		if (c->alen == 0)
 			c->acks_at = sd_now();
-		encode(c->abuf + c->alen, p);
+		encode(c->abuf + c->alen, p, 1);
 		c->alen += len;
 		return 0;
 	}
@@ -675,7 +802,12 @@ int sd_wire_send(struct sd_port *port, struct sd_link *l, const struct sd_pkt *p
 		l->dropped++;
 		return -1;
 	}
-	encode(c->obuf + c->olen, p);
+	if (c->lone_at != 0) {
+		if (sd_now() - c->lone_at < SD_HOLD_NS)
+			c->pingpong = 1; /* it would have carried them */
+		c->lone_at = 0;
+	}
+	encode(c->obuf + c->olen, p, !gather_later(port, c, p, c->olen + 4 + SD_PKT_HDR));
 	c->olen += len;
 	return 0;
 }
@@ -1003,6 +1135,7 @@ static void expire_hellos(struct sd_port *port, uint64_t now)
 
 /* What the wire has for the device, without waiting: events, then the
  * transport's timers. Device lock held. 1 if anything happened. */
+enum { HOLD_NONE, HOLD_ACKS, HOLD_PINGPONG }; /* what flush holds */
 static int flush(struct sd_port *port, int hold);
 static uint64_t held_until(struct sd_port *port, uint64_t now);
 
@@ -1040,7 +1173,7 @@ int sd_net_poll(struct sd_port *port)
 	int did = 0;
 	uint64_t now = 0;
 	if (n != NULL && n->holding)
-		flush(port, 1); /* what was held SD_HOLD_NS ago leaves, even if nothing else happens */
+		flush(port, HOLD_ACKS); /* what was held SD_HOLD_NS ago leaves, even if nothing else happens */
 	if (n != NULL && n->nconns > 0) {
 		/* The transport thread leaves frames to this poll (poller_takes). */
 		__atomic_store_n(&n->poll_at, UINT64_MAX, __ATOMIC_RELAXED);
@@ -1088,8 +1221,17 @@ static void kick(struct sd_port *port, uint64_t by)
  * first poll or pass after SD_HOLD_NS (sd_net_poll looks, even on a
  * device with nothing else to do, so a spinning poller sends it within
  * SD_HOLD_NS whatever the transport thread's lot), or when the transport
- * thread flushes (it never holds, and wakes within SD_HOLD_MAX_NS while
- * holds happen). Returns 1 if a link that was busy for new work
+ * thread flushes (it wakes within SD_HOLD_MAX_NS while holds happen).
+ * The thread holds a connection's ACKs only while requests to that peer
+ * follow them (HOLD_PINGPONG; pingpong is set when a request is queued
+ * within SD_HOLD_NS of ACKs that left alone, and cleared when held ACKs
+ * wait out SD_HOLD_NS): ib_write_lat's program spins on memory while its
+ * thread places the peer's WRITE, and answers within microseconds, and
+ * an ACK sent at once completes the peer's WRITE before the answer
+ * comes, so that the peer's polls stop and its thread must place that
+ * answer in turn (64 KiB rounds 30 % slower); a program that answers
+ * nothing would wait SD_HOLD_NS for every completion instead
+ * (ib_write_bw -t 1 ran at a quarter of its rate). Returns 1 if a link that was busy for new work
  * (sd_wire_busy) is not any more: work that waited for it may go now,
  * and nothing else would say so (UC and UD get no answers that would run
  * the queues again). Device lock held. */
@@ -1102,12 +1244,20 @@ static int flush(struct sd_port *port, int hold)
 		next = c->next;
 		if (c->link == NULL || (c->olen == c->ooff && c->alen == 0))
 			continue;
+		int was_held = c->held;
 		c->held = 0;
-		if (hold && c->olen == c->ooff) {
+		if (hold != HOLD_NONE && c->olen == c->ooff) {
 			if (now == 0)
 				now = sd_now();
-			c->held = now - c->acks_at < SD_HOLD_NS;
+			int fresh = now - c->acks_at < SD_HOLD_NS;
+			if (was_held && !fresh)
+				c->pingpong = 0; /* no request came to carry them */
+			c->held = fresh && (hold == HOLD_ACKS || c->pingpong);
 			held |= c->held;
+			if (c->held && !was_held && hold == HOLD_PINGPONG)
+				port->wire_thread_holds++;
+			if (!c->held)
+				c->lone_at = now;
 		}
 		if (c->held)
 			continue;
@@ -1135,13 +1285,24 @@ int sd_net_flush(struct sd_port *port)
 	struct sd_net *n = port->net;
 	if (n == NULL)
 		return 0;
-	int freed = flush(port, 1);
+	int freed = flush(port, n->in_thread ? HOLD_PINGPONG : HOLD_ACKS);
 	if (n->timer_armed) {
 		n->timer_armed = 0;
 		if (port->timers > 0 && port->next_deadline < __atomic_load_n(&n->sleep_until, __ATOMIC_RELAXED))
 			kick(port, port->next_deadline);
 	}
 	return freed;
+}
+
+/* Before the device lock is released: the payloads queued frames would
+ * gather from the application's memory are copied in (struct sd_gather).
+ * A pass's flush has sent them or done so already, unless the pass did
+ * not end in one. Device lock held. */
+void sd_net_settle(struct sd_port *port)
+{
+	for (struct sd_conn *c = port->net->conns; c != NULL && port->wire_gathers > 0; c = c->next)
+		if (c->ngathers > 0)
+			gathers_in(port, c);
 }
 
 /* When the transport thread must wake to send what passes held: the
@@ -1345,7 +1506,6 @@ static void *transport(void *arg)
 		}
 		if (n->partial && read_on(port, 1))
 			did = 1;
-		n->in_thread = 0;
 		now = sd_now();
 		if (port->timers > 0 && sd_rc_timers(port, now))
 			did = 1;
@@ -1358,13 +1518,14 @@ static void *transport(void *arg)
 			sd_changed(port->dev);
 		if (port->autonomous)
 			sd_run_queues(port->dev); /* the wire was read just above */
-		if (flush(port, 0)) {
+		if (flush(port, HOLD_PINGPONG)) {
 			/* A link freed: what waited for it runs (here, or in
 			 * the next poll of a device driven by polls). */
 			sd_changed(port->dev);
 			if (port->autonomous)
 				sd_run_queues(port->dev);
 		}
+		n->in_thread = 0;
 		n->timer_armed = 0; /* the loop's top looks at the timers */
 	}
 }
@@ -1480,6 +1641,7 @@ int sd_net_open(struct sd_port *port, const uint8_t addr[16], int auto_loopback,
 		goto fail;
 	}
 	n->running = 1;
+	pthread_setname_np(n->thread, "softdev-wire"); /* in top, perf and gdb: the device's, not the program's */
 	pthread_mutex_lock(&nets_lock);
 	n->next_net = nets;
 	nets = n;
@@ -1512,7 +1674,7 @@ static void linger(struct sd_port *port)
 	uint64_t end = sd_now() + SD_LINGER_NS;
 	for (;;) {
 		sd_lock_clean(port->dev);
-		flush(port, 0);
+		flush(port, HOLD_NONE);
 		int pending = 0;
 		for (struct sd_conn *c = n->conns; c != NULL; c = c->next) {
 			int unsent = 0;

@@ -4,7 +4,6 @@ package softdev
 
 import (
 	"bytes"
-	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -14,20 +13,6 @@ import (
 
 // UC: connected like RC, never acknowledged. The rules are in transport_rc.c
 // (sd_rc_transmit's UC branch, responder_rx's UC checks).
-
-// freeRawPeer is a raw peer at the first address from 127.0.0.201 up that
-// nobody holds: other tests and other processes on this host take
-// loopback addresses at the wire port too.
-func freeRawPeer(t *testing.T) *rawPeer {
-	t.Helper()
-	for k := 201; k < 255; k++ {
-		if p := tryRawPeer(t, fmt.Sprintf("127.0.0.%d", k)); p != nil {
-			return p
-		}
-	}
-	t.Fatalf("no address from 127.0.0.201 to .254 is free at port %d", WirePort)
-	return nil
-}
 
 // ucPair is two UC QPs of f connected to each other, each with its CQ.
 func (f *fixture) ucPair() pair {
@@ -249,7 +234,7 @@ func TestUCLinkBusy(t *testing.T) {
 // transport bits (1) in the opcode byte's top three.
 func TestUCPacketLoss(t *testing.T) {
 	f := newFixture(t)
-	p := freeRawPeer(t)
+	p := newRawPeer(t, 0)
 	qp, cq := ucWire(t, f, p)
 	f.postRecv(qp, f.recv(1, f.sges(f.mr.Lkey, [2]int{0, 8192}), 1))
 	f.postRecv(qp, f.recv(2, f.sges(f.mr.Lkey, [2]int{8192, 8192}), 1))

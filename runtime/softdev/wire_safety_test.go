@@ -29,7 +29,8 @@ type rawPeer struct {
 	ip   netip.Addr
 	ln   *net.TCPListener
 	conn *net.TCPConn
-	in   chan []byte // frame bodies the device sent us
+	in   chan []byte   // frame bodies the device sent us
+	gate chan struct{} // the peer reads what the device sends once it is closed
 }
 
 // newRawPeer is a raw peer at the first of 127.0.net.201, .202, … where
@@ -38,8 +39,24 @@ type rawPeer struct {
 // people's runs share this host).
 func newRawPeer(t testing.TB, net int) *rawPeer {
 	t.Helper()
+	gate := make(chan struct{})
+	close(gate)
+	return rawPeerAt(t, net, gate, 1024)
+}
+
+// newHeldRawPeer is a raw peer that reads nothing the device sends until
+// release, and then keeps up to frames of it for answer.
+func newHeldRawPeer(t testing.TB, net, frames int) *rawPeer {
+	t.Helper()
+	return rawPeerAt(t, net, make(chan struct{}), frames)
+}
+
+func (p *rawPeer) release() { close(p.gate) }
+
+func rawPeerAt(t testing.TB, net int, gate chan struct{}, frames int) *rawPeer {
+	t.Helper()
 	for k := 201; k < 255; k++ {
-		if p := tryRawPeer(t, fmt.Sprintf("127.0.%d.%d", net, k)); p != nil {
+		if p := tryRawPeer(t, fmt.Sprintf("127.0.%d.%d", net, k), gate, frames); p != nil {
 			return p
 		}
 	}
@@ -48,8 +65,8 @@ func newRawPeer(t testing.TB, net int) *rawPeer {
 }
 
 // tryRawPeer is newRawPeer, or nil if the address is taken.
-func tryRawPeer(t testing.TB, ip string) *rawPeer {
-	p := &rawPeer{t: t, ip: netip.MustParseAddr(ip), in: make(chan []byte, 1024)}
+func tryRawPeer(t testing.TB, ip string, gate chan struct{}, frames int) *rawPeer {
+	p := &rawPeer{t: t, ip: netip.MustParseAddr(ip), in: make(chan []byte, frames), gate: gate}
 	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: p.ip.AsSlice(), Port: WirePort})
 	if err != nil {
 		return nil
@@ -64,6 +81,7 @@ func tryRawPeer(t testing.TB, ip string) *rawPeer {
 			}
 			go func() {
 				defer c.Close()
+				<-gate
 				var n [4]byte
 				for first := true; ; first = false {
 					if _, err := io.ReadFull(c, n[:]); err != nil {
@@ -157,12 +175,14 @@ func (f frame) bytes() []byte {
 
 // The packet opcodes and syndromes of the documented format.
 const (
-	pktSendOnly   = 4
-	pktWriteFirst = 5
-	pktWriteOnly  = 8
-	pktAck        = 16
-	aethNakSeq    = 2
-	aethNakAccess = 4
+	pktSendOnly    = 4
+	pktWriteFirst  = 5
+	pktWriteMiddle = 6
+	pktWriteLast   = 7
+	pktWriteOnly   = 8
+	pktAck         = 16
+	aethNakSeq     = 2
+	aethNakAccess  = 4
 )
 
 // closedSoon says whether the device closed c (a read returns EOF or an
