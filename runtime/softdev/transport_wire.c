@@ -1133,8 +1133,6 @@ static void expire_hellos(struct sd_port *port, uint64_t now)
 	}
 }
 
-/* What the wire has for the device, without waiting: events, then the
- * transport's timers. Device lock held. 1 if anything happened. */
 enum { HOLD_NONE, HOLD_ACKS, HOLD_PINGPONG }; /* what flush holds */
 static int flush(struct sd_port *port, int hold);
 static uint64_t held_until(struct sd_port *port, uint64_t now);
@@ -1167,6 +1165,8 @@ static int read_on(struct sd_port *port, int rounds)
 	return did;
 }
 
+/* What the wire has for the device, without waiting: frames, then the
+ * transport's timers. Device lock held. 1 if anything happened. */
 int sd_net_poll(struct sd_port *port)
 {
 	struct sd_net *n = port->net;
@@ -1231,10 +1231,12 @@ static void kick(struct sd_port *port, uint64_t by)
  * comes, so that the peer's polls stop and its thread must place that
  * answer in turn (64 KiB rounds 30 % slower); a program that answers
  * nothing would wait SD_HOLD_NS for every completion instead
- * (ib_write_bw -t 1 ran at a quarter of its rate). Returns 1 if a link that was busy for new work
- * (sd_wire_busy) is not any more: work that waited for it may go now,
- * and nothing else would say so (UC and UD get no answers that would run
- * the queues again). Device lock held. */
+ * (ib_write_bw -t 1 ran at a quarter of its rate).
+ *
+ * Returns 1 if a link that was busy for new work (sd_wire_busy) is not
+ * any more: work that waited for it may go now, and nothing else would
+ * say so (UC and UD get no answers that would run the queues again).
+ * Device lock held. */
 static int flush(struct sd_port *port, int hold)
 {
 	struct sd_net *n = port->net;

@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -110,14 +112,27 @@ func tryRawPeer(t testing.TB, ip string, gate chan struct{}, frames int) *rawPee
 
 func (p *rawPeer) gid() [16]byte { return netip.AddrFrom16(p.ip.As16()).As16() }
 
-// dial connects to d from the peer's address.
+// dial connects to d from the peer's address. connect picks the port
+// (IP_BIND_ADDRESS_NO_PORT), not bind: a fuzzing process opens tens of
+// thousands of connections to the device, each left in TIME_WAIT here,
+// and once those hold every ephemeral port of the address bind refuses
+// ("address already in use"), where connect may reuse them (tcp_tw_reuse,
+// on for loopback by default).
 func (p *rawPeer) dial(d *Device) *net.TCPConn {
-	c, err := net.DialTCP("tcp", &net.TCPAddr{IP: p.ip.AsSlice()}, &net.TCPAddr{IP: d.Addr().AsSlice(), Port: WirePort})
+	const ipBindAddressNoPort = 24 // <linux/in.h>; not in package syscall
+	dialer := net.Dialer{LocalAddr: &net.TCPAddr{IP: p.ip.AsSlice()}, Control: func(_, _ string, rc syscall.RawConn) error {
+		var err error
+		if e := rc.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, ipBindAddressNoPort, 1) }); e != nil {
+			return e
+		}
+		return err
+	}}
+	c, err := dialer.Dial("tcp", net.JoinHostPort(d.Addr().String(), strconv.Itoa(WirePort)))
 	if err != nil {
 		panic(fmt.Sprintf("dial %v: %v", d.Addr(), err))
 	}
-	p.conn = c
-	return c
+	p.conn = c.(*net.TCPConn)
+	return p.conn
 }
 
 // hello is a connection's first frame: magic, version, the GID claimed,
