@@ -561,6 +561,7 @@ type root struct {
 	peers    []*peer // by rank; nil until it joins (and for rank 0)
 	joined   int
 	conns    map[net.Conn]struct{} // every open connection, for close
+	closing  bool                  // close swept conns: accept closes what it takes from now on
 	dropped  int                   // connections dropped before joining
 	lastDrop string
 	fatal    error // the job failed: it contradicted itself, or a round failed
@@ -613,9 +614,15 @@ func (rt *root) accept() {
 			continue
 		}
 		rt.mu.Lock()
+		if rt.closing { // accepted as close swept the connections
+			rt.mu.Unlock()
+			c.Close()
+			<-rt.pending
+			continue
+		}
 		rt.conns[c] = struct{}{}
-		rt.mu.Unlock()
 		rt.wg.Add(1)
+		rt.mu.Unlock()
 		go rt.serve(c)
 	}
 }
@@ -889,6 +896,7 @@ func (rt *root) fail(err error) {
 func (rt *root) close() {
 	rt.stopListening()
 	rt.mu.Lock()
+	rt.closing = true
 	for c := range rt.conns {
 		c.Close()
 	}
