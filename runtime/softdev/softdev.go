@@ -619,7 +619,7 @@ type DeviceWire struct {
 	Unwatched    uint64        // times the application's polls took the connections from the transport thread: they read the frames many times in a row, and frames woke the thread only to find them taken, until the polls stop
 	ThreadHolds  uint64        // times the transport thread held a connection's ACKs for the application's next request to that peer to carry, which it does while that application answers within 20 µs
 	Gathered     uint64        // payloads of 1 KiB or more left in their MRs when queued, for the flush to send from there (sendmsg) instead of copying them into the send buffer
-	GatherCopies uint64        // of those, payloads copied after all because the socket was full
+	GatherCopies uint64        // of those, payloads copied after all: the socket was full, or the connection not yet open
 	QPs          WireStats     // the sum of QPWire over the device's QPs that exist now
 }
 

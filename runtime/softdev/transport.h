@@ -243,7 +243,7 @@ struct sd_port {
 	uint64_t          wire_thread_holds; /* times the thread held a connection's ACKs (flush, HOLD_PINGPONG) */
 	uint32_t          wire_gathers;   /* payloads queued frames still gather from the MRs (sd_net_settle) */
 	uint64_t          wire_gathered;  /* payloads left in the MRs for the flush to send (struct sd_gather) */
-	uint64_t          wire_gather_copies; /* ... copied after all: the socket was full */
+	uint64_t          wire_gather_copies; /* ... copied after all (gathers_in) */
 };
 
 /* ---- the engine's records the transport works on ---- */
