@@ -100,16 +100,16 @@ abi-check: toolchains origin-abi-check
 	@GO=$(GO) HEADERS="$(HEADERS)" ENTRY=$(ENTRY) BASELINE=$(BASELINE) ABI_ACK=$(ABI_ACK) ACK_BREAKING=$(ACK_BREAKING) scripts/abi-check
 
 abi-baseline:
-	cp generated/abi.json $(BASELINE)
+	cp generated/verbs/abi.json $(BASELINE)
 	@printf '# Breaking changes against the baseline, one "KIND SUBJECT" per line (see docs/regenerate.md).\n' > $(ABI_ACK)
-	@echo "baseline is now generated/abi.json; commit $(BASELINE) and $(ABI_ACK)"
+	@echo "baseline is now generated/verbs/abi.json; commit $(BASELINE) and $(ABI_ACK)"
 
 vet: launchers
 	$(GO) vet ./... $(GOLDEN_CGO)
 	$(GO) vet -tags pmix ./runtime/coll
 	@for a in $(ARCHES); do \
-		echo "CGO_ENABLED=0 GOARCH=$$a go vet ./generated ./abiutil"; \
-		CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) vet ./generated ./abiutil || exit 1; \
+		echo "CGO_ENABLED=0 GOARCH=$$a go vet ./generated/verbs ./abiutil"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) vet ./generated/verbs ./abiutil || exit 1; \
 	done
 
 # staticcheck is built from internal/tools, a module of its own: a tool

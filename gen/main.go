@@ -335,7 +335,7 @@ func packageName(out string) string {
 	if abs, err := filepath.Abs(out); err == nil {
 		base = filepath.Base(abs)
 	}
-	if base == "generated" || checkPackageName(base) != nil {
+	if checkPackageName(base) != nil {
 		return "verbs"
 	}
 	return base

@@ -149,18 +149,18 @@ func (m *moduler) run() error {
 	if err := os.Symlink(inc, filepath.Join(scratch, "headers")); err != nil {
 		return err
 	}
-	// generated/ as make generate writes it: -I ../headers, recorded as
+	// generated/verbs as make generate writes it: -I ../../headers, recorded as
 	// run from the package, so go generate and gen check work in the copy.
-	recorded := []string{"-I", "../headers", "-o", "."}
+	recorded := []string{"-I", "../../headers", "-o", "."}
 	var g genFlags
 	g.register(flag.NewFlagSet("", flag.ContinueOnError)) // the defaults
 	g.includes = dirList{filepath.Join(scratch, "headers")}
-	pkgDir := filepath.Join(scratch, "generated")
+	pkgDir := filepath.Join(scratch, "generated", "verbs")
 	opts, err := g.options(pkgDir)
 	if err != nil {
 		return err
 	}
-	opts.CFlags = []string{"-I${SRCDIR}/../headers"}
+	opts.CFlags = []string{"-I${SRCDIR}/../../headers"}
 	opts.Command = gencmd.Join(recorded)
 	opts.GoGenerate = opts.Command
 	res, err := generate.Run(opts)
@@ -175,7 +175,7 @@ func (m *moduler) run() error {
 			m.include, len(res.Pkg.Records), countConsts(res.Pkg), len(res.Pkg.Funcs))
 	}
 	cmd := fmt.Sprintf("go tool gen module -I %s -o %s", gencmd.Quote(m.include), gencmd.Quote(m.out))
-	note := fmt.Sprintf("This directory is %s %s with generated/ regenerated from %s, and headers/ a link to it.\n"+moduleWrittenBy+"%s\nRun it again after the headers change (go tool gen check %s/generated says when).\nUse it with: go mod edit -replace %s=%s\n",
+	note := fmt.Sprintf("This directory is %s %s with generated/ regenerated from %s, and headers/ a link to it.\n"+moduleWrittenBy+"%s\nRun it again after the headers change (go tool gen check %s/generated/verbs says when).\nUse it with: go mod edit -replace %s=%s\n",
 		ModulePath, version, inc, cmd, m.out, ModulePath, replacePath(m.out))
 	if err := os.WriteFile(filepath.Join(scratch, moduleMarker), []byte(note), 0o644); err != nil {
 		return err
@@ -201,7 +201,7 @@ func (m *moduler) run() error {
 	if !m.quiet {
 		fmt.Fprintf(m.stdout, "gen module: wrote %s: %s %s, generated/ from %s; every package builds against it\n", m.out, ModulePath, version, m.include)
 		fmt.Fprintf(m.stdout, "gen module: use it:      go mod edit -replace %s=%s && go mod tidy\n", ModulePath, replacePath(m.out))
-		fmt.Fprintf(m.stdout, "gen module: check it:    go tool gen check %s/generated\n", strings.TrimSuffix(m.out, "/"))
+		fmt.Fprintf(m.stdout, "gen module: check it:    go tool gen check %s/generated/verbs\n", strings.TrimSuffix(m.out, "/"))
 	}
 	return nil
 }

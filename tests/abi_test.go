@@ -42,7 +42,7 @@ func checkManifest(t *testing.T, m *manifest.Manifest, includes []string) {
 }
 
 func committedManifest(t *testing.T) *manifest.Manifest {
-	m, err := manifest.Read(filepath.Join(repoRoot(t), "generated", "abi.json"))
+	m, err := manifest.Read(filepath.Join(repoRoot(t), "generated", "verbs", "abi.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // Example_usingThePackage is the README's "Using the package": generated

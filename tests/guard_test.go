@@ -17,7 +17,7 @@ func TestShimGuardRejectsOtherHeaders(t *testing.T) {
 	root := repoRoot(t)
 	const anchor = "struct ibv_exp_task {"
 	alt := headersWith(t, anchor, anchor+"\n    uint64_t verbsexp_test_extra;")
-	cmd := exec.Command("go", "build", "-o", os.DevNull, "./generated")
+	cmd := exec.Command("go", "build", "-o", os.DevNull, "./generated/verbs")
 	cmd.Dir = root
 	// CGO_CFLAGS come before the package's own -I, so these headers win.
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CFLAGS=-I"+alt)
@@ -70,7 +70,7 @@ func TestShimGuardBounds(t *testing.T) {
 	} {
 		t.Run(strings.ReplaceAll(c.what, " ", "_"), func(t *testing.T) {
 			alt := headersWith(t, c.old, c.new)
-			cmd := exec.Command("go", "build", "-o", os.DevNull, "./generated")
+			cmd := exec.Command("go", "build", "-o", os.DevNull, "./generated/verbs")
 			cmd.Dir = repoRoot(t)
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CFLAGS=-I"+alt)
 			out, err := cmd.CombinedOutput()

@@ -24,7 +24,7 @@ import (
 // of the generator tests, which carry the bit-fields, packed members and
 // flexible arrays that headers/ does not have.
 var layoutPackages = []string{
-	"generated",
+	"generated/verbs",
 	"gen/testdata/golden/anon",
 	"gen/testdata/golden/bitfields",
 	"gen/testdata/golden/enums",

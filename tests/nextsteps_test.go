@@ -84,7 +84,7 @@ func TestPrintedNextSteps(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("%s: exit %d\n%s", next, code, out)
 	}
-	for _, w := range []string{"generated/ replaced", "test it with: make test OFED_INCLUDE=" + inc, "accept them with make abi-baseline"} {
+	for _, w := range []string{"generated/verbs/ replaced", "test it with: make test OFED_INCLUDE=" + inc, "accept them with make abi-baseline"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("%s does not say %q:\n%s", next, w, out)
 		}
@@ -117,7 +117,7 @@ func TestPrintedNextSteps(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(rdma, "infiniband", "verbs.h")); err != nil {
 		t.Skip("SKIPPED the rdma-core half: no /usr/include/infiniband/verbs.h (apt-get install libibverbs-dev)")
 	}
-	before := readDir(t, filepath.Join(mod, "generated"))
+	before := readDir(t, filepath.Join(mod, "generated", "verbs"))
 	for _, line := range []string{"make generate OFED_INCLUDE=" + rdma + " ENTRY=infiniband/verbs.h", "make generate OFED_INCLUDE=" + rdma + " ENTRY=infiniband/verbs.h ALLOW_BREAKING=1"} {
 		code, out = shell(t, mod, line)
 		if code == 0 {
@@ -131,7 +131,7 @@ func TestPrintedNextSteps(t *testing.T) {
 		if strings.Contains(out, "ALLOW_BREAKING=1") && !strings.Contains(line, "ALLOW_BREAKING") {
 			t.Errorf("%s offers ALLOW_BREAKING=1 for a package the runtime cannot use:\n%s", line, out)
 		}
-		if !sameFiles(before, readDir(t, filepath.Join(mod, "generated"))) {
+		if !sameFiles(before, readDir(t, filepath.Join(mod, "generated", "verbs"))) {
 			t.Fatalf("%s changed generated/", line)
 		}
 	}

@@ -33,13 +33,13 @@ func TestGeneratedIsCurrent(t *testing.T) {
 		args = append(args, "-baseline", filepath.Join("tests", "testdata", "baseline", "abi.json"),
 			"-ack", filepath.Join("tests", "testdata", "baseline", "ack.txt"))
 	}
-	cmd := exec.Command(bin, append(args, "generated")...)
+	cmd := exec.Command(bin, append(args, filepath.Join("generated", "verbs"))...)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		hint := ""
 		if strings.Contains(string(out), "breaking change(s) from") {
-			hint = "\nTo accept them all: make abi-baseline (the baseline becomes generated/abi.json; commit it), or for one run: make test ACK_BREAKING=1"
+			hint = "\nTo accept them all: make abi-baseline (the baseline becomes generated/verbs/abi.json; commit it), or for one run: make test ACK_BREAKING=1"
 		}
 		t.Fatalf("gen check: %v\n%s%s", err, out, hint)
 	}

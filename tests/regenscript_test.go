@@ -33,7 +33,7 @@ func runScript(t *testing.T, dir string, env []string, script string, args ...st
 // move the whole directory away and delete it, exit 0.
 func TestRegenerateKeepsUserFiles(t *testing.T) {
 	mod := copyModule(t)
-	notes := filepath.Join(mod, "generated", "NOTES.txt")
+	notes := filepath.Join(mod, "generated", "verbs", "NOTES.txt")
 	if err := os.WriteFile(notes, []byte("mine\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -48,13 +48,13 @@ func TestRegenerateKeepsUserFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out := runScript(t, mod, nil, "scripts/regenerate")
-	if code == 0 || !strings.Contains(out, "holds NOTES.txt, which the generator did not write") || !strings.Contains(out, "generated/ left unchanged") {
+	if code == 0 || !strings.Contains(out, "holds NOTES.txt, which the generator did not write") || !strings.Contains(out, "generated/verbs/ left unchanged") {
 		t.Errorf("exit %d, want a refusal naming NOTES.txt:\n%s", code, out)
 	}
 	if b, err := os.ReadFile(notes); err != nil || string(b) != "mine\n" {
 		t.Errorf("generated/NOTES.txt lost or changed: %q %v", b, err)
 	}
-	consts, _ := os.ReadFile(filepath.Join(mod, "generated", "consts.go"))
+	consts, _ := os.ReadFile(filepath.Join(mod, "generated", "verbs", "consts.go"))
 	if strings.Contains(string(consts), "IBV_EXP_REGEN_TEST_CONSTANT") {
 		t.Errorf("generated/ was replaced despite the refusal")
 	}
@@ -62,10 +62,10 @@ func TestRegenerateKeepsUserFiles(t *testing.T) {
 	if err := os.Remove(notes); err != nil {
 		t.Fatal(err)
 	}
-	if code, out := runScript(t, mod, nil, "scripts/regenerate"); code != 0 || !strings.Contains(out, "generated/ replaced") {
+	if code, out := runScript(t, mod, nil, "scripts/regenerate"); code != 0 || !strings.Contains(out, "generated/verbs/ replaced") {
 		t.Fatalf("without NOTES.txt: exit %d\n%s", code, out)
 	}
-	consts, _ = os.ReadFile(filepath.Join(mod, "generated", "consts.go"))
+	consts, _ = os.ReadFile(filepath.Join(mod, "generated", "verbs", "consts.go"))
 	if !strings.Contains(string(consts), "IBV_EXP_REGEN_TEST_CONSTANT") {
 		t.Errorf("generated/ was not regenerated")
 	}
@@ -87,7 +87,7 @@ func TestRegenerateRelativeDir(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "stale against "+mine) {
 		t.Errorf("--check myheaders from tests/: exit %d, want 1 and %s named:\n%s", code, mine, out)
 	}
-	if code, out := runScript(t, sub, nil, "../scripts/regenerate", "--check", "../headers"); code != 0 || !strings.Contains(out, "generated/ is current with headers") {
+	if code, out := runScript(t, sub, nil, "../scripts/regenerate", "--check", "../headers"); code != 0 || !strings.Contains(out, "generated/verbs/ is current with headers") {
 		t.Errorf("--check ../headers from tests/: exit %d\n%s", code, out)
 	}
 }
@@ -105,7 +105,7 @@ func TestMakePathsWithSpaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out := runScript(t, mod, nil, "make", "--no-print-directory", "generate", "OFED_INCLUDE="+spaced)
-	if code != 0 || !strings.Contains(out, "generated/ replaced with the package generated from "+spaced) {
+	if code != 0 || !strings.Contains(out, "generated/verbs/ replaced with the package generated from "+spaced) {
 		t.Fatalf("make generate OFED_INCLUDE=%q: exit %d\n%s", spaced, code, out)
 	}
 	code, out = runScript(t, mod, nil, "make", "--no-print-directory", "abi-check", "OFED_INCLUDE="+spaced)

@@ -377,7 +377,7 @@ func TestRealReleases(t *testing.T) {
 				t.Fatalf("scripts/regenerate %s: %v\n%s", r.include, err, out)
 			}
 			want := filepath.Join(root, "tests", "testdata", "releases", r.name+".abi.json")
-			got := filepath.Join(mod, "generated", "abi.json")
+			got := filepath.Join(mod, "generated", "verbs", "abi.json")
 			if *updateReleases {
 				b, err := os.ReadFile(got)
 				if err != nil {
@@ -392,16 +392,16 @@ func TestRealReleases(t *testing.T) {
 			}
 			for _, tg := range target.All {
 				progress("2/5 go vet ./generated for linux/%s without cgo", tg.GoArch)
-				runIn(t, mod, []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + tg.GoArch}, "go", "vet", "./generated")
+				runIn(t, mod, []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + tg.GoArch}, "go", "vet", "./generated/verbs")
 			}
 			progress("2/5 go vet ./generated with cgo (the shims against the release's headers)")
-			runIn(t, mod, []string{"CGO_ENABLED=1"}, "go", "vet", "./generated")
+			runIn(t, mod, []string{"CGO_ENABLED=1"}, "go", "vet", "./generated/verbs")
 			progress("3/5 gen check (current; C layouts on amd64, arm64, ppc64le)")
-			runIn(t, mod, nil, bin, "check", "-I", r.include, "generated")
+			runIn(t, mod, nil, bin, "check", "-I", r.include, "generated/verbs")
 			progress("4/5 go test ./runtime/... ./examples/... with CGO_CFLAGS=-I%s", r.include)
 			runIn(t, mod, []string{"CGO_ENABLED=1", "CGO_CFLAGS=-I" + r.include}, "go", "test", "-count=1", "./runtime/...", "./examples/...")
 			progress("5/5 the committed generated/ against %s without regenerating", r.include)
-			cmd := exec.Command("go", "build", "-o", os.DevNull, "./generated")
+			cmd := exec.Command("go", "build", "-o", os.DevNull, "./generated/verbs")
 			cmd.Dir = root
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CFLAGS=-I"+r.include)
 			if out, err := cmd.CombinedOutput(); err == nil {
@@ -485,7 +485,7 @@ func copyModule(t *testing.T) string {
 // the releases whose headers it has.
 func TestCommittedPackageOnReleases(t *testing.T) {
 	bin := buildGenerator(t)
-	committedFile := filepath.Join(repoRoot(t), "generated", "abi.json")
+	committedFile := filepath.Join(repoRoot(t), "generated", "verbs", "abi.json")
 	committed, err := manifest.Read(committedFile)
 	if err != nil {
 		t.Fatal(err)

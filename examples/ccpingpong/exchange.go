@@ -9,7 +9,7 @@ import (
 	"io"
 	"time"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/runtime/coll"
 )
 

@@ -78,7 +78,7 @@ import (
 	"time"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 )

@@ -45,7 +45,7 @@ import (
 	"time"
 
 	"github.com/verbsexp/verbsexp/abiutil/dynlib"
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/internal/examplecli"
 	"github.com/verbsexp/verbsexp/runtime/coll"
 	"github.com/verbsexp/verbsexp/runtime/coll/collsoft"

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/internal/sidebyside"
 )
 

@@ -9,7 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/abiutil"
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // Example is the README's "Calling the verbs", run against the test

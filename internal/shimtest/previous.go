@@ -21,7 +21,7 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/abiutil"
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // errnoOf extracts the errno of a two-result cgo call.

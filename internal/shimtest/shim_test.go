@@ -14,7 +14,7 @@ import (
 
 	"github.com/verbsexp/verbsexp/abiutil"
 	"github.com/verbsexp/verbsexp/abiutil/dynlib"
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // taskList builds two linked tasks and a bad_task slot in C memory.
@@ -297,7 +297,7 @@ func TestStringResults(t *testing.T) {
 // trampoline's one result.
 func TestNoTwoResultCgoCalls(t *testing.T) {
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "../../generated/shims.go", nil, 0)
+	f, err := parser.ParseFile(fset, "../../generated/verbs/shims.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"math/bits"
 	"syscall"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // Barrier builds a standing barrier: a run completes on a rank once

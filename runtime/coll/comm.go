@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/runtime/coll/internal/ranklist"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 )

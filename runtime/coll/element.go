@@ -3,7 +3,7 @@ package coll
 import (
 	"encoding/binary"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // PutElement writes element i of an allreduce buffer: value and its

@@ -8,7 +8,7 @@ import (
 	"log"
 	"sync"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/runtime/coll"
 	"github.com/verbsexp/verbsexp/runtime/coll/collsoft"
 	"github.com/verbsexp/verbsexp/runtime/lease"

@@ -2,7 +2,7 @@
 
 package coll
 
-import verbs "github.com/verbsexp/verbsexp/generated"
+import "github.com/verbsexp/verbsexp/generated/verbs"
 
 // Hooks for the external tests: broken schedules and what a schedule
 // counts.

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"syscall"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // NewLocal creates the size communicators of ranks that live in this

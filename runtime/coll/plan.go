@@ -3,7 +3,7 @@ package coll
 import (
 	"math/bits"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // A plan is one rank's part of a collective, independent of any device:

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // planCase is one collective's plans on every rank of a world, with the

@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // Ready messages. A send that reaches a peer before the peer has posted

@@ -18,7 +18,7 @@ import (
 	"time"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/task"
 )

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // Watching the neighbors. RC has no keepalive: a rank whose part of a

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // Device is an open device.

@@ -47,7 +47,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // Errors of misuse; each wraps syscall.EINVAL or EBUSY.

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"testing"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // TestAllreduceSchedule: an N-rank allreduce by recursive doubling, each

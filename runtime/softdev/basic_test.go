@@ -11,7 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/abiutil"
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // TestDispatch: the generated wrappers find this provider through the

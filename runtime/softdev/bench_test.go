@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // benchWrites builds n linked, unsignaled 8-byte RDMA writes.

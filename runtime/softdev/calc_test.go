@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // Rule 13: the device reports its calc capabilities: INT, UINT and FLOAT

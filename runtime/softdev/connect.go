@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // Connect connects two RC QPs to each other (a may be b: a QP connected

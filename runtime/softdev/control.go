@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // ModifyQP changes a QP's attributes as ibv_modify_qp does, through the

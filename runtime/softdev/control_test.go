@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // QueryPort answers for port 1 only, as a one-port HCA does.

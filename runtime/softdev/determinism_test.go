@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"testing"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // schedule posts a mixed cross-channel schedule on a fresh device and

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // BlockedWait is a CQE_WAIT at the head of a send queue that the CQ's

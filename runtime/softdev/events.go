@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // AsyncFD returns the context's async_fd (also Context().AsyncFD): a real

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // overrunRig: a plain worker whose send or receive CQ is 15 deep (16

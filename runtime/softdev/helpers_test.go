@@ -9,7 +9,7 @@ import (
 	"testing"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // fixture is an open device with a PD and one registered C buffer; every

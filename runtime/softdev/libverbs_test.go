@@ -15,7 +15,7 @@ import (
 
 	"github.com/verbsexp/verbsexp/abiutil"
 	"github.com/verbsexp/verbsexp/abiutil/dynlib"
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // These tests use the device only as an application that knows nothing

@@ -14,7 +14,7 @@ import (
 	"time"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // TestCloseMidFlight: eight goroutines create, connect, post, poll and

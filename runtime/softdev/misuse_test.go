@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // Misuse of the device's objects is an error, never a crash: a QP or CQ

@@ -2,7 +2,7 @@
 
 package softdev
 
-import verbs "github.com/verbsexp/verbsexp/generated"
+import "github.com/verbsexp/verbsexp/generated/verbs"
 
 type cqConfig struct {
 	crossChannel  bool

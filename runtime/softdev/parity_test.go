@@ -5,7 +5,7 @@ package softdev
 import (
 	"testing"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // WAIT_EN_LAST on a data opcode is ignored, as mlx4 and mlx5 ignore it:

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // The slot rule of mlx4 and mlx5: a WQE's slot is free for a new WR only

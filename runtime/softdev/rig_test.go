@@ -5,7 +5,7 @@ package softdev
 import (
 	"testing"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // rig is the shape of setup the vendor's CORE-Direct tests use, built on

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // The tests in this file state the cross-channel rules of doc.go one by

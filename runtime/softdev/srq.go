@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // The shared receive queue verbs. libibverbs exports ibv_create_srq,

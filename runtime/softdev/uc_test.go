@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // UC: connected like RC, never acknowledged. The rules are in transport_rc.c

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // UD: datagrams addressed per work request with an address handle

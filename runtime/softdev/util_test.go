@@ -8,7 +8,7 @@ import (
 	"time"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // Plain utilities shared by every test file, the independent vendor

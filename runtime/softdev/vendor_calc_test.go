@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // The calc tests of the vendor's suite: tc6 (tc_verbs_post_send_calc,

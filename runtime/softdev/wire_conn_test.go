@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // Two devices that send to each other share one TCP connection: the one

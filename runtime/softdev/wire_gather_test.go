@@ -10,7 +10,7 @@ import (
 	"time"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // TestWireGathersPayloads: a payload of 1 KiB or more leaves from the MR

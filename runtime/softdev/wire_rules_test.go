@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/internal/multiproc"
 	"github.com/verbsexp/verbsexp/internal/netns"
 )

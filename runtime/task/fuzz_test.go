@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 	"github.com/verbsexp/verbsexp/runtime/task"

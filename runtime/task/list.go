@@ -20,7 +20,7 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/abiutil"
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // Capacity sizes a List's arena. Each count is at most MaxCount.

@@ -1,5 +1,5 @@
 // Command origin is the first step of make test and make abi-check: it
-// says in one line when generated/ was generated from other headers than
+// says in one line when generated/verbs/ was generated from other headers than
 // the ones the target is about to test against (after make generate
 // OFED_INCLUDE=DIR, a plain make test would otherwise fail in hundreds of
 // lines, and its "stale" advice would undo the regeneration).
@@ -30,13 +30,13 @@ func main() {
 	if len(os.Args) == 4 {
 		entry = os.Args[3]
 	}
-	dirs, err := gencmd.IncludeDirs("generated")
+	dirs, err := gencmd.IncludeDirs(filepath.Join("generated", "verbs"))
 	var args []string
 	if err == nil {
-		args, err = gencmd.Read("generated")
+		args, err = gencmd.Read(filepath.Join("generated", "verbs"))
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "make %s: cannot tell which headers generated/ comes from: %v; run make generate\n", target, err)
+		fmt.Fprintf(os.Stderr, "make %s: cannot tell which headers generated/verbs/ comes from: %v; run make generate\n", target, err)
 		os.Exit(1)
 	}
 	was := ""
@@ -47,7 +47,7 @@ func main() {
 		if was == entry {
 			return
 		}
-		fmt.Fprintf(os.Stderr, "make %s: generated/ was generated with ENTRY=%s, not ENTRY=%s: run make %s%s ENTRY=%s, or make generate%s ENTRY=%s to regenerate it\n",
+		fmt.Fprintf(os.Stderr, "make %s: generated/verbs/ was generated with ENTRY=%s, not ENTRY=%s: run make %s%s ENTRY=%s, or make generate%s ENTRY=%s to regenerate it\n",
 			target, orDefault(was), orDefault(entry), target, ofed(headers), was, ofed(headers), entry)
 		os.Exit(1)
 	}
@@ -55,7 +55,7 @@ func main() {
 	if rel, err := filepath.Rel(mustAbs("."), dirs[0]); err == nil && len(dirs) == 1 && !strings.HasPrefix(rel, "..") {
 		from = rel
 	}
-	fmt.Fprintf(os.Stderr, "make %s: generated/ comes from %s (make generate%s), not %s: run make %s%s, or make generate%s to regenerate it from %s\n",
+	fmt.Fprintf(os.Stderr, "make %s: generated/verbs/ comes from %s (make generate%s), not %s: run make %s%s, or make generate%s to regenerate it from %s\n",
 		target, from, ofed(from), headers, target, ofed(from), ofed(headers), headers)
 	os.Exit(1)
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/runtime/coll"
 	"github.com/verbsexp/verbsexp/runtime/coll/collsoft"
 	"github.com/verbsexp/verbsexp/runtime/coll/internal/leakcheck"

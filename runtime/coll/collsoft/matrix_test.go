@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // TestMatrix checks every collective at every N from 1 to 64 on every

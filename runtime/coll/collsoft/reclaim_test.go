@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/runtime/coll"
 	"github.com/verbsexp/verbsexp/runtime/coll/collsoft"
 	"github.com/verbsexp/verbsexp/runtime/lease"

@@ -14,7 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/abiutil/dynlib"
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // The generated package through the vendor's libibverbs: a process under

@@ -9,7 +9,7 @@ import (
 	"math"
 	"syscall"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // Calc (IBV_EXP_SEND_WITH_CALC): the vendor's tc6 (on SEND) and tc7 (on

@@ -12,7 +12,7 @@ import (
 
 	"github.com/verbsexp/verbsexp/abiutil"
 	"github.com/verbsexp/verbsexp/abiutil/dynlib"
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 )

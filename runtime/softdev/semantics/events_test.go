@@ -9,7 +9,7 @@ import (
 	"time"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // Events: asynchronous ones on the context's async_fd (ibv_get_async_event,

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // The RC transport between two devices, as a cluster sees it: rank 0 the

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // UC and UD between two devices (rank 0 sends, rank 1 receives):

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // The fixture of the vendor's CORE-Direct gtests (libibverbs-1.2.1mlnx1,

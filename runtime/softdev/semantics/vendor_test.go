@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"syscall"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // The vendor's CORE-Direct suite (gtest_cd_tc1.cc to tc5 and tc8,

@@ -88,7 +88,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	verbs "github.com/verbsexp/verbsexp/generated"
+	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
 // Write is one RDMA write of the benchmark's lists.
