@@ -124,6 +124,18 @@ func Prepare(o Options) (*Device, error) {
 			d.Bin = bin // the packages' programs: ibv_rc_pingpong, ib_send_lat, …
 		}
 	}
+	if os.Geteuid() == 0 {
+		// What runs as root never comes from where any user could put
+		// another (the package cache was checked as it was made).
+		for _, p := range []struct{ path, what string }{{lib, "the library"}, {d.Bin, "the programs"}, {driver, "the driver"}} {
+			if p.path == "" || o.Debs != "" && p.path != driver {
+				continue
+			}
+			if err := checkNotShared(p.path, p.what); err != nil {
+				return nil, fmt.Errorf("softdev exec: %w", err)
+			}
+		}
+	}
 	if d.listener, d.Addr, err = hold(o.Addr); err != nil {
 		return nil, fmt.Errorf("softdev exec: %w", err)
 	}

@@ -1,15 +1,11 @@
 package launch
 
 import (
-	"crypto/sha256"
 	"debug/elf"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/verbsexp/verbsexp/abiutil/dynlib"
@@ -122,61 +118,4 @@ func exports(path string) (legacy, rdmaCore bool, err error) {
 		}
 	}
 	return legacy, rdmaCore, nil
-}
-
-// UnpackDebs unpacks the .deb packages of dir (MLNX_OFED's DEBS/MLNX_LIBS,
-// or ../shared/ofed-4.9/debs) with dpkg-deb into a cache directory keyed
-// by their contents, once, and returns the root they were unpacked into:
-// nothing is installed on the system.
-func UnpackDebs(dir string) (string, error) {
-	debs, err := filepath.Glob(filepath.Join(dir, "*.deb"))
-	if err != nil || len(debs) == 0 {
-		return "", fmt.Errorf("%s holds no .deb packages: point OFED_DEBS (or -ofed-debs) at MLNX_OFED's DEBS/MLNX_LIBS directory (libibverbs1, libibverbs-dev, ibverbs-utils, perftest, …)", dir)
-	}
-	sort.Strings(debs)
-	h := sha256.New()
-	for _, d := range debs {
-		b, err := os.ReadFile(d)
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(h, "%s %d\n", filepath.Base(d), len(b))
-		h.Write(b)
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	root := filepath.Join(cache, "verbsexp", "ofed-"+hex.EncodeToString(h.Sum(nil))[:16])
-	if _, err := os.Stat(filepath.Join(root, ".complete")); err == nil {
-		return root, nil
-	}
-	if _, err := exec.LookPath("dpkg-deb"); err != nil {
-		return "", errors.New("unpacking .deb packages needs dpkg-deb (apt-get install dpkg)")
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(root), ".unpack-")
-	if err != nil {
-		if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
-			return "", err
-		}
-		if tmp, err = os.MkdirTemp(filepath.Dir(root), ".unpack-"); err != nil {
-			return "", err
-		}
-	}
-	defer os.RemoveAll(tmp)
-	for _, d := range debs {
-		if out, err := exec.Command("dpkg-deb", "-x", d, tmp).CombinedOutput(); err != nil {
-			return "", fmt.Errorf("dpkg-deb -x %s: %v: %s", d, err, out)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(tmp, ".complete"), nil, 0o644); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp, root); err != nil {
-		if _, serr := os.Stat(filepath.Join(root, ".complete")); serr == nil {
-			return root, nil // another launcher unpacked them meanwhile
-		}
-		return "", err
-	}
-	return root, nil
 }
