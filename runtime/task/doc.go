@@ -49,6 +49,7 @@
 //	l.SendTask(qp)
 //	l.Send(2, verbs.ExpSendSignaled, verbs.SGE{Addr: buf.Addr(), Length: 32, Lkey: mr.Lkey})
 //	err = l.Post() // one ibv_exp_post_task; a *task.PostError names the task that failed
+//	// (or the first builder error, if a builder failed: then nothing is posted)
 //
 //	wc := softdev.CallocSlice[verbs.ExpWC](2)
 //	defer softdev.Free(unsafe.Pointer(&wc[0]))
@@ -58,13 +59,38 @@
 // ExampleList is a whole schedule with a managed worker and a manager.
 //
 // Misuse is an error: a nil or freed List (ErrFreed), a builder called
-// without a task or on the wrong kind (ErrNoTask, ErrWrongKind), counts
-// that do not fit the C fields, SGEs and RDMA ranges that wrap around the
-// address space, Calc operands that are not one 16-byte SGE each: all
-// wrap EINVAL and leave the List as it was; a full region is a
-// *CapacityError (ENOMEM). What only the device can judge (keys, ranges
-// inside MRs, queue states) comes back from Post as a *PostError. A List
-// holds its context's address: Free it before the device is closed
-// (posting to a closed context is as undefined as ibv_exp_post_task after
-// ibv_close_device).
+// without a task or on the wrong kind (ErrNoTask, ErrWrongKind), a nil
+// QP or CQ, counts that do not fit the C fields, SGEs and RDMA ranges
+// that wrap around the address space, Calc operands that are not one
+// 16-byte SGE each: all wrap EINVAL and add nothing; a full region is a
+// *CapacityError (ENOMEM) naming the Capacity field to raise. What only
+// the device can judge (keys, ranges inside MRs, queue states) comes
+// back from Post as a *PostError. A List holds its context's address:
+// Free it before the device is closed (posting to a closed context is as
+// undefined as ibv_exp_post_task after ibv_close_device).
+//
+// # Builder errors stick
+//
+// A builder's error sticks, as a bufio.Writer's does: the List keeps the
+// first one, every builder after it adds nothing and returns it (the
+// same value: errors.Is and errors.As see what the first saw), and Post
+// returns it without posting anything; Err returns it too. A list may
+// therefore be built without checking each builder and checked once, at
+// Post: a list that lacks a work request it was asked for never posts.
+// As ExampleList_Err runs it, with room for one send work request:
+//
+//	l.SendTask(qp)
+//	l.Send(1, verbs.ExpSendSignaled)        // a zero-length send
+//	l.Wait(2, verbs.ExpSendSignaled, cq, 1) // no room: the error sticks …
+//	l.SendEnable(3, 0, qp, 0)               // … and this adds nothing
+//	err = l.Post()                          // posts nothing: the first error
+//
+// Reset clears the error with the rest (the rebuilt list is a new list).
+// A copy of a List shares it, as it shares everything: an error recorded
+// or a Reset done through either is the other's. Once the List is freed,
+// everything, Err included, is ErrFreed. Post's own errors do not stick:
+// ErrEmpty leaves the List to be built, and after a *PostError the List
+// is as built and may be posted again (after ENOMEM, once the full
+// queue's CQ is polled); the verb leaves posted what it posted before
+// the failure, so posting the whole List again posts that again.
 package task

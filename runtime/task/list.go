@@ -48,7 +48,24 @@ type CapacityError struct {
 }
 
 func (e *CapacityError) Error() string {
-	return fmt.Sprintf("task list is full: capacity of %d %s reached", e.Cap, e.What)
+	r, ok := regions[e.What]
+	if !ok {
+		return fmt.Sprintf("task list is full: capacity of %d %s reached", e.Cap, e.What)
+	}
+	what := e.What
+	if e.Cap == 1 {
+		what = r.one
+	}
+	return fmt.Sprintf("task list is full: capacity of %d %s reached: size the List for the whole schedule (task.Capacity.%s)", e.Cap, what, r.field)
+}
+
+// regions are the arena's regions by CapacityError.What: the Capacity
+// field that sizes each, and its name for one.
+var regions = map[string]struct{ field, one string }{
+	"tasks":                  {"Tasks", "task"},
+	"send work requests":     {"SendWRs", "send work request"},
+	"receive work requests":  {"RecvWRs", "receive work request"},
+	"scatter/gather entries": {"SGEs", "scatter/gather entry"},
 }
 
 // Unwrap makes errors.Is(err, syscall.ENOMEM) true.
@@ -57,7 +74,15 @@ func (e *CapacityError) Unwrap() error { return syscall.ENOMEM }
 // List is a task list in C memory. It is not safe for concurrent use;
 // separate Lists may be built and posted from separate goroutines. A copy
 // of a List is the same list (its state sits behind one pointer): freed
-// through either, it is freed for both, and a second Free is ErrFreed.
+// through either, it is freed for both, and a second Free is ErrFreed;
+// a builder error recorded through either (see Err) is the other's too,
+// and a Reset through either clears it for both.
+//
+// Its builders' errors stick, as a bufio.Writer's do: the first one is
+// kept, every builder after it does nothing and returns it, and Post
+// returns it without posting. A list built without checking each
+// builder is therefore checked whole by Post (or Err): a work request
+// that did not fit is never left out of a list that posts.
 type List struct {
 	*list // nil for the zero List, which is refused as a freed one
 }
@@ -81,6 +106,11 @@ type list struct {
 	// What Post passes, as addresses: ctx (checked at New) and the first
 	// task and the bad_task slot (in the arena: C memory).
 	ctxAddr, tasksAddr, badAddr uintptr
+
+	// err is the first error a builder returned since New or Reset: the
+	// list lacks what that builder was asked for, so nothing more is
+	// built and Post refuses it.
+	err error
 }
 
 // New allocates a List for ctx with the given capacity. Counts that are
@@ -184,18 +214,49 @@ func (l *List) Free() error {
 	l.lastSend, l.lastRecv = nil, nil
 	l.tasks, l.sends, l.recvs, l.sges, l.bad = nil, nil, nil, nil, nil
 	l.ctxAddr, l.tasksAddr, l.badAddr = 0, 0, 0
+	l.err = nil // from now on everything is ErrFreed
 	return nil
 }
 
 // Reset empties the List for rebuilding; the arena is kept, nothing is
-// allocated.
+// allocated. It clears a builder error (see Err) with the rest: the
+// rebuilt list is a new list.
 func (l *List) Reset() error {
 	if l.freed() {
 		return ErrFreed
 	}
 	l.nTasks, l.nSends, l.nRecvs, l.nSGEs = 0, 0, 0, 0
 	l.lastSend, l.lastRecv = nil, nil
+	l.err = nil
 	return nil
+}
+
+// Err returns the first error a builder returned since New or the last
+// Reset, which Post returns instead of posting; ErrFreed for a nil,
+// zero or freed List; nil while every builder has succeeded. Neither an
+// empty List (Post's ErrEmpty) nor a failed Post (a *PostError) sets
+// it: those lists are as built, and may be posted (again).
+func (l *List) Err() error {
+	if l.freed() {
+		return ErrFreed
+	}
+	return l.err
+}
+
+// stuck is what a builder returns without building: ErrFreed, or the
+// error of an earlier builder.
+func (l *List) stuck() error {
+	if l.freed() {
+		return ErrFreed
+	}
+	return l.err
+}
+
+// fail records err, a builder's error, as the List's (the first since
+// New or Reset: stuck returned nil) and returns it.
+func (l *List) fail(err error) error {
+	l.err = err
+	return err
 }
 
 // Len returns the number of tasks built (0 for a nil List).
@@ -218,14 +279,14 @@ func (l *List) RecvTask(qp *verbs.QP) (*verbs.ExpTask, error) {
 }
 
 func (l *List) newTask(kind verbs.ExpTaskType, qp *verbs.QP) (*verbs.ExpTask, error) {
-	if l.freed() {
-		return nil, ErrFreed
+	if err := l.stuck(); err != nil {
+		return nil, err
 	}
 	if qp == nil {
-		return nil, abiutil.NilArg("task list", "qp")
+		return nil, l.fail(abiutil.NilArg("task list", "qp"))
 	}
 	if l.nTasks == len(l.tasks) {
-		return nil, &CapacityError{"tasks", len(l.tasks)}
+		return nil, l.fail(&CapacityError{"tasks", len(l.tasks)})
 	}
 	t := &l.tasks[l.nTasks]
 	*t = verbs.ExpTask{}
@@ -245,6 +306,7 @@ func (l *List) newTask(kind verbs.ExpTaskType, qp *verbs.QP) (*verbs.ExpTask, er
 }
 
 // sendWR appends a zeroed send work request to the current send task.
+// Its callers have checked stuck and record what it returns with fail.
 func (l *List) sendWR(wrID uint64, op verbs.ExpWROpcode, flags verbs.ExpSendFlags, sges []verbs.SGE) (*verbs.ExpSendWR, error) {
 	t, err := l.current(verbs.ExpTaskSend)
 	if err != nil {
@@ -312,9 +374,6 @@ func (l *List) copySGEs(sges []verbs.SGE) (*verbs.SGE, int32) {
 }
 
 func (l *List) current(kind verbs.ExpTaskType) (*verbs.ExpTask, error) {
-	if l.freed() {
-		return nil, ErrFreed
-	}
 	if l.nTasks == 0 {
 		return nil, ErrNoTask
 	}
@@ -327,33 +386,48 @@ func (l *List) current(kind verbs.ExpTaskType) (*verbs.ExpTask, error) {
 
 // Send appends a SEND of the gathered sges.
 func (l *List) Send(wrID uint64, flags verbs.ExpSendFlags, sges ...verbs.SGE) (*verbs.ExpSendWR, error) {
-	return l.sendWR(wrID, verbs.ExpWRSend, flags, sges)
+	if err := l.stuck(); err != nil {
+		return nil, err
+	}
+	wr, err := l.sendWR(wrID, verbs.ExpWRSend, flags, sges)
+	if err != nil {
+		return nil, l.fail(err)
+	}
+	return wr, nil
 }
 
 // Write appends an RDMA WRITE of the gathered sges to remote/rkey.
 func (l *List) Write(wrID uint64, flags verbs.ExpSendFlags, remote uint64, rkey uint32, sges ...verbs.SGE) (*verbs.ExpSendWR, error) {
-	if err := checkRemote(remote, sges); err != nil {
+	if err := l.stuck(); err != nil {
 		return nil, err
 	}
-	wr, err := l.sendWR(wrID, verbs.ExpWRRDMAWrite, flags, sges)
-	if err == nil {
-		r := wr.WR.RDMA()
-		r.RemoteAddr, r.Rkey = remote, rkey
+	if err := checkRemote(remote, sges); err != nil {
+		return nil, l.fail(err)
 	}
-	return wr, err
+	wr, err := l.sendWR(wrID, verbs.ExpWRRDMAWrite, flags, sges)
+	if err != nil {
+		return nil, l.fail(err)
+	}
+	r := wr.WR.RDMA()
+	r.RemoteAddr, r.Rkey = remote, rkey
+	return wr, nil
 }
 
 // Read appends an RDMA READ from remote/rkey into the sges.
 func (l *List) Read(wrID uint64, flags verbs.ExpSendFlags, remote uint64, rkey uint32, sges ...verbs.SGE) (*verbs.ExpSendWR, error) {
-	if err := checkRemote(remote, sges); err != nil {
+	if err := l.stuck(); err != nil {
 		return nil, err
 	}
-	wr, err := l.sendWR(wrID, verbs.ExpWRRDMARead, flags, sges)
-	if err == nil {
-		r := wr.WR.RDMA()
-		r.RemoteAddr, r.Rkey = remote, rkey
+	if err := checkRemote(remote, sges); err != nil {
+		return nil, l.fail(err)
 	}
-	return wr, err
+	wr, err := l.sendWR(wrID, verbs.ExpWRRDMARead, flags, sges)
+	if err != nil {
+		return nil, l.fail(err)
+	}
+	r := wr.WR.RDMA()
+	r.RemoteAddr, r.Rkey = remote, rkey
+	return wr, nil
 }
 
 // CalcOperandSize is the length of each Calc operand's SGE: an 8-byte
@@ -367,20 +441,24 @@ const CalcOperandSize = 16
 // MAXLOC). The posting QP must be cross-channel. No operands, or one
 // that is not CalcOperandSize bytes, is refused with EINVAL.
 func (l *List) Calc(wrID uint64, flags verbs.ExpSendFlags, op verbs.ExpCalcOp, typ verbs.ExpCalcDataType, operands ...verbs.SGE) (*verbs.ExpSendWR, error) {
+	if err := l.stuck(); err != nil {
+		return nil, err
+	}
 	if len(operands) == 0 {
-		return nil, fmt.Errorf("task list Calc: no operands: %w", syscall.EINVAL)
+		return nil, l.fail(fmt.Errorf("task list Calc: no operands: %w", syscall.EINVAL))
 	}
 	for i, g := range operands {
 		if g.Length != CalcOperandSize {
-			return nil, fmt.Errorf("task list Calc: operand %d is %d bytes; each is one %d-byte SGE: %w", i, g.Length, CalcOperandSize, syscall.EINVAL)
+			return nil, l.fail(fmt.Errorf("task list Calc: operand %d is %d bytes; each is one %d-byte SGE: %w", i, g.Length, CalcOperandSize, syscall.EINVAL))
 		}
 	}
 	wr, err := l.sendWR(wrID, verbs.ExpWRSend, flags|verbs.ExpSendWithCalc, operands)
-	if err == nil {
-		c := wr.Op.Calc()
-		c.CalcOp, c.DataType, c.DataSize = op, typ, verbs.ExpCalcDataSize64Bit
+	if err != nil {
+		return nil, l.fail(err)
 	}
-	return wr, err
+	c := wr.Op.Calc()
+	c.CalcOp, c.DataType, c.DataSize = op, typ, verbs.ExpCalcDataSize64Bit
+	return wr, nil
 }
 
 // Wait appends a CQE_WAIT with wr_id wrID: the current task's send queue
@@ -390,18 +468,22 @@ func (l *List) Calc(wrID uint64, flags verbs.ExpSendFlags, op verbs.ExpCalcOp, t
 // wait (without it, chained waits share one base). A count that does not
 // fit cq_count (an int32) is refused with an error wrapping EINVAL.
 func (l *List) Wait(wrID uint64, flags verbs.ExpSendFlags, cq *verbs.CQ, count int) (*verbs.ExpSendWR, error) {
-	if cq == nil {
-		return nil, abiutil.NilArg("task list Wait", "cq")
-	}
-	if err := checkCount("Wait", "cq_count", count); err != nil {
+	if err := l.stuck(); err != nil {
 		return nil, err
 	}
-	wr, err := l.sendWR(wrID, verbs.ExpWRCQEWait, flags, nil)
-	if err == nil {
-		w := wr.Task.CQEWait()
-		w.CQ, w.CQCount = cq, int32(count)
+	if cq == nil {
+		return nil, l.fail(abiutil.NilArg("task list Wait", "cq"))
 	}
-	return wr, err
+	if err := checkCount("Wait", "cq_count", count); err != nil {
+		return nil, l.fail(err)
+	}
+	wr, err := l.sendWR(wrID, verbs.ExpWRCQEWait, flags, nil)
+	if err != nil {
+		return nil, l.fail(err)
+	}
+	w := wr.Task.CQEWait()
+	w.CQ, w.CQCount = cq, int32(count)
+	return wr, nil
 }
 
 // SendEnable appends a SEND_ENABLE with wr_id wrID releasing the managed
@@ -420,18 +502,22 @@ func (l *List) RecvEnable(wrID uint64, flags verbs.ExpSendFlags, qp *verbs.QP, c
 }
 
 func (l *List) enable(name string, op verbs.ExpWROpcode, wrID uint64, flags verbs.ExpSendFlags, qp *verbs.QP, count int) (*verbs.ExpSendWR, error) {
-	if qp == nil {
-		return nil, abiutil.NilArg("task list "+name, "qp")
-	}
-	if err := checkCount(name, "wqe_count", count); err != nil {
+	if err := l.stuck(); err != nil {
 		return nil, err
 	}
-	wr, err := l.sendWR(wrID, op, flags, nil)
-	if err == nil {
-		e := wr.Task.WQEEnable()
-		e.QP, e.WQECount = qp, int32(count)
+	if qp == nil {
+		return nil, l.fail(abiutil.NilArg("task list "+name, "qp"))
 	}
-	return wr, err
+	if err := checkCount(name, "wqe_count", count); err != nil {
+		return nil, l.fail(err)
+	}
+	wr, err := l.sendWR(wrID, op, flags, nil)
+	if err != nil {
+		return nil, l.fail(err)
+	}
+	e := wr.Task.WQEEnable()
+	e.QP, e.WQECount = qp, int32(count)
+	return wr, nil
 }
 
 // checkCount refuses counts the C field cannot hold (it would truncate
@@ -446,18 +532,21 @@ func checkCount(builder, field string, count int) error {
 // Recv appends a receive work request scattering into sges to the current
 // receive task.
 func (l *List) Recv(wrID uint64, sges ...verbs.SGE) (*verbs.RecvWR, error) {
+	if err := l.stuck(); err != nil {
+		return nil, err
+	}
 	t, err := l.current(verbs.ExpTaskRecv)
 	if err != nil {
-		return nil, err
+		return nil, l.fail(err)
 	}
 	if l.nRecvs == len(l.recvs) {
-		return nil, &CapacityError{"receive work requests", len(l.recvs)}
+		return nil, l.fail(&CapacityError{"receive work requests", len(l.recvs)})
 	}
 	if l.nSGEs+len(sges) > len(l.sges) {
-		return nil, &CapacityError{"scatter/gather entries", len(l.sges)}
+		return nil, l.fail(&CapacityError{"scatter/gather entries", len(l.sges)})
 	}
 	if err := checkSGEs(sges); err != nil {
-		return nil, err
+		return nil, l.fail(err)
 	}
 	wr := &l.recvs[l.nRecvs]
 	l.nRecvs++
@@ -520,10 +609,20 @@ func queueFull(t *verbs.ExpTask) string {
 func (e *PostError) Unwrap() error { return e.Errno }
 
 // Post posts the whole list with exactly one ibv_exp_post_task call. The
-// List is unchanged and may be posted again.
+// List is unchanged and may be posted again. After a builder error it
+// posts nothing and returns that error (Err).
+//
+// A *PostError does not stick: the List is as built and may be posted
+// again (after ENOMEM, once the full queue's CQ is polled). The verb
+// stops at the failing work request and leaves what it posted before
+// posted (ibv_exp_post_task's rule): posting the whole List again posts
+// that again.
 func (l *List) Post() error {
 	if l == nil || l.list == nil {
 		return ErrFreed
+	}
+	if l.err != nil { // nil after Free: ErrFreed below
+		return l.err
 	}
 	if l.nTasks == 0 { // also after Free
 		if l.mem == nil {

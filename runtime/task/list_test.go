@@ -88,39 +88,54 @@ func TestBuildLinksInPlace(t *testing.T) {
 	}
 }
 
+// TestMisuse: each misuse is its builder's error, and sticks (the
+// List's Err) until Reset; Post of an empty list is ErrEmpty, which does
+// not stick; a freed List is ErrFreed.
 func TestMisuse(t *testing.T) {
 	ctx := shimtest.Open(true)
 	defer shimtest.Close(ctx)
 	qp := fakeQP(t)
 	l := newList(t, ctx, Capacity{Tasks: 1, SendWRs: 1, SGEs: 1})
-	if _, err := l.Send(1, 0); !errors.Is(err, ErrNoTask) {
-		t.Errorf("Send before a task: %v", err)
-	}
 	if err := l.Post(); !errors.Is(err, ErrEmpty) || !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("Post of an empty list: %v", err)
 	}
-	l.SendTask(qp)
-	if _, err := l.Recv(1); !errors.Is(err, ErrWrongKind) {
-		t.Errorf("Recv on a send task: %v", err)
+	if err := l.Err(); err != nil {
+		t.Errorf("Err after Post of an empty list = %v, want nil (ErrEmpty is Post's, not a builder's)", err)
 	}
-	if _, err := l.Send(1, 0, verbs.SGE{}, verbs.SGE{}); !errors.Is(err, syscall.ENOMEM) {
-		t.Errorf("two SGEs in a list with room for one: %v", err)
-	}
-	l.Send(1, 0)
-	if _, err := l.Send(2, 0); !errors.Is(err, syscall.ENOMEM) {
-		t.Errorf("WR over capacity: %v", err)
-	}
-	if _, err := l.SendTask(qp); !errors.Is(err, syscall.ENOMEM) {
-		t.Errorf("task over capacity: %v", err)
-	}
-	if _, err := l.SendTask(nil); !errors.Is(err, syscall.EINVAL) {
-		t.Errorf("nil QP: %v", err)
+	for _, c := range []struct {
+		name  string
+		build func() error // the last call misuses the List
+		want  error
+	}{
+		{"Send before a task", func() error { return second(l.Send(1, 0)) }, ErrNoTask},
+		{"Recv on a send task", func() error { l.SendTask(qp); return second(l.Recv(1)) }, ErrWrongKind},
+		{"two SGEs in a list with room for one", func() error {
+			l.SendTask(qp)
+			return second(l.Send(1, 0, verbs.SGE{}, verbs.SGE{}))
+		}, syscall.ENOMEM},
+		{"WR over capacity", func() error { l.SendTask(qp); l.Send(1, 0); return second(l.Send(2, 0)) }, syscall.ENOMEM},
+		{"task over capacity", func() error { l.SendTask(qp); return second(l.SendTask(qp)) }, syscall.ENOMEM},
+		{"nil QP", func() error { return second(l.SendTask(nil)) }, syscall.EINVAL},
+	} {
+		if err := l.Reset(); err != nil {
+			t.Fatal(err)
+		}
+		err := c.build()
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+		if got := l.Err(); got == nil || got != err {
+			t.Errorf("%s: Err = %v, want the builder's error %v", c.name, got, err)
+		}
 	}
 	if err := l.Free(); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Post(); !errors.Is(err, ErrFreed) {
 		t.Errorf("Post after Free: %v", err)
+	}
+	if err := l.Err(); !errors.Is(err, ErrFreed) {
+		t.Errorf("Err after Free: %v", err)
 	}
 	if err := l.Free(); !errors.Is(err, ErrFreed) {
 		t.Errorf("double Free: %v", err)
@@ -140,18 +155,29 @@ func TestCountsMustFit(t *testing.T) {
 	defer shimtest.Close(ctx)
 	qp, cq := fakeQP(t), fakeCQ(t)
 	l := newList(t, ctx, Capacity{Tasks: 1, SendWRs: 4})
-	l.SendTask(qp)
 	for _, n := range []int{1<<32 + 1, math.MaxInt32 + 1, -1} {
-		if _, err := l.Wait(1, 0, cq, n); !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "cq_count") {
-			t.Errorf("Wait count %d: %v", n, err)
-		}
-		if _, err := l.SendEnable(1, 0, qp, n); !errors.Is(err, syscall.EINVAL) {
-			t.Errorf("SendEnable count %d: %v", n, err)
-		}
-		if _, err := l.RecvEnable(1, 0, qp, n); !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "wqe_count") {
-			t.Errorf("RecvEnable count %d: %v", n, err)
+		for _, c := range []struct {
+			name, field string
+			call        func() error
+		}{
+			{"Wait", "cq_count", func() error { return second(l.Wait(1, 0, cq, n)) }},
+			{"SendEnable", "wqe_count", func() error { return second(l.SendEnable(1, 0, qp, n)) }},
+			{"RecvEnable", "wqe_count", func() error { return second(l.RecvEnable(1, 0, qp, n)) }},
+		} {
+			l.Reset() // the refusal sticks: each case on a new list
+			if _, err := l.SendTask(qp); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.call(); !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), c.field) {
+				t.Errorf("%s count %d: %v", c.name, n, err)
+			}
+			if l.nSends != 0 {
+				t.Errorf("%s count %d: %d WRs built", c.name, n, l.nSends)
+			}
 		}
 	}
+	l.Reset()
+	l.SendTask(qp)
 	if w, err := l.Wait(1, 0, cq, math.MaxInt32); err != nil || w.Task.CQEWait().CQCount != math.MaxInt32 {
 		t.Fatalf("the largest count: %v", err)
 	}

@@ -181,15 +181,13 @@ func TestMisuseNew(t *testing.T) {
 
 // TestMisuseBuilders: counts, ranges, operands and arguments the C
 // fields cannot hold or a device must not be handed are refused by the
-// builders, with nothing appended.
+// builders, with nothing appended, and the refusal sticks (Err). Each
+// case runs on the List Reset, with one send task.
 func TestMisuseBuilders(t *testing.T) {
 	r := newRig(t)
 	l := r.list(t, Capacity{Tasks: 3, SendWRs: 4, RecvWRs: 2, SGEs: 4})
 	if _, err := l.Send(1, 0); !errors.Is(err, ErrNoTask) || !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("Send before any task: %v", err)
-	}
-	if _, err := l.SendTask(r.mgr); err != nil {
-		t.Fatal(err)
 	}
 	top := verbs.SGE{Addr: math.MaxUint64 - 7, Length: 16, Lkey: r.mr.Lkey}
 	for _, c := range []struct {
@@ -236,32 +234,50 @@ func TestMisuseBuilders(t *testing.T) {
 		{"SendTask nil QP", func() error { return second(l.SendTask(nil)) }, syscall.EINVAL},
 		{"RecvTask nil QP", func() error { return second(l.RecvTask(nil)) }, syscall.EINVAL},
 	} {
+		if err := l.Reset(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.SendTask(r.mgr); err != nil {
+			t.Fatal(err)
+		}
 		before := counts(l)
-		if err := c.call(); !errors.Is(err, c.want) {
+		err := c.call()
+		if !errors.Is(err, c.want) {
 			t.Errorf("%s = %v, want %v", c.name, err, c.want)
 		}
 		if after := counts(l); after != before {
 			t.Errorf("%s: the List changed from %v to %v", c.name, before, after)
 		}
+		if l.Err() != err {
+			t.Errorf("%s: Err = %v, want the refusal %v", c.name, l.Err(), err)
+		}
 	}
-	// At capacity: each region says so with a *CapacityError (ENOMEM).
+	// At capacity: each region says so with a *CapacityError (ENOMEM)
+	// that names the Capacity field to raise.
+	l.Reset()
+	l.SendTask(r.mgr)
 	for range 4 {
 		if _, err := l.Send(2, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var ce *CapacityError
-	if _, err := l.Send(3, 0); !errors.As(err, &ce) || ce.What != "send work requests" || !errors.Is(err, syscall.ENOMEM) {
+	if _, err := l.Send(3, 0); !errors.As(err, &ce) || ce.What != "send work requests" || !errors.Is(err, syscall.ENOMEM) ||
+		!strings.Contains(err.Error(), "task.Capacity.SendWRs") {
 		t.Errorf("fifth send WR: %v", err)
 	}
+	l.Reset()
 	l.RecvTask(r.qp2)
 	l.Recv(4)
 	l.Recv(5)
-	if _, err := l.Recv(6); !errors.As(err, &ce) || ce.What != "receive work requests" {
+	if _, err := l.Recv(6); !errors.As(err, &ce) || ce.What != "receive work requests" || !strings.Contains(err.Error(), "task.Capacity.RecvWRs") {
 		t.Errorf("third receive WR: %v", err)
 	}
+	l.Reset()
 	l.SendTask(r.worker)
-	if _, err := l.SendTask(r.worker); !errors.As(err, &ce) || ce.What != "tasks" {
+	l.SendTask(r.worker)
+	l.SendTask(r.worker)
+	if _, err := l.SendTask(r.worker); !errors.As(err, &ce) || ce.What != "tasks" || !strings.Contains(err.Error(), "task.Capacity.Tasks") {
 		t.Errorf("fourth task: %v", err)
 	}
 }

@@ -76,7 +76,8 @@ func TestArenaLayout(t *testing.T) {
 }
 
 // TestWrappingRangesRefused: an SGE, or an RDMA remote range, that wraps
-// around the address space is refused before anything is built.
+// around the address space is refused before anything is built (each
+// refusal sticks: the List is Reset after it).
 func TestWrappingRangesRefused(t *testing.T) {
 	ctx := shimtest.Open(true)
 	defer shimtest.Close(ctx)
@@ -87,10 +88,20 @@ func TestWrappingRangesRefused(t *testing.T) {
 	if _, err := l.Send(1, 0, wrap); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("Send of a wrapping SGE = %v, want EINVAL", err)
 	}
+	if l.nSends != 0 || l.nSGEs != 0 {
+		t.Fatalf("a refused Send was built: %d sends, %d SGEs", l.nSends, l.nSGEs)
+	}
+	l.Reset()
+	l.SendTask(qp)
 	ok := verbs.SGE{Addr: 0x1000, Length: 64}
 	if _, err := l.Write(2, 0, math.MaxUint64-32, 1, ok); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("Write to a wrapping remote range = %v, want EINVAL", err)
 	}
+	if l.nSends != 0 || l.nSGEs != 0 {
+		t.Fatalf("a refused Write was built: %d sends, %d SGEs", l.nSends, l.nSGEs)
+	}
+	l.Reset()
+	l.SendTask(qp)
 	if _, err := l.Read(3, 0, math.MaxUint64-64, 1, ok); err != nil {
 		t.Errorf("Read of 64 bytes ending just below 2^64: %v", err)
 	}
