@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <infiniband/driver.h>
@@ -199,14 +200,21 @@ static int parse_gid(const char *s, uint8_t g[16])
 }
 
 /* The listener a launcher bound for the device, from
- * SOFTDEV_LISTEN_FDS="ibdev=fd[,ibdev=fd...]"; -1 if none. */
+ * SOFTDEV_LISTEN_FDS="ibdev=fd[,ibdev=fd...]"; -1 if none. A listening
+ * socket found there is made close-on-exec: it is this process's device's,
+ * and a program this one starts would hold the address serving nobody. */
 static int listener_of(const char *ibdev)
 {
 	const char *env = getenv("SOFTDEV_LISTEN_FDS");
 	size_t k = strlen(ibdev);
 	for (const char *p = env; p != NULL && *p != 0;) {
-		if (strncmp(p, ibdev, k) == 0 && p[k] == '=')
-			return atoi(p + k + 1);
+		if (strncmp(p, ibdev, k) == 0 && p[k] == '=') {
+			int fd = atoi(p + k + 1), listening = 0;
+			socklen_t len = sizeof listening;
+			if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening)
+				fcntl(fd, F_SETFD, FD_CLOEXEC);
+			return fd;
+		}
 		p = strchr(p, ',');
 		if (p != NULL)
 			p++;

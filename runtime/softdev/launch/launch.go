@@ -30,6 +30,20 @@
 // Nothing outside the namespace changes but an empty directory in
 // $TMPDIR (the tmpfs's mount point), removed when the program ends, and
 // by the next launch if the launcher itself was killed.
+//
+// The device is the program's: when the program ends, its address is
+// released, even if a descendant it left running still holds the
+// listener (the driver marks its copy close-on-exec once it has it; a
+// program that never opens the device, a shell, passes it on). Such a
+// descendant keeps its files: the mount point stays until no process of
+// the namespace is left, and a later launch removes it then. Its device
+// can take no new connections.
+//
+// As root, programs and libraries are never taken from where another
+// user could put their own: the package cache (UnpackDebs) is a
+// directory of root's, checked against its manifest before every use,
+// and -ofed, -driver and the packages are refused from a directory every
+// user can write.
 package launch
 
 import (
@@ -282,15 +296,29 @@ func (d *Device) Command(name string, args ...string) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-// Close releases the address and removes what the launches left.
+// Close releases the address and removes what the launches left. The
+// listener is shut, not only closed: a descendant of a program that
+// outlives it and still holds the program's copy (fd 3, inherited before
+// the driver marked it close-on-exec, or by a program that never opened
+// the device) no longer keeps the address. A mount point that a living
+// process of a launch's namespace still uses stays, for a later launch
+// to remove (removing it would take the files from under that process).
 func (d *Device) Close() error {
 	var err error
 	if d.listener != nil {
+		if rc, cerr := d.listener.SyscallConn(); cerr == nil {
+			rc.Control(func(fd uintptr) { syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+		}
 		err = d.listener.Close()
 		d.listener = nil
 	}
-	for _, s := range d.scratch {
-		removeScratch(s)
+	if len(d.scratch) > 0 {
+		inUse := mountPoints()
+		for _, s := range d.scratch {
+			if !inUse[s] {
+				removeScratch(s)
+			}
+		}
 	}
 	d.scratch = nil
 	return err
@@ -334,17 +362,51 @@ func removeScratch(dir string) {
 }
 
 // sweepScratch removes the mount points of launchers that died before
-// removing theirs: empty directories whose pid no longer runs.
+// removing theirs, or left them to a program's descendants: empty
+// directories whose pid no longer runs, mounted in no namespace.
 func sweepScratch() {
 	matches, _ := filepath.Glob(filepath.Join(os.TempDir(), scratchPrefix+"*"))
+	var inUse map[string]bool
 	for _, m := range matches {
 		rest := strings.TrimPrefix(filepath.Base(m), scratchPrefix)
 		pid, err := strconv.Atoi(strings.SplitN(rest, ".", 2)[0])
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		if syscall.Kill(pid, 0) == syscall.ESRCH {
+		if syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		if inUse == nil {
+			inUse = mountPoints()
+		}
+		if !inUse[m] {
 			syscall.Rmdir(m) // only if empty: never anything else
 		}
 	}
+}
+
+// mountPoints are the mount points of every mount namespace a process
+// of this host is in (/proc/PID/mountinfo, once per namespace): a
+// launch's scratch directory among them is a living program's files.
+func mountPoints() map[string]bool {
+	points := map[string]bool{}
+	seen := map[string]bool{}
+	pids, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range pids {
+		ns, err := os.Readlink(filepath.Join(p, "ns/mnt"))
+		if err != nil || seen[ns] {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(p, "mountinfo"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		seen[ns] = true
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 4 {
+				points[unescapeMount(f[4])] = true
+			}
+		}
+	}
+	return points
 }
