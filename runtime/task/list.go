@@ -243,17 +243,8 @@ func (l *List) Err() error {
 	return l.err
 }
 
-// stuck is what a builder returns without building: ErrFreed, or the
-// error of an earlier builder.
-func (l *List) stuck() error {
-	if l.freed() {
-		return ErrFreed
-	}
-	return l.err
-}
-
 // fail records err, a builder's error, as the List's (the first since
-// New or Reset: stuck returned nil) and returns it.
+// New or Reset: each builder starts with Err) and returns it.
 func (l *List) fail(err error) error {
 	l.err = err
 	return err
@@ -279,7 +270,7 @@ func (l *List) RecvTask(qp *verbs.QP) (*verbs.ExpTask, error) {
 }
 
 func (l *List) newTask(kind verbs.ExpTaskType, qp *verbs.QP) (*verbs.ExpTask, error) {
-	if err := l.stuck(); err != nil {
+	if err := l.Err(); err != nil { // freed, or an earlier builder failed
 		return nil, err
 	}
 	if qp == nil {
@@ -306,7 +297,7 @@ func (l *List) newTask(kind verbs.ExpTaskType, qp *verbs.QP) (*verbs.ExpTask, er
 }
 
 // sendWR appends a zeroed send work request to the current send task.
-// Its callers have checked stuck and record what it returns with fail.
+// Its callers have checked Err and record what it returns with fail.
 func (l *List) sendWR(wrID uint64, op verbs.ExpWROpcode, flags verbs.ExpSendFlags, sges []verbs.SGE) (*verbs.ExpSendWR, error) {
 	t, err := l.current(verbs.ExpTaskSend)
 	if err != nil {
@@ -386,7 +377,7 @@ func (l *List) current(kind verbs.ExpTaskType) (*verbs.ExpTask, error) {
 
 // Send appends a SEND of the gathered sges.
 func (l *List) Send(wrID uint64, flags verbs.ExpSendFlags, sges ...verbs.SGE) (*verbs.ExpSendWR, error) {
-	if err := l.stuck(); err != nil {
+	if err := l.Err(); err != nil {
 		return nil, err
 	}
 	wr, err := l.sendWR(wrID, verbs.ExpWRSend, flags, sges)
@@ -398,7 +389,7 @@ func (l *List) Send(wrID uint64, flags verbs.ExpSendFlags, sges ...verbs.SGE) (*
 
 // Write appends an RDMA WRITE of the gathered sges to remote/rkey.
 func (l *List) Write(wrID uint64, flags verbs.ExpSendFlags, remote uint64, rkey uint32, sges ...verbs.SGE) (*verbs.ExpSendWR, error) {
-	if err := l.stuck(); err != nil {
+	if err := l.Err(); err != nil {
 		return nil, err
 	}
 	if err := checkRemote(remote, sges); err != nil {
@@ -415,7 +406,7 @@ func (l *List) Write(wrID uint64, flags verbs.ExpSendFlags, remote uint64, rkey 
 
 // Read appends an RDMA READ from remote/rkey into the sges.
 func (l *List) Read(wrID uint64, flags verbs.ExpSendFlags, remote uint64, rkey uint32, sges ...verbs.SGE) (*verbs.ExpSendWR, error) {
-	if err := l.stuck(); err != nil {
+	if err := l.Err(); err != nil {
 		return nil, err
 	}
 	if err := checkRemote(remote, sges); err != nil {
@@ -441,7 +432,7 @@ const CalcOperandSize = 16
 // MAXLOC). The posting QP must be cross-channel. No operands, or one
 // that is not CalcOperandSize bytes, is refused with EINVAL.
 func (l *List) Calc(wrID uint64, flags verbs.ExpSendFlags, op verbs.ExpCalcOp, typ verbs.ExpCalcDataType, operands ...verbs.SGE) (*verbs.ExpSendWR, error) {
-	if err := l.stuck(); err != nil {
+	if err := l.Err(); err != nil {
 		return nil, err
 	}
 	if len(operands) == 0 {
@@ -468,7 +459,7 @@ func (l *List) Calc(wrID uint64, flags verbs.ExpSendFlags, op verbs.ExpCalcOp, t
 // wait (without it, chained waits share one base). A count that does not
 // fit cq_count (an int32) is refused with an error wrapping EINVAL.
 func (l *List) Wait(wrID uint64, flags verbs.ExpSendFlags, cq *verbs.CQ, count int) (*verbs.ExpSendWR, error) {
-	if err := l.stuck(); err != nil {
+	if err := l.Err(); err != nil {
 		return nil, err
 	}
 	if cq == nil {
@@ -502,7 +493,7 @@ func (l *List) RecvEnable(wrID uint64, flags verbs.ExpSendFlags, qp *verbs.QP, c
 }
 
 func (l *List) enable(name string, op verbs.ExpWROpcode, wrID uint64, flags verbs.ExpSendFlags, qp *verbs.QP, count int) (*verbs.ExpSendWR, error) {
-	if err := l.stuck(); err != nil {
+	if err := l.Err(); err != nil {
 		return nil, err
 	}
 	if qp == nil {
@@ -532,7 +523,7 @@ func checkCount(builder, field string, count int) error {
 // Recv appends a receive work request scattering into sges to the current
 // receive task.
 func (l *List) Recv(wrID uint64, sges ...verbs.SGE) (*verbs.RecvWR, error) {
-	if err := l.stuck(); err != nil {
+	if err := l.Err(); err != nil {
 		return nil, err
 	}
 	t, err := l.current(verbs.ExpTaskRecv)
