@@ -3,6 +3,16 @@
  * See ../NOTICE for what this file is and is not.
  */
 #ifndef INFINIBAND_OFA_VERBS_H
+/* MLNX_OFED's own ofa_verbs.h where its verbs_exp.h is installed (see verbs_exp.h). */
+#if !defined(VERBSEXP_RESTATEMENT_ONLY) && defined(__has_include_next)
+#if __has_include_next(<infiniband/verbs_exp.h>) && __has_include_next(<infiniband/ofa_verbs.h>)
+#define VERBSEXP_INSTALLED_OFA_VERBS 1
+#endif
+#endif
+
+#ifdef VERBSEXP_INSTALLED_OFA_VERBS
+#include_next <infiniband/ofa_verbs.h>
+#else
 #define INFINIBAND_OFA_VERBS_H
 
 #include <stdint.h>
@@ -39,4 +49,5 @@ struct ibv_srq_legacy {
     struct ibv_cq         *xrc_cq;
 };
 
+#endif /* VERBSEXP_INSTALLED_OFA_VERBS */
 #endif /* INFINIBAND_OFA_VERBS_H */

@@ -5,7 +5,18 @@
  * MLNX_OFED 4.6; the text is this project's own.  See ../NOTICE.
  */
 #ifndef INFINIBAND_VERBS_H
+/* MLNX_OFED's own verbs.h where its verbs_exp.h is installed (see verbs_exp.h). */
+#if !defined(VERBSEXP_RESTATEMENT_ONLY) && defined(__has_include_next)
+#if __has_include_next(<infiniband/verbs_exp.h>) && __has_include_next(<infiniband/verbs.h>)
+#define VERBSEXP_INSTALLED_VERBS 1
+#endif
+#endif
+
+#ifdef VERBSEXP_INSTALLED_VERBS
+#include_next <infiniband/verbs.h>
+#else
 #define INFINIBAND_VERBS_H
+#define VERBSEXP_RESTATED_VERBS "MLNX_OFED 4.6"
 
 #include <stdint.h>
 #include <stddef.h>
@@ -1061,4 +1072,5 @@ const char *ibv_event_type_str(enum ibv_event_type event);
 /* As in the original layout, the experimental API comes along. */
 #include <infiniband/verbs_exp.h>
 
+#endif /* VERBSEXP_INSTALLED_VERBS */
 #endif /* INFINIBAND_VERBS_H */

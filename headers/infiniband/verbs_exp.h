@@ -8,9 +8,46 @@
  * See ../NOTICE.
  */
 #ifndef INFINIBAND_VERBS_EXP_H
+/*
+ * This restatement stands in for MLNX_OFED's own headers only where
+ * they are not installed: when the compiler finds a verbs_exp.h in a
+ * directory it searches after this one (the system's /usr/include, where
+ * MLNX_OFED installs it), that file is used instead, and the build guards
+ * of the code including it check it.  VERBSEXP_RESTATEMENT_ONLY turns
+ * this off (the generator reads the restatement itself).
+ */
+#if !defined(VERBSEXP_RESTATEMENT_ONLY) && defined(__has_include_next)
+#if __has_include_next(<infiniband/verbs_exp.h>)
+#define VERBSEXP_INSTALLED_HEADERS 1
+#endif
+#endif
+
+#ifdef VERBSEXP_INSTALLED_HEADERS
+#include_next <infiniband/verbs_exp.h>
+#else
 #define INFINIBAND_VERBS_EXP_H
+/* The restatement in use: the code including it can tell. */
+#define VERBSEXP_RESTATED_HEADERS "MLNX_OFED 4.6"
 
 #include <infiniband/verbs.h>
+
+/*
+ * Another infiniband/verbs.h found first on the include path (upstream
+ * rdma-core's, in a directory named with -I before this one) would mix
+ * with this restatement: say so once and declare nothing more (code that
+ * includes this file skips its own checks when VERBSEXP_HEADERS_REFUSED
+ * is set).
+ */
+#ifndef VERBSEXP_RESTATED_VERBS
+#define VERBSEXP_HEADERS_REFUSED 1
+#ifdef VERBS_API_H
+#error "verbsexp: the infiniband/verbs.h found first is upstream rdma-core's (MLNX_OFED 5.1 and later, distributions' libibverbs-dev), in a directory named with -I that has no infiniband/verbs_exp.h. These bindings need MLNX_OFED's legacy verbs (3.1 to 4.9). Point -I (CGO_CFLAGS) at MLNX_OFED 4.9 or earlier's include directory, or drop that -I to build on the bundled restatement (softdev); for rdma-core, generate bindings of its own: go tool gen -I DIR -entry infiniband/verbs.h -o DIR."
+#else
+#error "verbsexp: the infiniband/verbs.h found first (in a directory named with -I) is not the one that goes with an infiniband/verbs_exp.h: point -I at a directory holding both (MLNX_OFED 3.1 to 4.9), or drop it to build on the bundled restatement."
+#endif
+#endif
+
+#ifndef VERBSEXP_HEADERS_REFUSED
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -1488,4 +1525,6 @@ static inline int ibv_exp_post_task(struct ibv_context *context,
 }
 #endif
 
+#endif /* !VERBSEXP_HEADERS_REFUSED */
+#endif /* VERBSEXP_INSTALLED_HEADERS */
 #endif /* INFINIBAND_VERBS_EXP_H */

@@ -24,6 +24,13 @@ import (
 	"github.com/verbsexp/verbsexp/internal/target"
 )
 
+// RestatementOnly is the macro the generator and its checks define for
+// every compile of the headers: the project's restatement (headers/)
+// otherwise defers to MLNX_OFED's own headers where the compiler finds
+// them installed, and what the generator reads must not depend on what
+// the machine has installed.
+const RestatementOnly = "VERBSEXP_RESTATEMENT_ONLY"
+
 // Assertion is one compile-time check: a C constant expression and the
 // message the compiler prints when it is false.
 type Assertion struct {
@@ -208,7 +215,7 @@ func compileWith(cc string, t target.Target, src string, includes []string, flag
 	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 		return nil, err
 	}
-	args := append([]string(nil), flags...)
+	args := append(append([]string(nil), flags...), "-D"+RestatementOnly)
 	for _, d := range includes {
 		args = append(args, "-I", d)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/verbsexp/verbsexp/internal/abicheck"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,7 +47,7 @@ func checkHeaders(goarch string, cfg *cc.Config, dirs []string, entry string) er
 // compilerAccepts runs the compiler of cfg over the entry header at path
 // (-fsyntax-only) and reports its first errors.
 func compilerAccepts(goarch string, cfg *cc.Config, dirs []string, path string) error {
-	args := []string{"-fsyntax-only", "-x", "c", path}
+	args := []string{"-fsyntax-only", "-D" + abicheck.RestatementOnly, "-x", "c", path}
 	for _, d := range dirs {
 		args = append(args, "-I", d)
 	}

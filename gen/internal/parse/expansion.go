@@ -3,6 +3,7 @@ package parse
 import (
 	"bytes"
 	"fmt"
+	"github.com/verbsexp/verbsexp/internal/abicheck"
 	"io"
 	"os"
 	"path/filepath"
@@ -92,7 +93,7 @@ func scanExpansion(cfg *cc.Config, dirs []string, entry string, cpu int64) (*exp
 	if path == "" {
 		return nil, nil
 	}
-	args := []string{"-E", "-dD", "-x", "c", path}
+	args := []string{"-E", "-dD", "-D" + abicheck.RestatementOnly, "-x", "c", path}
 	for _, d := range dirs {
 		args = append(args, "-I", d)
 	}

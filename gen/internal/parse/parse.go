@@ -2,6 +2,7 @@ package parse
 
 import (
 	"fmt"
+	"github.com/verbsexp/verbsexp/internal/abicheck"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -129,7 +130,7 @@ func Translate(goarch string, cfg0 *cc.Config, opts Options, cache *cc.SourceCac
 	src := []cc.Source{
 		{Name: "<predefined>", Value: cfg.Predefined},
 		{Name: "<builtin>", Value: cc.Builtin},
-		{Name: "<verbsexp>", Value: fmt.Sprintf("#include <%s>\n", opts.Entry)},
+		{Name: "<verbsexp>", Value: fmt.Sprintf("#define %s 1\n#include <%s>\n", abicheck.RestatementOnly, opts.Entry)},
 	}
 	// The target's compiler checks the headers first, and cc only sees
 	// what it accepts: cc/v4 (v4.34.0) loops forever, allocating, on some
