@@ -320,6 +320,15 @@ struct sd_dev_wire_stats {
 void sd_dev_wire(struct ibv_context *ctx, struct sd_dev_wire_stats *out);
 void sd_dev_poll_mark(struct ibv_context *ctx, int on);
 
+/* Registration's check that memory is there (engine_dma.c): 0, EINVAL
+ * (the range wraps) or EFAULT, with where and why. */
+struct sd_unmapped {
+	uintptr_t at;       /* the first address that is not mapped as needed */
+	char      perms[5]; /* its mapping's permissions ("r-xp"), "" for a hole */
+};
+int sd_check_mapped(uintptr_t addr, size_t len, int write, struct sd_unmapped *why);
+int sd_check_mapped_msync(uintptr_t addr, size_t len, struct sd_unmapped *why);
+
 /* ---- shared between the engine's files ---- */
 
 struct sd_device *sd_dev(struct ibv_context *ctx);

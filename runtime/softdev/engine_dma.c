@@ -7,8 +7,114 @@
  * responder's MRs. Also the calc reduction and the atomics, which are
  * computed where the data is.
  */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include "engine.h"
+
+/* ------------------------------------------------------------------ */
+/* Registration: is the memory there                                    */
+/* ------------------------------------------------------------------ */
+
+/* One line of /proc/self/maps, "start-end perms ...": 1 if it parses. */
+static int maps_line(const char *line, uintptr_t *lo, uintptr_t *hi, char perms[5])
+{
+	char *end;
+	errno = 0;
+	unsigned long long a = strtoull(line, &end, 16);
+	if (end == line || *end != '-' || errno != 0)
+		return 0;
+	const char *b = end + 1;
+	unsigned long long z = strtoull(b, &end, 16);
+	if (end == b || *end != ' ' || errno != 0)
+		return 0;
+	for (int i = 0; i < 4; i++)
+		if (end[1 + i] == 0 || end[1 + i] == '\n')
+			return 0;
+	memcpy(perms, end + 1, 4);
+	perms[4] = 0;
+	*lo = (uintptr_t)a;
+	*hi = (uintptr_t)z;
+	return 1;
+}
+
+/* msync(MS_ASYNC) fails with ENOMEM when part of the page range is not
+ * mapped, and does nothing else: the check without /proc (mapping only,
+ * not the permissions). */
+int sd_check_mapped_msync(uintptr_t addr, size_t len, struct sd_unmapped *why)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = addr & ~(page - 1), end = addr + len;
+	if (end < addr || end > UINTPTR_MAX - page)
+		return EINVAL;
+	uintptr_t hi = (end + page - 1) & ~(page - 1);
+	if (msync((void *)lo, hi - lo, MS_ASYNC) != 0) {
+		if (why != NULL) {
+			why->at = addr;
+			why->perms[0] = 0;
+		}
+		return EFAULT;
+	}
+	return 0;
+}
+
+/*
+ * What registration checks, as an HCA's driver finds out when it pins the
+ * pages (get_user_pages fails with EFAULT): [addr, addr+len) is mapped
+ * memory the process may read, and write too if write is set. It walks
+ * /proc/self/maps (sorted, one line per mapping) and needs contiguous
+ * mappings with those permissions from the first byte to the last: exact,
+ * for the cost of reading a file of a few KB. Without /proc it falls back
+ * to msync(2), which sees holes but not permissions. 0, EINVAL (the range
+ * wraps around the address space) or EFAULT, with why (if not NULL)
+ * saying the first address that is not so and the permissions found
+ * there ("" for a hole). Both front ends call it, without the device
+ * lock: the Go API's RegMR and the exported ibv_reg_mr (sd_reg_mr), and
+ * the driver's reg_mr (op_reg_mr).
+ */
+int sd_check_mapped(uintptr_t addr, size_t len, int write, struct sd_unmapped *why)
+{
+	uintptr_t end = addr + len;
+	if (end < addr)
+		return EINVAL;
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (f == NULL)
+		return sd_check_mapped_msync(addr, len, why);
+	/* Only the head of a line matters: a longer one (a long path) is read
+	 * on to its newline and skipped. */
+	char line[256];
+	uintptr_t cur = addr;
+	int err = EFAULT, head = 1;
+	char perms[5] = "";
+	while (fgets(line, sizeof line, f) != NULL) {
+		int was_head = head;
+		head = strchr(line, '\n') != NULL;
+		uintptr_t lo, hi;
+		char p4[5];
+		if (!was_head || !maps_line(line, &lo, &hi, p4) || hi <= cur)
+			continue;
+		if (lo > cur)
+			break; /* a hole at cur */
+		if (p4[0] != 'r' || (write && p4[1] != 'w')) {
+			memcpy(perms, p4, sizeof perms);
+			break;
+		}
+		cur = hi;
+		if (cur >= end) {
+			err = 0;
+			break;
+		}
+	}
+	fclose(f);
+	if (err != 0 && why != NULL) {
+		why->at = cur;
+		memcpy(why->perms, perms, sizeof why->perms);
+	}
+	return err;
+}
 
 static int in_mr(const struct sd_mr *m, uint64_t addr, uint64_t len)
 {

@@ -340,10 +340,21 @@ static struct ibv_mr *reg_mr_locked(struct sd_device *d, struct sd_pd *p, void *
 	return &m->ibv;
 }
 
+/* Registration checks that the memory is there, as an HCA's pinning does
+ * (sd_check_mapped: EFAULT), before it takes the device lock: a write
+ * access needs writable pages. A zero length is reg_mr_locked's EINVAL. */
+static int reg_mapped(void *addr, size_t length, int access)
+{
+	int write = (access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) != 0;
+	return length == 0 ? 0 : sd_check_mapped((uintptr_t)addr, length, write, NULL);
+}
+
 static struct ibv_mr *op_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
 	struct sd_pd *p = (struct sd_pd *)pd;
 	struct sd_device *d = p->dev;
+	if ((errno = reg_mapped(addr, length, access)) != 0)
+		return NULL;
 	if ((errno = sd_enter(d)) != 0)
 		return NULL;
 	struct ibv_mr *mr = reg_mr_locked(d, p, addr, length, access);
@@ -2123,6 +2134,8 @@ struct ibv_mr *sd_reg_mr(struct ibv_context *ctx, struct ibv_pd *pd, void *addr,
 {
 	struct sd_device *d = sd_dev(ctx);
 	struct ibv_mr *mr = NULL;
+	if ((*err = reg_mapped(addr, len, access)) != 0)
+		return NULL;
 	if ((*err = sd_enter(d)) != 0)
 		return NULL;
 	errno = 0;

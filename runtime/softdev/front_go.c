@@ -471,8 +471,9 @@ static int sdl_dealloc_pd(struct ibv_pd *pd)
 static struct ibv_mr *sdl_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access);
 SAME_TYPE(sdl_reg_mr, ibv_reg_mr);
 
-/* ibv_reg_mr, with the check Device.RegMR makes (the range must be mapped
- * with the access asked for, as an HCA pinning it finds out): EFAULT. */
+/* ibv_reg_mr: sd_reg_mr checks, as Device.RegMR and the driver's reg_mr
+ * do, that the range is mapped with the access asked for, as an HCA
+ * pinning it finds out (EFAULT). */
 static struct ibv_mr *sdl_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
 	struct sdl_dev *e = by_obj(SD_PD, pd);
@@ -482,11 +483,8 @@ static struct ibv_mr *sdl_reg_mr(struct ibv_pd *pd, void *addr, size_t length, i
 		__typeof__(&ibv_reg_mr) f = REAL(ibv_reg_mr);
 		return f ? f(pd, addr, length, access) : (errno = ENOSYS, NULL);
 	}
-	int write = (access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) != 0;
-	int err = length == 0 ? EINVAL : sdlCheckMapped((uintptr_t)addr, length, write);
-	struct ibv_mr *mr = NULL;
-	if (err == 0)
-		mr = sd_reg_mr(ctx_of(e), pd, addr, length, access, &err);
+	int err = 0;
+	struct ibv_mr *mr = sd_reg_mr(ctx_of(e), pd, addr, length, access, &err);
 	release(e);
 	if (mr == NULL)
 		errno = err;

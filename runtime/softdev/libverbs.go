@@ -98,22 +98,6 @@ func deviceOf(h cgo.Handle) (d *Device) {
 	return h.Value().(*Device)
 }
 
-// sdlCheckMapped is RegMR's check for ibv_reg_mr: 0 or an errno.
-//
-//export sdlCheckMapped
-func sdlCheckMapped(addr C.uintptr_t, n C.size_t, write C.int) C.int {
-	err := checkMapped(uintptr(addr), uintptr(n), write != 0)
-	var e syscall.Errno
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &e):
-		return C.int(e)
-	default:
-		return C.EFAULT
-	}
-}
-
 // inFlight is the number of exported verbs running on d, -1 once it is
 // closed. For tests.
 func (d *Device) inFlight() int { return int(C.sdl_users(d.ctx)) }

@@ -3,19 +3,13 @@
 package softdev
 
 /*
-#include <stdint.h>
 #include <stdlib.h>
-#include <sys/mman.h>
-
-static int sd_msync(uintptr_t addr, size_t n) { return msync((void *)addr, n, MS_ASYNC); }
+#include "engine.h"
 */
 import "C"
 
 import (
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -86,64 +80,38 @@ func Free(p unsafe.Pointer) error {
 
 // checkMapped says whether [addr, addr+n) is mapped memory the device may
 // read, and write if write is set, as an HCA's registration finds out
-// when it pins the pages: it walks /proc/self/maps (sorted, one line per
-// mapping: "start-end perms ...") and needs contiguous mappings with the
-// permissions from the first byte to the last. That is exact and costs
-// one read of a file of a few KB. Where /proc is not mounted it falls back
-// to msync(2), which checks the mapping but not the permissions.
+// when it pins the pages. It is the C check every registration makes
+// (sd_check_mapped in engine_dma.c, which the driver's reg_mr and the
+// exported ibv_reg_mr run too), called first here for an error that
+// names the first byte that is not and why.
 func checkMapped(addr, n uintptr, write bool) error {
-	end := addr + n
-	if end < addr {
-		return fmt.Errorf("range %#x + %d wraps around the address space: %w", addr, n, syscall.EINVAL)
+	var why C.struct_sd_unmapped
+	w := C.int(0)
+	if write {
+		w = 1
 	}
-	maps, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		return checkMappedMsync(addr, n)
-	}
-	cur := addr
-	for line := range strings.SplitSeq(string(maps), "\n") {
-		lo, hi, perms, ok := parseMapsLine(line)
-		if !ok || hi <= cur {
-			continue
-		}
-		if lo > cur {
-			break // a hole at cur
-		}
-		if perms[0] != 'r' || (write && perms[1] != 'w') {
-			return fmt.Errorf("[%#x, %#x) is mapped %s, the device needs read%s access at %#x: %w",
-				addr, end, perms, map[bool]string{true: " and write"}[write], cur, syscall.EFAULT)
-		}
-		cur = hi
-		if cur >= end {
-			return nil
-		}
-	}
-	return fmt.Errorf("[%#x, %#x) is not mapped memory from %#x on: %w", addr, end, cur, syscall.EFAULT)
+	return mappedErr(addr, n, write, C.sd_check_mapped(C.uintptr_t(addr), C.size_t(n), w, &why), why)
 }
 
-// parseMapsLine reads "start-end perms" from a /proc/self/maps line.
-func parseMapsLine(line string) (lo, hi uintptr, perms string, ok bool) {
-	rng, rest, ok1 := strings.Cut(line, " ")
-	a, b, ok2 := strings.Cut(rng, "-")
-	if !ok1 || !ok2 || len(rest) < 4 {
-		return 0, 0, "", false
-	}
-	l, err1 := strconv.ParseUint(a, 16, 64)
-	h, err2 := strconv.ParseUint(b, 16, 64)
-	if err1 != nil || err2 != nil {
-		return 0, 0, "", false
-	}
-	return uintptr(l), uintptr(h), rest[:4], true
-}
-
-// checkMappedMsync: msync(MS_ASYNC) fails with ENOMEM when part of the
-// page range is not mapped, and does nothing else.
+// checkMappedMsync is the check where /proc is not mounted: msync(2)
+// sees holes, not permissions.
 func checkMappedMsync(addr, n uintptr) error {
-	page := uintptr(os.Getpagesize())
-	lo := addr &^ (page - 1)
-	hi := (addr + n + page - 1) &^ (page - 1)
-	if C.sd_msync(C.uintptr_t(lo), C.size_t(hi-lo)) != 0 {
-		return fmt.Errorf("[%#x, %#x) is not mapped memory: %w", addr, addr+n, syscall.EFAULT)
+	var why C.struct_sd_unmapped
+	return mappedErr(addr, n, false, C.sd_check_mapped_msync(C.uintptr_t(addr), C.size_t(n), &why), why)
+}
+
+func mappedErr(addr, n uintptr, write bool, e C.int, why C.struct_sd_unmapped) error {
+	end, at := addr+n, uintptr(why.at)
+	switch errno := syscall.Errno(e); {
+	case e == 0:
+		return nil
+	case errno == syscall.EINVAL:
+		return fmt.Errorf("range %#x + %d wraps around the address space: %w", addr, n, errno)
+	case why.perms[0] != 0:
+		perms := C.GoString(&why.perms[0])
+		return fmt.Errorf("[%#x, %#x) is mapped %s, the device needs read%s access at %#x: %w",
+			addr, end, perms, map[bool]string{true: " and write"}[write], at, errno)
+	default:
+		return fmt.Errorf("[%#x, %#x) is not mapped memory from %#x on: %w", addr, end, at, errno)
 	}
-	return nil
 }

@@ -181,6 +181,7 @@ struct sd_resp {
 	uint64_t        off;       /* bytes of the current message placed so far */
 	uint64_t        va;        /* WRITE in progress: where the next byte goes */
 	uint64_t        len;       /* WRITE in progress: the RETH length */
+	uint32_t        rkey;      /* WRITE in progress: the RETH's R_Key, checked again at every packet */
 	struct sd_rdres res[16];   /* max_dest_rd_atomic of them, round robin */
 	uint32_t        res_next;
 	uint8_t         drop_msg;  /* UC: the rest of a message is being dropped (a PSN gap) */

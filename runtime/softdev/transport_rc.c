@@ -302,6 +302,20 @@ static uint64_t wqe_of_psn(struct sd_qp *q, uint32_t psn)
 	return UINT64_MAX;
 }
 
+/* Ends the transmitted WQE at pos with status (an error). It retires once
+ * the WQEs before it have, and then puts the QP in the error state (the
+ * engine flushes the rest); until then nothing after it is sent (the
+ * transmit position stops at a failed WQE). */
+static void fail_wqe(struct sd_port *port, struct sd_qp *q, uint64_t pos, uint32_t status)
+{
+	struct sd_wqe *w = sd_wqe_at(&q->sq, pos, NULL);
+	if (w->state == SD_WQE_SENT && is_rdatomic(w->op) && q->req.rd_out > 0)
+		q->req.rd_out--;
+	w->state = SD_WQE_DONE;
+	w->status = (uint8_t)status;
+	sd_sq_retire(port->dev, q);
+}
+
 /*
  * The step for a data WQE at sq.next: its first transmission checks the
  * local SGEs (a bad one fails it with IBV_WC_LOC_PROT_ERR before any
@@ -319,10 +333,14 @@ int sd_rc_transmit(struct sd_port *port, struct sd_qp *q)
 	int uc = q->ibv.qp_type == IBV_QPT_UC;
 	if (r->rnr_wait)
 		return 0;
+	int rdat = is_rdatomic(w->op);
+	/* The local SGEs, which the packets read (a READ's and an atomic's
+	 * answers write them), are checked at every transmission: the first,
+	 * each later burst of a message the link took in parts, and each
+	 * retransmission. */
+	int local_ok = (w->flags & SD_WQE_INLINE) || sd_local_ok(port->dev, q->pd, sg, w->num_sge, rdat);
 	if (w->state == SD_WQE_QUEUED) {
-		int rdat = is_rdatomic(w->op);
-		int write_local = w->op == SD_OP_READ || w->op == SD_OP_CMP_SWAP || w->op == SD_OP_FETCH_ADD;
-		if (!(w->flags & SD_WQE_INLINE) && !sd_local_ok(port->dev, q->pd, sg, w->num_sge, write_local)) {
+		if (!local_ok) {
 			sd_sq_done_next(port->dev, q, IBV_WC_LOC_PROT_ERR);
 			return 1;
 		}
@@ -362,6 +380,11 @@ int sd_rc_transmit(struct sd_port *port, struct sd_qp *q)
 			rearm(port, q);
 	} else if (sd_link_busy(port, l)) {
 		return 0;
+	} else if (!local_ok) {
+		/* Its MR went after its first packet left: it ends with a local
+		 * protection error, and nothing more of it is read. */
+		fail_wqe(port, q, pos, IBV_WC_LOC_PROT_ERR);
+		return 1;
 	}
 	uint32_t n = emit(port, q, pos, r->sent, SD_TX_BUDGET);
 	if (n == 0)
@@ -500,11 +523,8 @@ static void fail_at(struct sd_port *port, struct sd_qp *q, uint32_t psn, uint32_
 	uint64_t pos = wqe_of_psn(q, psn);
 	if (pos == UINT64_MAX)
 		return;
-	struct sd_wqe *w = sd_wqe_at(&q->sq, pos, NULL);
-	w->state = SD_WQE_DONE;
-	w->status = (uint8_t)status;
 	disarm(port, q);
-	sd_sq_retire(port->dev, q);
+	fail_wqe(port, q, pos, status);
 }
 
 /* Every transmitted WQE whose PSNs end at or before psn is answered
@@ -573,6 +593,10 @@ static void answer_rdatomic(struct sd_port *port, struct sd_qp *q, const struct 
 		return;
 	}
 	uint32_t k = (uint32_t)psn_diff(p->psn, w->psn);
+	if (atomic && !sd_local_ok(port->dev, q->pd, sg, w->num_sge, 1)) {
+		fail_wqe(port, q, pos, IBV_WC_LOC_PROT_ERR); /* its MR went while it was out */
+		return;
+	}
 	if (atomic) {
 		uint8_t v[8];
 		memcpy(v, &p->swap_add, 8);
@@ -585,6 +609,10 @@ static void answer_rdatomic(struct sd_port *port, struct sd_qp *q, const struct 
 		uint64_t want = w->u.xfer.length - off < q->path.mtu ? w->u.xfer.length - off : q->path.mtu;
 		if ((k == 0) != first || (k + 1 == w->npkts) != last || p->len != want) {
 			q->ws.dropped++;
+			return;
+		}
+		if (!sd_local_ok(port->dev, q->pd, sg, w->num_sge, 1)) {
+			fail_wqe(port, q, pos, IBV_WC_LOC_PROT_ERR); /* its MR went while it was out */
 			return;
 		}
 		if (p->data != NULL) {
@@ -941,14 +969,17 @@ static void responder_rx(struct sd_port *port, struct sd_qp *q, const struct sd_
 		uint64_t rlen;
 		int rnsge;
 		sd_recv_wqe(q, &rlen, &rsg, &rnsge);
-		if (starts) {
+		if (starts)
 			s->off = 0;
-			if (!sd_local_ok(port->dev, q->pd, rsg, rnsge, 1)) {
-				sd_rq_complete(port->dev, q, IBV_WC_LOC_PROT_ERR, IBV_EXP_WC_RECV, 0, 0, 0);
-				if (!uc)
-					send_ack(port, q, SD_AETH_NAK_OP, p->psn);
-				return;
-			}
+		/* Every packet, as an HCA translates each through the keys: an
+		 * MR deregistered since the first packet ends the message here,
+		 * before anything more is placed. */
+		if (!sd_local_ok(port->dev, q->pd, rsg, rnsge, 1)) {
+			s->in_msg = 0;
+			sd_rq_complete(port->dev, q, IBV_WC_LOC_PROT_ERR, IBV_EXP_WC_RECV, 0, 0, 0);
+			if (!uc)
+				send_ack(port, q, SD_AETH_NAK_OP, p->psn);
+			return;
 		}
 		if (s->off + p->len > rlen) {
 			s->in_msg = 0;
@@ -979,7 +1010,17 @@ static void responder_rx(struct sd_port *port, struct sd_qp *q, const struct sd_
 			}
 			s->va = p->va;
 			s->len = p->dma_len;
+			s->rkey = p->rkey;
 			s->off = 0;
+		} else if (s->len > 0 && !sd_remote_ok(port->dev, q, s->va, s->len, s->rkey, IBV_ACCESS_REMOTE_WRITE)) {
+			/* The MR went since the RETH was checked: the rest of the
+			 * message is a remote access error, and nothing is placed. */
+			if (uc) {
+				uc_drop(q);
+				return;
+			}
+			responder_fatal(port, q, SD_AETH_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
+			return;
 		}
 		if (s->off + p->len > s->len || (ends && s->off + p->len != s->len)) {
 			if (uc) {

@@ -47,11 +47,14 @@
 #include <infiniband/kern-abi.h>
 #include "../engine.h"
 
-/* The device a sysfs entry describes, as registered with the library. */
+/* The device a sysfs entry describes, as registered with the library.
+ * owner is the process whose context is open on it (0: none): one per
+ * device per process, see init_context. */
 struct sd_driver_dev {
 	struct verbs_device vdev;
 	struct sd_config    cfg;
 	char                ibdev[64];
+	pid_t               owner;
 };
 
 /* ------------------------------------------------------------------ */
@@ -143,9 +146,9 @@ static int preloaded(void)
 /* Contexts                                                             */
 /* ------------------------------------------------------------------ */
 
-static int init_context(struct verbs_device *vdev, struct ibv_context *ctx, int cmd_fd)
+/* The engine in the library's record for ctx. */
+static int init_engine(struct sd_driver_dev *dev, struct ibv_context *ctx, int cmd_fd)
 {
-	struct sd_driver_dev *dev = (struct sd_driver_dev *)vdev;
 	/* The library keeps cmd_fd's number and closes it at close: make it
 	 * a file that refuses writes (an epoll instance), so that nothing a
 	 * kernel would answer is ever half-answered. */
@@ -166,10 +169,58 @@ static int init_context(struct verbs_device *vdev, struct ibv_context *ctx, int 
 	return 0;
 }
 
+/*
+ * One context per device per process. Each context is an engine of its
+ * own (the library allocates the record, sd_init runs in it): two of them
+ * would number their QPs alike from SD_QPN_BASE and share the device's
+ * one listener, so a SEND from one context to a QP of the other would land
+ * in the sender's own receive queue and both would complete with success.
+ * An HCA keeps QP numbers unique across a device's contexts; rather than
+ * misdeliver, the second ibv_open_device is refused (EBUSY), saying so on
+ * stderr. A child after fork(2) may open the device again (its parent's
+ * context is not its own).
+ */
+static int claim(struct sd_driver_dev *dev)
+{
+	pid_t me = getpid(), was = __atomic_load_n(&dev->owner, __ATOMIC_ACQUIRE);
+	for (;;) {
+		if (was == me) {
+			fprintf(stderr,
+			        "softdev: ibv_open_device(%s): the device is open in this process already; softdev "
+			        "supports one context per device per process (open it once and share the struct "
+			        "ibv_context)\n",
+			        dev->ibdev);
+			return EBUSY;
+		}
+		if (__atomic_compare_exchange_n(&dev->owner, &was, me, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			return 0;
+	}
+}
+
+static void unclaim(struct sd_driver_dev *dev)
+{
+	pid_t me = getpid();
+	__atomic_compare_exchange_n(&dev->owner, &me, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/* The library returns NULL from ibv_open_device when this fails, without
+ * setting errno from what it returns: errno says why. */
+static int init_context(struct verbs_device *vdev, struct ibv_context *ctx, int cmd_fd)
+{
+	struct sd_driver_dev *dev = (struct sd_driver_dev *)vdev;
+	int e = claim(dev);
+	if (e == 0 && (e = init_engine(dev, ctx, cmd_fd)) != 0)
+		unclaim(dev);
+	if (e != 0)
+		errno = e;
+	return e;
+}
+
 static void uninit_context(struct verbs_device *vdev, struct ibv_context *ctx)
 {
 	cmd_fd_remove(ctx->cmd_fd);
 	sd_fini(sd_dev(ctx));
+	unclaim((struct sd_driver_dev *)vdev);
 }
 
 /* ------------------------------------------------------------------ */
