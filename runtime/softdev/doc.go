@@ -88,6 +88,17 @@
 //     launch builds with the engine's and the transport's files into
 //     libsoftdev-rdmav2.so, with no Go inside).
 //
+// Through the driver a device is opened once per process: each
+// ibv_open_device makes an engine of its own in the library's context
+// record, and two engines of one device would number their QPs alike and
+// share its listener, so a SEND from one context to the other's QP would
+// land in the sender's own receive queue (an HCA keeps QP numbers unique
+// across a device's contexts). A second ibv_open_device of a device whose
+// context is open in the process therefore fails with EBUSY, saying so
+// on stderr; open it once and share the struct ibv_context (a child
+// after fork may open it again). Closing the context makes way for the
+// next open.
+//
 // cgo compiles only the C files of the package's own directory, so the
 // layers are flat files named by their prefix.
 //
@@ -207,11 +218,30 @@
 // with those permissions from the first byte to the last, which is exact
 // and costs a few microseconds; without /proc it falls back to msync(2)
 // (mapping only). Otherwise registration fails with EFAULT, naming the
-// first byte that is not. The memory must then stay valid and unmoved
+// first byte that is not. The check is the engine's (sd_check_mapped in
+// engine_dma.c): the exported ibv_reg_mr and the driver's reg_mr under
+// softdev exec make it too, so unmapped memory, a read-only mapping
+// registered for writing or a length past the buffer is EFAULT there as
+// on an HCA. The memory must then stay valid and unmoved
 // until DeregMR: C memory (Calloc, CallocSlice, package lease), or Go
 // memory pinned by the caller; a device writing into memory freed or
-// unmapped after registration corrupts or faults, as a DMA into it
-// would. WRs, tasks and SGE lists handed to the verbs should be C memory
+// unmapped while still registered corrupts or faults, as a DMA into it
+// would.
+//
+// Once DeregMR returns, the device never touches the MR's memory again,
+// messages in flight included, so it may be unmapped at once: like an
+// HCA, which translates every packet through the key, the device checks
+// the keys and ranges at every packet a message places or reads, not
+// only at its first. The rest of an RDMA WRITE into an MR deregistered
+// since its first packet is a remote access error (the responder NAKs
+// it and goes to the error state with IBV_EVENT_QP_ACCESS_ERR); a SEND
+// whose receive WQE's MR went completes that WQE with
+// IBV_WC_LOC_PROT_ERR (the requester gets IBV_WC_REM_OP_ERR, as when
+// the SGE fails at the first packet); a send WQE whose MR went before a
+// later burst of its message or a retransmission, and a READ or an
+// atomic whose MR went before its response, complete with
+// IBV_WC_LOC_PROT_ERR. Nothing of such a message is placed or sent after
+// the deregistration. WRs, tasks and SGE lists handed to the verbs should be C memory
 // too (Go's cgo pointer rules). Like any provider, the post path reads
 // what they point at (the WR, num_sge SGEs at sg_list, an inline
 // payload) with the CPU: those pointers must be valid, they cannot be
