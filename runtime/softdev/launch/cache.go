@@ -110,9 +110,12 @@ func UnpackDebs(dir string) (string, error) {
 // a digest of their names and contents. They are checked (their
 // directory, as root, and the SHA256SUMS that pins them) first.
 func debsKey(dir string) (string, []string, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return "", nil, fmt.Errorf("%s does not exist: %s", dir, GetDebs)
+	}
 	debs, err := filepath.Glob(filepath.Join(dir, "*.deb"))
 	if err != nil || len(debs) == 0 {
-		return "", nil, fmt.Errorf("%s holds no .deb packages: point OFED_DEBS (or -ofed-debs) at MLNX_OFED's DEBS/MLNX_LIBS directory (libibverbs1, libibverbs-dev, ibverbs-utils, perftest, …)", dir)
+		return "", nil, fmt.Errorf("%s exists but holds no .deb packages: %s", dir, GetDebs)
 	}
 	sort.Strings(debs)
 	if os.Geteuid() == 0 {

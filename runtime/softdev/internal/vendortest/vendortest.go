@@ -17,8 +17,13 @@ import (
 )
 
 // RequireEnv makes a missing vendor stack a failure instead of a skip:
-// make test sets it, so CI never passes without the tests that need it.
+// make test sets it when the packages are there, and CI always, so that
+// a run with them never passes without the tests that need them.
 const RequireEnv = "VERBSEXP_REQUIRE_OFED"
+
+// SkipLogEnv names a file to which every test skipped for want of the
+// vendor's packages appends a line: make test counts them at its end.
+const SkipLogEnv = "VERBSEXP_OFED_SKIPLOG"
 
 // Stack is what the tests run with, or why there is none.
 type Stack struct {
@@ -49,7 +54,7 @@ func DebsDir() string {
 func Prepare(dir string) Stack {
 	debs := DebsDir()
 	if _, err := os.Stat(debs); err != nil {
-		return Stack{Why: fmt.Sprintf("the vendor's MLNX_OFED 4.9 packages are not at %s (set OFED_DEBS to MLNX_OFED's DEBS/MLNX_LIBS, or give the project ../shared/ofed-4.9)", debs)}
+		return Stack{Why: fmt.Sprintf("no MLNX_OFED 4.9 packages at %s (OFED_DEBS, or ../shared/ofed-4.9/debs beside the checkout): %s", debs, launch.GetDebs)}
 	}
 	root, err := launch.UnpackDebs(debs)
 	if err != nil {
@@ -81,5 +86,22 @@ func (s Stack) Need(t testing.TB, what string) {
 	if os.Getenv(RequireEnv) != "" {
 		t.Fatalf("%s is set, and: %s", RequireEnv, s.Why)
 	}
+	LogSkip(t.Name(), what)
 	t.Skipf("SKIPPED: %s: %s", what, s.Why)
+}
+
+// LogSkip records in $VERBSEXP_OFED_SKIPLOG that test did not run for
+// want of the vendor's packages (what: what it would have run).
+func LogSkip(test, what string) {
+	p := os.Getenv(SkipLogEnv)
+	if p == "" {
+		return
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	pkg, _ := os.Getwd() // go test runs each package in its directory
+	fmt.Fprintf(f, "%s\t%s\t%s\n", pkg, test, what) // one write: lines of parallel packages do not interleave
 }
