@@ -316,6 +316,7 @@ struct sd_dev_wire_stats {
 	uint64_t             dropped, connect_fails, left_to_poller, unwatched, thread_holds, gathered, gather_copies;
 	int                  last_errno;
 	struct sd_wire_stats qps;
+	struct sd_wire_guard guard; /* sd_net_guard */
 };
 void sd_dev_wire(struct ibv_context *ctx, struct sd_dev_wire_stats *out);
 void sd_dev_poll_mark(struct ibv_context *ctx, int on);

@@ -760,6 +760,7 @@ void sd_dev_wire(struct ibv_context *ctx, struct sd_dev_wire_stats *out)
 	out->thread_holds = d->port.wire_thread_holds;
 	out->gathered = d->port.wire_gathered;
 	out->gather_copies = d->port.wire_gather_copies;
+	sd_net_guard(&d->port, &out->guard);
 	struct sd_wire_stats *qps = &out->qps;
 	for (const struct sd_qp *q = d->qps; q != NULL; q = q->next) {
 		const struct sd_wire_stats *w = &q->ws;

@@ -109,6 +109,9 @@ const errPortEverywhere = int(C.SD_ERR_PORT_EVERYWHERE)
 // openErr says why a device could not be opened at addr ("": a loopback
 // address of its own), from sd_open's error e, and what to do.
 func openErr(addr, where string, e int) error {
+	if e == errWireKey {
+		return wireKeyErr()
+	}
 	errno := syscall.Errno(e)
 	if e == errPortEverywhere {
 		errno = syscall.EADDRINUSE
@@ -621,6 +624,7 @@ type DeviceWire struct {
 	Gathered     uint64        // payloads of 1 KiB or more left in their MRs when queued, for the flush to send from there (sendmsg) instead of copying them into the send buffer
 	GatherCopies uint64        // of those, payloads copied after all: the socket was full, or the connection not yet open
 	QPs          WireStats     // the sum of QPWire over the device's QPs that exist now
+	Guard        WireGuard     // what the wire refused or shed to stay reachable (wire_auth.go)
 }
 
 // wireStats converts the C counters.
@@ -661,7 +665,7 @@ func (d *Device) wire() (gid [16]byte, w DeviceWire) {
 		}
 		w = DeviceWire{Dropped: uint64(s.dropped), ConnectFails: uint64(s.connect_fails), LastError: syscall.Errno(s.last_errno),
 			LeftToPoller: uint64(s.left_to_poller), Unwatched: uint64(s.unwatched), ThreadHolds: uint64(s.thread_holds), Gathered: uint64(s.gathered),
-			GatherCopies: uint64(s.gather_copies), QPs: wireStats(&s.qps)}
+			GatherCopies: uint64(s.gather_copies), QPs: wireStats(&s.qps), Guard: wireGuard(&s.guard)}
 		return nil
 	})
 	return gid, w

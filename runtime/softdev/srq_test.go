@@ -185,8 +185,7 @@ func TestSRQFlush(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	conn := p.dial(f.d)
-	conn.Write(hello(p.gid()))
+	conn := p.open(f.d, 0)
 	conn.Write(frame{op: 1 /* SEND_FIRST */, dst: qp.QPNum, src: 0x4242, psn: 1000, payload: bytes.Repeat([]byte{'x'}, 1024)}.bytes())
 	waitFor(t, func() bool { w, _ := f.d.QPWire(qp); return w.RxPackets == 1 }, "the first packet")
 	a := alloc[verbs.QPAttr](f)

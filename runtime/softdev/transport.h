@@ -38,6 +38,10 @@ enum { SD_WIRE_PORT = 4791 };
  * 0.0.0.0 or a [::] that takes IPv4 too), so no address can be had. */
 enum { SD_ERR_PORT_EVERYWHERE = 1 << 16 };
 
+/* Not an errno either: the wire key could not be had (transport_auth.c;
+ * sd_wire_key_error says why). */
+enum { SD_ERR_WIRE_KEY = (1 << 16) + 1 };
+
 /* ---- the transport's own records ---- */
 
 /*
@@ -198,6 +202,17 @@ struct sd_wire_stats {
 	uint64_t dropped;              /* packets for this QP dropped (state, source, sequence) */
 };
 
+/* What a device's wire refused or shed to stay reachable (Device.Wire's
+ * Guard): counters, and the connections it holds now (sd_net_guard). */
+struct sd_wire_guard {
+	uint64_t auth_refused;  /* connections whose other end did not prove the key (or spoke no hello) */
+	uint64_t hello_expired; /* ... that did not finish their hello in time */
+	uint64_t refused;       /* accepted connections closed at once, over a limit with nothing to shed */
+	uint64_t evicted;       /* connections closed to make room for new ones */
+	uint64_t accept_pauses; /* accept(2) out of file descriptors or memory: the listener rested */
+	uint32_t in, out, hellos; /* accepted and authenticated; opened here; accepted, in their hello */
+};
+
 struct sd_net;
 struct sd_qp;
 struct sd_device; /* the engine's (engine.h), opaque here */
@@ -245,6 +260,7 @@ struct sd_port {
 	uint32_t          wire_gathers;   /* payloads queued frames still gather from the MRs (sd_net_settle) */
 	uint64_t          wire_gathered;  /* payloads left in the MRs for the flush to send (struct sd_gather) */
 	uint64_t          wire_gather_copies; /* ... copied after all (gathers_in) */
+	struct sd_wire_guard guard;       /* what the wire refused or shed (sd_net_guard) */
 };
 
 /* ---- the engine's records the transport works on ---- */
@@ -431,6 +447,35 @@ struct sd_link *sd_link_get(struct sd_port *port, const uint8_t gid[16]);
 void sd_link_put(struct sd_port *port, struct sd_link *l);
 void sd_link_free_all(struct sd_port *port);
 
+/* transport_auth.c: SHA-256 and HMAC-SHA256; random bytes; the wire
+ * key (0; -1 with a message for the user in err; or EMFILE, ENFILE or
+ * ENOMEM, which kept it from looking). */
+enum { SD_KEY_MIN = 16, SD_KEY_MAX = 64 }; /* bytes of a wire key */
+struct sd_sha256 {
+	uint32_t h[8];
+	uint64_t len;
+	uint8_t  buf[64];
+	size_t   n;
+};
+struct sd_hmac {
+	struct sd_sha256 inner, outer;
+};
+void sd_sha256_init(struct sd_sha256 *s);
+void sd_sha256_update(struct sd_sha256 *s, const void *data, size_t len);
+void sd_sha256_final(struct sd_sha256 *s, uint8_t out[32]);
+void sd_hmac_init(struct sd_hmac *m, const uint8_t *key, size_t klen);
+void sd_hmac_update(struct sd_hmac *m, const void *p, size_t n);
+void sd_hmac_final(struct sd_hmac *m, uint8_t out[32]);
+void sd_hmac_sha256(const uint8_t *key, size_t klen, const uint8_t *msg, size_t mlen, uint8_t out[32]);
+int sd_mac_equal(const uint8_t *a, const uint8_t *b, size_t n);
+int sd_random(void *buf, size_t len);
+int sd_wire_key(uint8_t key[SD_KEY_MAX], size_t *len, char *err, size_t errlen);
+/* A key failure: kept for sd_wire_key_error, and written to stderr
+ * unless the front end said it reports them itself (sd_wire_key_quiet). */
+void sd_wire_key_failed(const char *msg);
+void sd_wire_key_error(char *buf, size_t len);
+void sd_wire_key_quiet(void);
+
 /* transport_wire.c */
 int sd_net_open(struct sd_port *port, const uint8_t addr[16], int auto_loopback, int listen_fd);
 void sd_net_stop(struct sd_port *port);
@@ -446,6 +491,7 @@ int sd_wire_send(struct sd_port *port, struct sd_link *l, const struct sd_pkt *p
 int sd_wire_busy(struct sd_port *port, struct sd_link *l);
 void sd_wire_close_link(struct sd_port *port, struct sd_link *l);
 void sd_wire_open_link(struct sd_port *port, struct sd_link *l);
+void sd_net_guard(struct sd_port *port, struct sd_wire_guard *out);
 void sd_port_state(struct sd_port *port, int *active, int *mtu);
 uint32_t sd_port_mtu(const struct sd_port *port);
 int sd_wire_decode(const uint8_t *b, size_t len, struct sd_pkt *p);

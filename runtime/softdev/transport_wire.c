@@ -15,17 +15,36 @@
  * next link to that peer when it goes; when both ends open at once, each
  * sends on its own.
  *
- * A connection opens with a hello naming the GID of the device that
- * opened it; the acceptor checks it against the connection's source
- * address (the opener binds to its own address first) and closes the
- * connection otherwise. A hello with SD_HELLO_BOTH says the opener reads
- * frames on it too; the acceptor sends only on those. Then frames: a
+ * A connection opens with a handshake in which each end proves it holds
+ * the wire key (transport_auth.c) without sending it: the opener's
+ * hello names its GID (checked against the connection's source address:
+ * the opener binds to its own address first), the GID it means to reach
+ * and a nonce; the acceptor's reply its own nonce and an HMAC of both
+ * messages; the opener's proof an HMAC of the same with another label
+ * (struct sd_auth has the layout). Fresh nonces on both sides make a
+ * recorded handshake worthless. The opener sends no frame before the
+ * reply proves the acceptor (a stranger listening where a device was
+ * would otherwise take its payloads), the acceptor reads none before the
+ * proof; a connection whose handshake fails is closed and counted
+ * (sd_wire_guard), and only authenticated ones carry links. A hello
+ * with SD_HELLO_BOTH says the opener reads frames on it too; the
+ * acceptor sends only on those. Then frames: a
  * 4-byte length, a 64-byte header (every field little-endian at a fixed
  * offset) and the payload, at most SD_PKT_MAX bytes. A frame that does
  * not parse closes its connection; one that parses goes to the RC
  * transport (transport_rc.c), which drops it unless it names a QP
  * connected to that GID and that source QP, with the PSN it expects. Nothing a frame says is trusted further: lengths are
  * bounded here and ranges checked against the MRs there.
+ *
+ * Strangers get little: a connection still in its handshake is watched
+ * by the transport thread alone (never by the application's polls), has
+ * no buffers (struct sd_conn's own bytes, read and answered exactly),
+ * and counts against a budget of its own (SD_HELLO_CONNS, the oldest
+ * shed for a new one) and its source address's (SD_PER_SOURCE), apart
+ * from the authenticated connections (SD_IN_CONNS) and from the
+ * device's own (SD_OUT_CONNS); when one is full, connections that carry
+ * no link go, the least recently read first. accept(2) out of file
+ * descriptors rests the listener for a while rather than spin on it.
  *
  * Frames queue in the connection's buffer and leave at the end of the
  * engine's pass, all in one sendmsg(2), which takes payloads of 1 KiB or
@@ -64,13 +83,19 @@
 #include "transport.h"
 
 enum {
-	SD_HELLO_LEN    = 40,               /* magic 8, version 2, reserved 2, gid 16, node guid 8, reserved 4 */
+	SD_AUTH_LEN     = 100,              /* a handshake message (struct sd_auth's layout) */
 	SD_FRAME_MAX    = 4 + SD_PKT_HDR + SD_PKT_MAX,
 	SD_OUT_SOFT     = 1 << 20,          /* queued bytes past which a link is busy for new work */
 	SD_OUT_HARD     = 64 << 20,         /* queued bytes past which packets are dropped */
 	SD_IN_BUF       = 256 << 10,        /* bytes read at a time from one connection */
-	SD_MAX_CONNS    = 4096,
-	SD_HELLO_NS     = 2000000000,       /* an accepted connection must say hello within 2 s */
+	SD_OUT_CONNS    = 4096,             /* connections this device opened, */
+	SD_IN_CONNS     = 4096,             /* ... it accepted that authenticated, */
+	SD_HELLO_CONNS  = 256,              /* ... it accepted that are still in their handshake */
+	SD_PER_SOURCE   = 16,               /* accepted connections from one source address */
+	SD_SRC_BUCKETS  = 1024,             /* of the source addresses' table */
+	SD_HELLO_NS     = 2000000000,       /* a handshake must be over within 2 s */
+	SD_ACCEPT_REST_MIN = 50000000,      /* accept(2) out of descriptors: the listener rests 50 ms, */
+	SD_ACCEPT_REST_MAX = 1000000000,    /* doubling up to 1 s while that goes on */
 	SD_BACKOFF_MIN  = 20000000,         /* 20 ms between attempts to reach an unreachable peer, */
 	SD_BACKOFF_MAX  = 1000000000,       /* doubling up to 1 s */
 	SD_LINGER_NS    = 500000000,        /* Close waits this long for queued frames to leave */
@@ -95,13 +120,32 @@ enum {
 };
 
 static const char sd_magic[8] = { 'V', 'X', 'S', 'D', 'W', 'I', 'R', 'E' };
-/* The header's transport bits (the opcode byte's top three, as in an IB
- * BTH), a UD datagram's Q_Key (bytes 60..63) and GRH hop limit (byte 3)
- * are 0 in an RC frame: RC frames are what they were, and version 1
- * stands. */
-enum { SD_WIRE_VERSION = 1 };
+/* The handshake's version. 1 was a bare hello; 2 authenticates. The
+ * frames are version 1's: a header's transport bits (the opcode byte's
+ * top three, as in an IB BTH), a UD datagram's Q_Key (bytes 60..63) and
+ * GRH hop limit (byte 3) are 0 in an RC frame. */
+enum { SD_WIRE_VERSION = 2 };
 
-enum { CONN_CONNECTING = 1, CONN_HELLO, CONN_UP };
+/*
+ * A handshake message (SD_AUTH_LEN bytes after its 4-byte length), at
+ * these offsets: the magic; the version; the message (AU_HELLO from the
+ * opener, AU_REPLY from the acceptor, AU_PROOF from the opener); flags
+ * (the hello's SD_HELLO_BOTH); the sender's GID, the GID it means to
+ * reach, its node GUID and a nonce (16 random bytes; 0 in a proof); an
+ * HMAC-SHA256 (0 in a hello). The reply's is of "softdev wire acceptor"
+ * and the first AU_SIGNED bytes of the hello and of the reply; the
+ * proof's of "softdev wire opener" and the same bytes.
+ */
+enum {
+	AU_MAGIC = 0, AU_VERSION = 8, AU_TYPE = 9, AU_FLAGS = 10, AU_FROM = 12, AU_TO = 28, AU_GUID = 44,
+	AU_NONCE = 52, AU_MAC = 68, AU_SIGNED = 68,
+};
+enum { AU_HELLO = 1, AU_REPLY = 2, AU_PROOF = 3 };
+
+/* A connection's states: opened, until the connect completes
+ * (CONNECTING) and the acceptor's reply proves it (REPLY); accepted,
+ * until the hello (HELLO) and the proof (PROOF) come; then UP. */
+enum { CONN_CONNECTING = 1, CONN_REPLY, CONN_HELLO, CONN_PROOF, CONN_UP };
 
 /* A frame's payload left in the application's memory (its MR) when the
  * frame was queued (sd_wire_send): the flush that ends the pass gathers
@@ -118,9 +162,20 @@ struct sd_gather {
 };
 
 /* Tags of epoll events: the listener, the wake fd, the poll-gap timer,
- * then connection ids. */
+ * then connection ids (struct sd_conn). */
 enum { TAG_LISTEN = 1, TAG_WAKE = 2, TAG_GAP = 3, TAG_FIRST_CONN = 16 };
 
+/* Accepted connections from one source address. */
+struct sd_src {
+	uint8_t        addr[16];
+	uint32_t       n;
+	struct sd_src *next;
+};
+
+/* A connection. Its id (the epoll events' tag) is its slot in the
+ * device's table (conn_by_id) plus TAG_FIRST_CONN, with a generation
+ * above, so an event for one closed since is not taken for its slot's
+ * next. */
 struct sd_conn {
 	uint64_t        id;
 	int             fd;
@@ -143,8 +198,15 @@ struct sd_conn {
 	uint64_t        lone_at;  /* when ACKs last left alone, until the next request (0) */
 	uint8_t        *ibuf;
 	size_t          ilen, icap;
-	uint64_t        since;    /* when accepted (hello deadline) */
-	struct sd_conn *next;
+	uint64_t        since;    /* when its handshake started (SD_HELLO_NS) */
+	uint64_t        used;     /* when it was last read or sent on (sd_net.activity) */
+	struct sd_src  *src;      /* accepted: its source address's count */
+	struct sd_conn *prev, *next; /* in the device's conns (opened, or authenticated) or hellos */
+	/* The handshake (SD_AUTH_LEN messages): the hello and the reply as
+	 * far as the MACs cover them, and the message being read. */
+	uint8_t         au_hello[AU_SIGNED], au_reply[AU_SIGNED];
+	uint8_t         au_in[4 + SD_AUTH_LEN];
+	uint8_t         au_len;
 };
 
 struct sd_net {
@@ -171,8 +233,19 @@ struct sd_net {
 	                              * UINT64_MAX while one does (sd_net_poll) */
 	uint64_t        wake_by;     /* the earliest bound kicks asked of the thread's wait
 	                              * since it last set it (UINT64_MAX: none) */
-	struct sd_conn *conns;
-	uint32_t        nconns, hellos;
+	struct sd_conn *conns;       /* opened, and accepted that authenticated */
+	struct sd_conn *hellos, *hellos_tail; /* accepted in their handshake, oldest first */
+	uint32_t        nconns, nhellos, nin, nout, replies; /* replies: opened ones in CONN_REPLY */
+	struct sd_conn **slots;      /* conn_by_id: connections by id */
+	uint32_t       *free_slots;
+	uint32_t        nslots, nfree;
+	struct sd_src **srcs;        /* accepted connections by source address (SD_SRC_BUCKETS) */
+	uint64_t        src_seed[2]; /* the table's hash is keyed: its chains cannot be chosen */
+	uint64_t        activity;    /* reads and sends of connections so far (sd_conn.used) */
+	struct sd_conn *reading;     /* the connection whose frames are being taken (not evicted) */
+	struct sd_hmac  keyed;       /* HMAC with the wire key, its key taken in */
+	int             resting;     /* the listener is out of the thread's set until rest_until */
+	uint64_t        rest_until, rest;
 	uint64_t        backoff;
 	uint64_t        port_check; /* when the port's interface is looked at next */
 	int             port_down;  /* IBV_EVENT_PORT_ERR raised, not yet PORT_ACTIVE */
@@ -397,11 +470,22 @@ static struct epoll_event conn_event(const struct sd_conn *c)
 	return (struct epoll_event){ .events = EPOLLIN | (c->want_out ? EPOLLOUT : 0), .data.u64 = c->id };
 }
 
+/* An accepted connection in its handshake: a stranger's, for all the
+ * device knows. */
+static int in_handshake(const struct sd_conn *c)
+{
+	return c->state == CONN_HELLO || c->state == CONN_PROOF;
+}
+
+/* Watches c in the polls' set and, while it watches the wire, the
+ * thread's; an accepted one in its handshake in the thread's alone (no
+ * poll works for a stranger). */
 static void conn_watch(struct sd_net *n, struct sd_conn *c, int op)
 {
 	struct epoll_event ev = conn_event(c);
-	epoll_ctl(n->epfd, op, c->fd, &ev);
-	if (n->watching)
+	if (!in_handshake(c))
+		epoll_ctl(n->epfd, op, c->fd, &ev);
+	if (n->watching || in_handshake(c))
 		epoll_ctl(n->tfd, op, c->fd, &ev);
 }
 
@@ -429,32 +513,161 @@ static void gathers_in(struct sd_port *port, struct sd_conn *c)
 	gathers_drop(port, c);
 }
 
-static struct sd_conn *conn_new(struct sd_net *n, int fd, int out)
+/* The lists: conns (opened, and accepted that authenticated), and
+ * hellos, accepted in their handshake, in the order they came. */
+static void list_del(struct sd_net *n, struct sd_conn *c)
 {
-	struct sd_conn *c = calloc(1, sizeof *c);
-	if (c == NULL)
-		return NULL;
-	c->id = n->next_id++;
-	c->fd = fd;
-	c->out = out;
+	struct sd_conn **head = in_handshake(c) ? &n->hellos : &n->conns;
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		*head = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	else if (in_handshake(c))
+		n->hellos_tail = c->prev;
+	c->prev = c->next = NULL;
+	if (in_handshake(c))
+		n->nhellos--;
+	else
+		n->nconns--;
+}
+
+static void list_add(struct sd_net *n, struct sd_conn *c)
+{
+	if (in_handshake(c)) {
+		c->prev = n->hellos_tail;
+		if (n->hellos_tail != NULL)
+			n->hellos_tail->next = c;
+		else
+			n->hellos = c;
+		n->hellos_tail = c;
+		n->nhellos++;
+		return;
+	}
+	c->prev = NULL;
 	c->next = n->conns;
+	if (n->conns != NULL)
+		n->conns->prev = c;
 	n->conns = c;
 	n->nconns++;
+}
+
+/* The connection with an epoll tag, or NULL if it is closed. */
+static struct sd_conn *conn_by_id(struct sd_net *n, uint64_t id)
+{
+	uint32_t slot = (uint32_t)id - TAG_FIRST_CONN;
+	struct sd_conn *c = slot < n->nslots ? n->slots[slot] : NULL;
+	return c != NULL && c->id == id ? c : NULL;
+}
+
+/* A slot for a new connection: 0, or -1 out of memory. */
+static int slot_take(struct sd_net *n, uint32_t *slot)
+{
+	if (n->nfree == 0) {
+		uint32_t cap = n->nslots ? 2 * n->nslots : 64;
+		struct sd_conn **s = realloc(n->slots, cap * sizeof *s);
+		if (s == NULL)
+			return -1;
+		n->slots = s;
+		uint32_t *f = realloc(n->free_slots, cap * sizeof *f);
+		if (f == NULL)
+			return -1;
+		n->free_slots = f;
+		for (uint32_t i = cap; i > n->nslots; i--) {
+			n->slots[i - 1] = NULL;
+			n->free_slots[n->nfree++] = i - 1;
+		}
+		n->nslots = cap;
+	}
+	*slot = n->free_slots[--n->nfree];
+	return 0;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 32;
+	x *= 0xd6e8feb86659fd93ull;
+	x ^= x >> 32;
+	x *= 0xd6e8feb86659fd93ull;
+	return x ^ x >> 32;
+}
+
+static uint32_t src_bucket(const struct sd_net *n, const uint8_t a[16])
+{
+	uint64_t lo, hi;
+	memcpy(&lo, a, 8);
+	memcpy(&hi, a + 8, 8);
+	return (uint32_t)(mix64(mix64(lo ^ n->src_seed[0]) ^ hi ^ n->src_seed[1]) & (SD_SRC_BUCKETS - 1));
+}
+
+/* The count of accepted connections from a, made if need be (NULL out
+ * of memory). */
+static struct sd_src *src_get(struct sd_net *n, const uint8_t a[16])
+{
+	struct sd_src **b = &n->srcs[src_bucket(n, a)];
+	for (struct sd_src *s = *b; s != NULL; s = s->next)
+		if (memcmp(s->addr, a, 16) == 0)
+			return s;
+	struct sd_src *s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return NULL;
+	memcpy(s->addr, a, 16);
+	s->next = *b;
+	*b = s;
+	return s;
+}
+
+static void src_put(struct sd_net *n, struct sd_src *s)
+{
+	if (s == NULL || --s->n > 0)
+		return;
+	for (struct sd_src **pp = &n->srcs[src_bucket(n, s->addr)]; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	}
+	free(s);
+}
+
+/* A connection on fd, opened here (out) or accepted in state (from
+ * src, counted there): in its list, not yet watched. */
+static struct sd_conn *conn_new(struct sd_net *n, int fd, int out, int state, struct sd_src *src)
+{
+	uint32_t slot;
+	struct sd_conn *c = calloc(1, sizeof *c);
+	if (c == NULL || slot_take(n, &slot) != 0) {
+		free(c);
+		return NULL;
+	}
+	c->id = n->next_id++ << 32 | (uint64_t)(slot + TAG_FIRST_CONN);
+	n->slots[slot] = c;
+	c->fd = fd;
+	c->out = out;
+	c->state = state;
+	c->src = src;
+	if (src != NULL)
+		src->n++;
+	if (out)
+		n->nout++;
+	list_add(n, c);
 	return c;
 }
 
 static void conn_free(struct sd_port *port, struct sd_conn *c)
 {
 	struct sd_net *n = port->net;
-	for (struct sd_conn **pp = &n->conns; *pp != NULL; pp = &(*pp)->next) {
-		if (*pp == c) {
-			*pp = c->next;
-			break;
-		}
-	}
-	n->nconns--;
-	if (c->state == CONN_HELLO)
-		n->hellos--;
+	list_del(n, c);
+	n->slots[(uint32_t)c->id - TAG_FIRST_CONN] = NULL;
+	n->free_slots[n->nfree++] = (uint32_t)c->id - TAG_FIRST_CONN;
+	if (c->out)
+		n->nout--;
+	else if (c->state == CONN_UP)
+		n->nin--;
+	if (c->state == CONN_REPLY)
+		n->replies--;
+	src_put(n, c->src);
 	if (c->link != NULL && c->link->conn == c)
 		c->link->conn = NULL;
 	conn_watch(n, c, EPOLL_CTL_DEL);
@@ -465,6 +678,23 @@ static void conn_free(struct sd_port *port, struct sd_conn *c)
 	free(c->abuf);
 	free(c->ibuf);
 	free(c);
+}
+
+/* Makes room for a connection by closing one that carries no link:
+ * opened here (out), or accepted and authenticated (from src, or any
+ * source if NULL); the one read the least recently. 1 if one went. */
+static int evict_idle(struct sd_port *port, int out, const struct sd_src *src)
+{
+	struct sd_conn *victim = NULL;
+	for (struct sd_conn *c = port->net->conns; c != NULL; c = c->next)
+		if (c->out == out && c->link == NULL && c != port->net->reading && (src == NULL || c->src == src) &&
+		    (victim == NULL || c->used < victim->used))
+			victim = c;
+	if (victim == NULL)
+		return 0;
+	port->guard.evicted++;
+	conn_free(port, victim);
+	return 1;
 }
 
 /* A connection failed: what it held for the peer is lost (the
@@ -540,15 +770,59 @@ static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (
 static uint32_t get32(const uint8_t *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
 static uint64_t get64(const uint8_t *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
 
+/* A handshake message of type from this device to the GID to, its
+ * nonce drawn (hello, reply): at m, SD_AUTH_LEN bytes after their
+ * length. 0, or -1 with no random bytes. */
+static int auth_message(struct sd_port *port, uint8_t *m, int type, int flags, const uint8_t to[16])
+{
+	put32(m, SD_AUTH_LEN);
+	uint8_t *b = m + 4;
+	memset(b, 0, SD_AUTH_LEN);
+	memcpy(b + AU_MAGIC, sd_magic, 8);
+	b[AU_VERSION] = SD_WIRE_VERSION;
+	b[AU_TYPE] = (uint8_t)type;
+	b[AU_FLAGS] = (uint8_t)flags;
+	memcpy(b + AU_FROM, port->gid, 16);
+	memcpy(b + AU_TO, to, 16);
+	put64(b + AU_GUID, port->node_guid);
+	return type == AU_PROOF ? 0 : sd_random(b + AU_NONCE, 16);
+}
+
+/* The MAC of a handshake (hello and reply) by label: the acceptor's or
+ * the opener's. */
+static void auth_mac(struct sd_net *n, const struct sd_conn *c, const char *label, uint8_t out[32])
+{
+	struct sd_hmac m = n->keyed;
+	sd_hmac_update(&m, label, strlen(label));
+	sd_hmac_update(&m, c->au_hello, AU_SIGNED);
+	sd_hmac_update(&m, c->au_reply, AU_SIGNED);
+	sd_hmac_final(&m, out);
+	explicit_bzero(&m, sizeof m);
+}
+
+static const char au_acceptor[] = "softdev wire acceptor", au_opener[] = "softdev wire opener";
+
+/* Sends a handshake message whole: it is the first thing on its
+ * connection in that direction, or follows one the peer answered, so the
+ * socket has room for it. 0, or -1. */
+static int auth_send(struct sd_conn *c, const uint8_t *m)
+{
+	ssize_t k;
+	do
+		k = send(c->fd, m, 4 + SD_AUTH_LEN, MSG_DONTWAIT | MSG_NOSIGNAL);
+	while (k < 0 && errno == EINTR);
+	return k == 4 + SD_AUTH_LEN ? 0 : -1;
+}
+
 /* Opens the connection of link l: nonblocking, from the device's own
- * address, the hello queued first. */
+ * address; the hello leaves once it connects (auth_hello). */
 static struct sd_conn *conn_open(struct sd_port *port, struct sd_link *l)
 {
 	struct sd_net *n = port->net;
 	struct sockaddr_storage to, from;
 	socklen_t tl = gid_sockaddr(l->gid, SD_WIRE_PORT, &to);
 	socklen_t fl = gid_sockaddr(port->gid, 0, &from);
-	if (n->nconns >= SD_MAX_CONNS || to.ss_family != from.ss_family)
+	if (to.ss_family != from.ss_family || (n->nout >= SD_OUT_CONNS && !evict_idle(port, 1, NULL)))
 		return NULL;
 	int fd = socket(to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -565,24 +839,11 @@ static struct sd_conn *conn_open(struct sd_port *port, struct sd_link *l)
 		close(fd);
 		return NULL;
 	}
-	struct sd_conn *c = conn_new(n, fd, 1);
-	if (c == NULL || out_reserve(c, 4 + SD_HELLO_LEN) != 0) {
-		if (c != NULL)
-			conn_free(port, c);
-		else
-			close(fd);
+	struct sd_conn *c = conn_new(n, fd, 1, CONN_CONNECTING, NULL);
+	if (c == NULL) {
+		close(fd);
 		return NULL;
 	}
-	uint8_t *h = c->obuf + c->olen;
-	put32(h, SD_HELLO_LEN);
-	memset(h + 4, 0, SD_HELLO_LEN);
-	memcpy(h + 4, sd_magic, 8);
-	h[12] = SD_WIRE_VERSION;
-	h[14] = SD_HELLO_BOTH;
-	memcpy(h + 16, port->gid, 16);
-	put64(h + 32, port->node_guid);
-	c->olen += 4 + SD_HELLO_LEN;
-	c->state = CONN_CONNECTING;
 	c->link = l;
 	memcpy(c->peer, l->gid, 16);
 	c->want_out = 1;
@@ -625,8 +886,8 @@ static void conn_flush(struct sd_port *port, struct sd_conn *c)
 {
 	c->held = 0;
 	acks_out(c); /* after the requests queued meanwhile */
-	if (c->state == CONN_CONNECTING) {
-		gathers_in(port, c);
+	if (c->state != CONN_UP) {
+		gathers_in(port, c); /* they leave once the handshake is over */
 		return;
 	}
 	while (c->ooff < c->olen) {
@@ -635,6 +896,7 @@ static void conn_flush(struct sd_port *port, struct sd_conn *c)
 		                            : send(c->fd, c->obuf + c->ooff, asked, MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (k > 0) {
 			c->ooff += (size_t)k;
+			c->used = ++port->net->activity;
 			if ((size_t)k < asked)
 				gathers_in(port, c); /* the socket is full: obuf holds the rest */
 			continue;
@@ -854,23 +1116,137 @@ int sd_wire_decode(const uint8_t *b, size_t len, struct sd_pkt *p)
 	return 1;
 }
 
-/* The hello of an accepted connection: the magic, our version, and a
- * GID that is the connection's source address. */
-static int hello_ok(struct sd_conn *c, const uint8_t *b, size_t len)
+/* A handshake message's body (SD_AUTH_LEN bytes) is of type, this
+ * version, from the GID from to this device. */
+static int auth_is(const struct sd_port *port, const uint8_t *b, int type, const uint8_t from[16])
 {
-	if (len != SD_HELLO_LEN || memcmp(b, sd_magic, 8) != 0 || b[8] != SD_WIRE_VERSION)
+	return memcmp(b + AU_MAGIC, sd_magic, 8) == 0 && b[AU_VERSION] == SD_WIRE_VERSION && b[AU_TYPE] == type &&
+	       memcmp(b + AU_FROM, from, 16) == 0 && memcmp(b + AU_TO, port->gid, 16) == 0;
+}
+
+/* Opened, connected: the hello leaves, and the reply is awaited. -1 if
+ * it could not be sent (c failed). */
+static int auth_hello(struct sd_port *port, struct sd_conn *c)
+{
+	uint8_t m[4 + SD_AUTH_LEN];
+	if (auth_message(port, m, AU_HELLO, SD_HELLO_BOTH, c->peer) != 0 || auth_send(c, m) != 0) {
+		conn_fail(port, c, errno ? errno : EIO, 1);
+		return -1;
+	}
+	memcpy(c->au_hello, m + 4, AU_SIGNED);
+	c->state = CONN_REPLY;
+	c->since = sd_now();
+	port->net->replies++;
+	return 0;
+}
+
+/* The handshake's next message, whole in c->au_in: answered, and c one
+ * step on. Returns 0; 1 once it is up, its frames may follow at once;
+ * -1 when it was refused and is gone. */
+static int auth_step(struct sd_port *port, struct sd_conn *c)
+{
+	struct sd_net *n = port->net;
+	const uint8_t *b = c->au_in + 4;
+	uint8_t m[4 + SD_AUTH_LEN], mac[32];
+	switch (c->state) {
+	case CONN_HELLO:
+		/* From the connection's source address (c->peer), to us. */
+		if (!auth_is(port, b, AU_HELLO, c->peer))
+			break;
+		memcpy(c->au_hello, b, AU_SIGNED);
+		c->both = (b[AU_FLAGS] & SD_HELLO_BOTH) != 0;
+		if (auth_message(port, m, AU_REPLY, 0, c->peer) != 0)
+			break;
+		memcpy(c->au_reply, m + 4, AU_SIGNED);
+		auth_mac(n, c, au_acceptor, m + 4 + AU_MAC);
+		if (auth_send(c, m) != 0)
+			break;
+		c->state = CONN_PROOF;
 		return 0;
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof ss;
-	uint8_t src[16];
-	if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) != 0)
-		return 0;
-	sockaddr_gid(&ss, src);
-	if (memcmp(src, b + 12, 16) != 0)
-		return 0; /* a GID that is not where the connection comes from */
-	memcpy(c->peer, b + 12, 16);
-	c->both = (b[10] & SD_HELLO_BOTH) != 0;
-	return 1;
+	case CONN_PROOF:
+		auth_mac(n, c, au_opener, mac);
+		if (memcmp(b + AU_MAGIC, sd_magic, 8) != 0 || b[AU_VERSION] != SD_WIRE_VERSION || b[AU_TYPE] != AU_PROOF ||
+		    !sd_mac_equal(mac, b + AU_MAC, 32))
+			break;
+		/* Authenticated: among the device's connections now, within
+		 * their budget (the least recently read that carries no link
+		 * goes), and the polls may read it. */
+		if (n->nin >= SD_IN_CONNS && !evict_idle(port, 0, NULL)) {
+			port->guard.refused++;
+			conn_free(port, c);
+			return -1;
+		}
+		list_del(n, c);
+		epoll_ctl(n->tfd, EPOLL_CTL_DEL, c->fd, NULL);
+		c->state = CONN_UP;
+		n->nin++;
+		list_add(n, c);
+		conn_watch(n, c, EPOLL_CTL_ADD);
+		return 1;
+	case CONN_REPLY:
+		/* From the device the link means, to us, proving the key. */
+		memcpy(c->au_reply, b, AU_SIGNED);
+		auth_mac(n, c, au_acceptor, mac);
+		if (!auth_is(port, b, AU_REPLY, c->peer) || !sd_mac_equal(mac, b + AU_MAC, 32)) {
+			port->guard.auth_refused++;
+			conn_fail(port, c, EACCES, 1);
+			return -1;
+		}
+		if (auth_message(port, m, AU_PROOF, 0, c->peer) != 0)
+			return -1;
+		auth_mac(n, c, au_opener, m + 4 + AU_MAC);
+		if (auth_send(c, m) != 0) {
+			conn_fail(port, c, errno ? errno : EIO, 1);
+			return -1;
+		}
+		c->state = CONN_UP;
+		n->replies--;
+		n->backoff = SD_BACKOFF_MIN;
+		uint64_t id = c->id;
+		conn_flush(port, c); /* what waited for it; may fail c */
+		return conn_by_id(n, id) != NULL ? 1 : -1;
+	}
+	port->guard.auth_refused++;
+	conn_free(port, c);
+	return -1;
+}
+
+/* Reads a connection in its handshake: its next message, exactly, into
+ * au_in (nothing of what follows, which is frames). 1 once the
+ * handshake is over, 0 if more must come, -1 if c is gone. */
+static int auth_read(struct sd_port *port, struct sd_conn *c)
+{
+	for (;;) {
+		ssize_t k = recv(c->fd, c->au_in + c->au_len, sizeof c->au_in - c->au_len, MSG_DONTWAIT);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (k <= 0) {
+			/* the peer closed, or died */
+			if (c->out)
+				conn_fail(port, c, k == 0 ? ECONNRESET : errno, 1);
+			else
+				conn_free(port, c);
+			return -1;
+		}
+		c->au_len += (uint8_t)k;
+		if (c->au_len >= 4 && get32(c->au_in) != SD_AUTH_LEN) {
+			/* not a handshake message: an older device, or anything */
+			port->guard.auth_refused++;
+			if (c->out)
+				conn_fail(port, c, EPROTO, 1);
+			else
+				conn_free(port, c);
+			return -1;
+		}
+		if (c->au_len < sizeof c->au_in)
+			continue;
+		c->au_len = 0;
+		int r = auth_step(port, c);
+		if (r != 0)
+			return r;
+	}
 }
 
 /* Takes the complete frames in c's input buffer. 0, or -1 when one does
@@ -881,7 +1257,7 @@ static int conn_frames(struct sd_port *port, struct sd_conn *c)
 	int bad = 0;
 	while (c->ilen - at >= 4) {
 		uint32_t len = get32(c->ibuf + at);
-		if (len > SD_FRAME_MAX - 4 || (c->state == CONN_HELLO && len != SD_HELLO_LEN)) {
+		if (len > SD_FRAME_MAX - 4) {
 			bad = 1;
 			break;
 		}
@@ -889,15 +1265,6 @@ static int conn_frames(struct sd_port *port, struct sd_conn *c)
 			break;
 		const uint8_t *b = c->ibuf + at + 4;
 		at += 4 + len;
-		if (c->state == CONN_HELLO) {
-			if (!hello_ok(c, b, len)) {
-				bad = 1;
-				break;
-			}
-			c->state = CONN_UP;
-			port->net->hellos--;
-			continue;
-		}
 		struct sd_pkt p;
 		if (!sd_wire_decode(b, len, &p)) {
 			bad = 1;
@@ -934,6 +1301,9 @@ static void count_read(struct sd_net *n)
  * device opened that the peer closed failed (conn_fail). */
 static void conn_read(struct sd_port *port, struct sd_conn *c)
 {
+	if (c->state != CONN_UP && auth_read(port, c) != 1)
+		return;
+	c->used = ++port->net->activity;
 	if (c->icap == 0) {
 		c->ibuf = malloc(SD_IN_BUF + SD_FRAME_MAX);
 		if (c->ibuf == NULL) {
@@ -961,7 +1331,10 @@ static void conn_read(struct sd_port *port, struct sd_conn *c)
 		c->ilen += (size_t)k;
 		count_read(port->net);
 		budget = budget > (size_t)k ? budget - (size_t)k : 0;
-		if (conn_frames(port, c) != 0) {
+		port->net->reading = c;
+		int bad = conn_frames(port, c);
+		port->net->reading = NULL;
+		if (bad != 0) {
 			conn_free(port, c);
 			return;
 		}
@@ -973,37 +1346,97 @@ static void conn_read(struct sd_port *port, struct sd_conn *c)
 	}
 }
 
+/* The listener rests (accept(2) found no file descriptor, or no
+ * memory): out of the thread's set until rest_until, so that the
+ * connection it could not take, still queued, does not wake the thread
+ * again at once for ever. */
+static void accept_rest(struct sd_port *port)
+{
+	struct sd_net *n = port->net;
+	port->guard.accept_pauses++;
+	n->rest = n->rest == 0 ? SD_ACCEPT_REST_MIN : n->rest * 2 > SD_ACCEPT_REST_MAX ? SD_ACCEPT_REST_MAX : n->rest * 2;
+	n->rest_until = sd_now() + n->rest;
+	n->resting = 1;
+	epoll_ctl(n->tfd, EPOLL_CTL_DEL, n->lfd, NULL);
+}
+
+static void accept_resume(struct sd_net *n)
+{
+	struct epoll_event le = { .events = EPOLLIN, .data.u64 = TAG_LISTEN };
+	n->resting = 0;
+	epoll_ctl(n->tfd, EPOLL_CTL_ADD, n->lfd, &le);
+}
+
+/* The oldest connection from src still in its handshake, or NULL. */
+static struct sd_conn *oldest_hello(struct sd_net *n, const struct sd_src *src)
+{
+	for (struct sd_conn *c = n->hellos; c != NULL; c = c->next)
+		if (c->src == src)
+			return c;
+	return NULL;
+}
+
+/*
+ * Takes the connections waiting at the listener. Each is a stranger's
+ * until its handshake is over, and is held within budgets a stranger
+ * cannot push the device's peers out of: SD_HELLO_CONNS in their
+ * handshake (the oldest goes for a new one: a peer's handshake takes a
+ * round trip, a stranger's may take 2 s), and SD_PER_SOURCE from one
+ * source address (its oldest in a handshake goes, else its
+ * authenticated one read the least recently that carries no link, else
+ * the new one is refused).
+ */
 static void do_accept(struct sd_port *port)
 {
 	struct sd_net *n = port->net;
 	for (;;) {
-		int fd = accept4(n->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof ss;
+		int fd = accept4(n->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				accept_rest(port); /* EMFILE, ENFILE, ENOBUFS, ENOMEM */
 			return;
-		if (n->nconns >= SD_MAX_CONNS) {
+		}
+		n->rest = 0;
+		uint8_t from[16];
+		sockaddr_gid(&ss, from);
+		struct sd_src *src = src_get(n, from);
+		struct sd_conn *c = NULL;
+		if (src != NULL) {
+			src->n++; /* held while connections go below */
+			if (src->n > SD_PER_SOURCE) {
+				struct sd_conn *old = oldest_hello(n, src);
+				if (old != NULL) {
+					port->guard.evicted++;
+					conn_free(port, old);
+				} else if (!evict_idle(port, 0, src)) {
+					src_put(n, src);
+					src = NULL;
+				}
+			}
+		}
+		if (src != NULL && n->nhellos >= SD_HELLO_CONNS) {
+			port->guard.evicted++;
+			conn_free(port, n->hellos);
+		}
+		if (src != NULL)
+			c = conn_new(n, fd, 0, CONN_HELLO, src);
+		if (src != NULL)
+			src_put(n, src); /* c holds it now, if it was made */
+		if (c == NULL) {
+			port->guard.refused++;
 			close(fd);
 			continue;
 		}
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-		struct sd_conn *c = conn_new(n, fd, 0);
-		if (c == NULL) {
-			close(fd);
-			continue;
-		}
-		c->state = CONN_HELLO;
+		memcpy(c->peer, from, 16); /* what its hello must claim */
 		c->since = sd_now();
-		n->hellos++;
 		conn_watch(n, c, EPOLL_CTL_ADD);
 	}
-}
-
-static struct sd_conn *conn_by_id(struct sd_net *n, uint64_t id)
-{
-	for (struct sd_conn *c = n->conns; c != NULL; c = c->next)
-		if (c->id == id)
-			return c;
-	return NULL;
 }
 
 /* Whether frames wake the transport thread (the connections' set is in
@@ -1105,8 +1538,11 @@ static void handle(struct sd_port *port, const struct epoll_event *ev)
 			conn_fail(port, c, err ? err : errno, 1);
 			return;
 		}
-		c->state = CONN_UP;
-		n->backoff = SD_BACKOFF_MIN;
+		if (auth_hello(port, c) != 0)
+			return;
+		c->want_out = 0; /* what is queued waits for the reply (conn_flush) */
+		conn_watch(n, c, EPOLL_CTL_MOD);
+		return;
 	}
 	if (ev->events & EPOLLOUT) {
 		uint64_t id = c->id;
@@ -1118,19 +1554,32 @@ static void handle(struct sd_port *port, const struct epoll_event *ev)
 		conn_read(port, c);
 }
 
-/* Accepted connections that have not said hello in time are closed. */
+/* Handshakes not over within SD_HELLO_NS fail: accepted connections
+ * (oldest first) are closed, opened ones wait for their link's next
+ * attempt (an acceptor that never replies is no device of ours). */
 static void expire_hellos(struct sd_port *port, uint64_t now)
 {
 	struct sd_net *n = port->net;
-	if (n->hellos == 0)
-		return;
-	struct sd_conn *c = n->conns;
-	while (c != NULL) {
-		struct sd_conn *next = c->next;
-		if (c->state == CONN_HELLO && now - c->since > SD_HELLO_NS)
-			conn_free(port, c);
-		c = next;
+	while (n->hellos != NULL && now - n->hellos->since > SD_HELLO_NS) {
+		port->guard.hello_expired++;
+		conn_free(port, n->hellos);
 	}
+	for (struct sd_conn *c = n->conns, *next; c != NULL && n->replies > 0; c = next) {
+		next = c->next;
+		if (c->state == CONN_REPLY && now - c->since > SD_HELLO_NS) {
+			port->guard.hello_expired++;
+			conn_fail(port, c, ETIMEDOUT, 1);
+		}
+	}
+}
+
+/* When the next handshake expires (UINT64_MAX: none is under way). */
+static uint64_t hellos_until(const struct sd_net *n, uint64_t now)
+{
+	uint64_t until = n->hellos != NULL ? n->hellos->since + SD_HELLO_NS + 1 : UINT64_MAX;
+	if (n->replies > 0 && now + SD_HELLO_NS < until)
+		until = now + SD_HELLO_NS;
+	return until;
 }
 
 enum { HOLD_NONE, HOLD_ACKS, HOLD_PINGPONG }; /* what flush holds */
@@ -1185,6 +1634,18 @@ int sd_net_poll(struct sd_port *port)
 	if (port->timers > 0 && sd_rc_timers(port, now != 0 ? now : sd_now()))
 		did = 1;
 	return did;
+}
+
+/* What the wire refused or shed, and the connections it holds (Device.
+ * Wire's Guard). Device lock held. */
+void sd_net_guard(struct sd_port *port, struct sd_wire_guard *out)
+{
+	*out = port->guard;
+	if (port->net != NULL) {
+		out->in = port->net->nin;
+		out->out = port->net->nout;
+		out->hellos = port->net->nhellos;
+	}
 }
 
 /* For tests: a poll in progress (on), as sd_net_poll marks its read of
@@ -1456,8 +1917,11 @@ static void *transport(void *arg)
 			until = port->next_deadline;
 		if (watched_port(port) && n->port_check < until)
 			until = n->port_check;
-		if (n->hellos > 0 && now + SD_HELLO_NS < until)
-			until = now + SD_HELLO_NS;
+		uint64_t hellos = hellos_until(n, now);
+		if (hellos < until)
+			until = hellos;
+		if (n->resting && n->rest_until < until)
+			until = n->rest_until;
 		uint64_t held = held_until(port, now);
 		if (held < until)
 			until = held;
@@ -1512,6 +1976,8 @@ static void *transport(void *arg)
 		if (port->timers > 0 && sd_rc_timers(port, now))
 			did = 1;
 		expire_hellos(port, now);
+		if (n->resting && now >= n->rest_until)
+			accept_resume(n);
 		if (watched_port(port) && now >= n->port_check) {
 			watch_port(port);
 			n->port_check = now + SD_PORT_CHECK_NS;
@@ -1574,11 +2040,32 @@ int sd_net_open(struct sd_port *port, const uint8_t addr[16], int auto_loopback,
 	n->lfd = n->epfd = n->wake = n->tfd = n->gap = -1;
 	n->wake_by = UINT64_MAX;
 	n->polled_need = SD_POLLED_RUN;
-	n->next_id = TAG_FIRST_CONN;
+	n->next_id = 1;
 	n->backoff = SD_BACKOFF_MIN;
 	uint8_t g[16];
 	memcpy(g, addr, 16);
 	int err = 0;
+	/* The key first: without it the device could talk to no one. */
+	uint8_t key[SD_KEY_MAX];
+	size_t keylen = 0;
+	char why[4096];
+	int kerr = sd_wire_key(key, &keylen, why, sizeof why);
+	if (kerr > 0) {
+		err = kerr; /* out of descriptors or memory: Open says that */
+		goto fail;
+	}
+	if (kerr != 0) {
+		sd_wire_key_failed(why);
+		err = SD_ERR_WIRE_KEY;
+		goto fail;
+	}
+	sd_hmac_init(&n->keyed, key, keylen);
+	explicit_bzero(key, sizeof key);
+	n->srcs = calloc(SD_SRC_BUCKETS, sizeof *n->srcs);
+	if (n->srcs == NULL || sd_random(n->src_seed, sizeof n->src_seed) != 0) {
+		err = ENOMEM;
+		goto fail;
+	}
 	if (auto_loopback) {
 		/* Taken addresses are skipped (another device, or another
 		 * program, listens there); processes racing for one are
@@ -1628,8 +2115,7 @@ int sd_net_open(struct sd_port *port, const uint8_t addr[16], int auto_loopback,
 	struct epoll_event le = { .events = EPOLLIN, .data.u64 = TAG_LISTEN };
 	struct epoll_event we = { .events = EPOLLIN, .data.u64 = TAG_WAKE };
 	struct epoll_event ge = { .events = EPOLLIN, .data.u64 = TAG_GAP };
-	if (epoll_ctl(n->epfd, EPOLL_CTL_ADD, n->lfd, &le) != 0 ||
-	    epoll_ctl(n->tfd, EPOLL_CTL_ADD, n->lfd, &le) != 0 ||
+	if (epoll_ctl(n->tfd, EPOLL_CTL_ADD, n->lfd, &le) != 0 ||
 	    epoll_ctl(n->tfd, EPOLL_CTL_ADD, n->wake, &we) != 0 ||
 	    epoll_ctl(n->tfd, EPOLL_CTL_ADD, n->gap, &ge) != 0) {
 		err = errno;
@@ -1660,6 +2146,8 @@ fail:
 		close(n->wake);
 	if (n->gap >= 0)
 		close(n->gap);
+	free(n->srcs);
+	explicit_bzero(&n->keyed, sizeof n->keyed);
 	free(n);
 	return err ? err : EINVAL;
 }
@@ -1732,11 +2220,17 @@ void sd_net_close(struct sd_port *port)
 			;
 		conn_free(port, n->conns);
 	}
+	while (n->hellos != NULL)
+		conn_free(port, n->hellos);
 	close(n->lfd);
 	close(n->epfd);
 	close(n->tfd);
 	close(n->wake);
 	close(n->gap);
+	free(n->srcs);
+	free(n->slots);
+	free(n->free_slots);
+	explicit_bzero(&n->keyed, sizeof n->keyed);
 	free(n);
 	port->net = NULL;
 }

@@ -118,8 +118,7 @@ func TestDeregMidWrite(t *testing.T) {
 		qp := safetyQP(t, f, p)
 		m := newMapping(t, 2*os.Getpagesize())
 		mr := m.regMR(t, f, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
-		conn := p.dial(f.d)
-		conn.Write(hello(p.gid()))
+		conn := p.open(f.d, 0)
 
 		conn.Write(frame{op: pktWriteFirst, flags: flagAckReq, dst: qp.QPNum, src: 0x4242, psn: 1000,
 			va: m.addr(0), rkey: mr.Rkey, dmaLen: 2048, payload: bytes.Repeat([]byte{'A'}, 1024)}.bytes())
@@ -158,8 +157,7 @@ func TestDeregMidSend(t *testing.T) {
 		m := newMapping(t, 2*os.Getpagesize())
 		mr := m.regMR(t, f, verbs.AccessLocalWrite)
 		f.postRecv(qp, f.recv(7, f.sgesOver(m.b, mr.Lkey, [2]int{0, 4096}), 1))
-		conn := p.dial(f.d)
-		conn.Write(hello(p.gid()))
+		conn := p.open(f.d, 0)
 
 		conn.Write(frame{op: pktSendFirst, flags: flagAckReq, dst: qp.QPNum, src: 0x4242, psn: 1000,
 			payload: bytes.Repeat([]byte{'A'}, 1024)}.bytes())
@@ -232,8 +230,7 @@ func TestDeregBeforeRetransmit(t *testing.T) {
 		expectAnswer(t, p, pktSendFirst, 0, 0, "the SEND's first packet")
 		expectAnswer(t, p, pktSendLast, 0, 1, "the SEND's last packet")
 		m.release(t, f, mr, unmap)
-		conn := p.dial(f.d)
-		conn.Write(hello(p.gid()))
+		conn := p.open(f.d, 0)
 		conn.Write(frame{op: pktAck, syndrome: aethNakSeq, dst: qp.QPNum, src: 0x4242, psn: 0}.bytes())
 		got := pollOne(t, f, cq)
 		if got[0].ID != 3 || got[0].Status != verbs.WCLocProtErr {
@@ -317,8 +314,7 @@ func TestDeregMidReadResponse(t *testing.T) {
 		f.postSend(qp, wr)
 		f.progress()
 		expectAnswer(t, p, pktReadReq, 0, 0, "the READ request")
-		conn := p.dial(f.d)
-		conn.Write(hello(p.gid()))
+		conn := p.open(f.d, 0)
 		conn.Write(frame{op: pktReadRespFrst, dst: qp.QPNum, src: 0x4242, psn: 0, payload: bytes.Repeat([]byte{'R'}, 1024)}.bytes())
 		waitFor(t, func() bool { return m.b[1023] == 'R' }, "the first READ response to land")
 		m.release(t, f, mr, unmap)
@@ -348,8 +344,7 @@ func TestDeregBeforeAtomicAck(t *testing.T) {
 		f.progress()
 		expectAnswer(t, p, pktFetchAdd, 0, 0, "the FETCH_ADD request")
 		m.release(t, f, mr, unmap)
-		conn := p.dial(f.d)
-		conn.Write(hello(p.gid()))
+		conn := p.open(f.d, 0)
 		conn.Write(frame{op: pktAtomicAck, dst: qp.QPNum, src: 0x4242, psn: 0, swapAdd: 0x4141414141414141}.bytes())
 		got := pollOne(t, f, cq)
 		if got[0].ID != 6 || got[0].Status != verbs.WCLocProtErr {

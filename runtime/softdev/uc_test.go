@@ -240,8 +240,7 @@ func TestUCPacketLoss(t *testing.T) {
 	f.postRecv(qp, f.recv(2, f.sges(f.mr.Lkey, [2]int{8192, 8192}), 1))
 	const uc = 1 << 5
 	const sendFirst, sendMiddle, sendLast, sendOnly = uc | 1, uc | 2, uc | 3, uc | 4
-	conn := p.dial(f.d)
-	conn.Write(hello(p.gid()))
+	conn := p.open(f.d, 0)
 	mk := func(op uint8, psn uint32, fill byte, n int) []byte {
 		return frame{op: op, dst: qp.QPNum, src: 0x4343, psn: psn, payload: bytes.Repeat([]byte{fill}, n)}.bytes()
 	}

@@ -40,10 +40,7 @@ func TestWireAnswersOnPeersConnection(t *testing.T) {
 	l.rqPSN = 1000
 	connectOne(t, qp, 0x4242, p.gid(), l)
 
-	conn := p.dial(f.d)
-	h := hello(p.gid())
-	h[14] = helloBoth
-	conn.Write(h)
+	conn := p.open(f.d, helloBoth)
 	conn.Write(frame{op: pktWriteOnly, dst: qp.QPNum, src: 0x4242, psn: 1000, va: f.addr(0), rkey: f.mr.Rkey, dmaLen: 4, payload: []byte("both")}.bytes())
 	conn.SetReadDeadline(time.Now().Add(3 * time.Second))
 	var n [4]byte

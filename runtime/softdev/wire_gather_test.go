@@ -116,8 +116,7 @@ func TestWireGathersPayloads(t *testing.T) {
 		t.Errorf("every gathered payload was copied after all (%d of %d)", wire.GatherCopies, wire.Gathered)
 	}
 
-	c := p.dial(f.d)
-	c.Write(hello(p.gid()))
+	c := p.open(f.d, 0)
 	c.Write(frame{op: pktAck, dst: qp.QPNum, src: 0x4242, psn: psn - 1}.bytes())
 	for i, wc := range f.pollFor(cq, len(writes)) {
 		if wc.Status != verbs.WCSuccess || wc.WRID != uint64(i) {

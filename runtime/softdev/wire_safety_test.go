@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -31,8 +32,9 @@ type rawPeer struct {
 	ip   netip.Addr
 	ln   *net.TCPListener
 	conn *net.TCPConn
-	in   chan []byte   // frame bodies the device sent us
-	gate chan struct{} // the peer reads what the device sends once it is closed
+	in   chan []byte            // frame bodies the device sent us
+	gate chan struct{}          // the peer reads what the device sends once it is closed
+	key  atomic.Pointer[[]byte] // the wire key it proves (nil: the process's, wire_auth_test.go)
 }
 
 // newRawPeer is a raw peer at the first of 127.0.net.201, .202, … where
@@ -94,8 +96,8 @@ func tryRawPeer(t testing.TB, ip string, gate chan struct{}, frames int) *rawPee
 						return
 					}
 					if first {
-						if !bytes.HasPrefix(b, []byte("VXSDWIRE")) {
-							return // not the device's hello
+						if accept(c, p.keyOr(), p.gid(), b) != nil {
+							return // not the device's hello, or it did not prove the key
 						}
 						continue
 					}
@@ -133,17 +135,6 @@ func (p *rawPeer) dial(d *Device) *net.TCPConn {
 	}
 	p.conn = c.(*net.TCPConn)
 	return p.conn
-}
-
-// hello is a connection's first frame: magic, version, the GID claimed,
-// a node GUID.
-func hello(gid [16]byte) []byte {
-	b := make([]byte, 4+40)
-	binary.LittleEndian.PutUint32(b, 40)
-	copy(b[4:], "VXSDWIRE")
-	b[12] = 1
-	copy(b[16:], gid[:])
-	return b
 }
 
 // frame is one packet: the 64-byte header at the documented offsets, then
@@ -240,7 +231,7 @@ func TestWireSafety(t *testing.T) {
 	})
 	t.Run("a hello claiming another address", func(t *testing.T) {
 		c := p.dial(f.d)
-		c.Write(hello(f.d.GID())) // the device's own GID, from the peer's address
+		c.Write(helloTo(f.d.GID(), f.d.GID())) // the device's own GID, from the peer's address
 		c.Write(frame{op: pktSendOnly, dst: qp.QPNum, src: 0x4242, psn: 1000, payload: []byte("x")}.bytes())
 		if !closedSoon(c, 2*time.Second) {
 			t.Error("the device kept a connection whose hello named a GID it does not come from")
@@ -265,8 +256,7 @@ func TestWireSafety(t *testing.T) {
 		{"payload above 4096", frame{op: pktSendOnly, dst: qp.QPNum, src: 0x4242, psn: 1000, payload: make([]byte, 5000)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			conn := p.dial(f.d)
-			conn.Write(hello(p.gid()))
+			conn := p.open(f.d, 0)
 			conn.Write(c.f.bytes())
 			if !closedSoon(conn, 2*time.Second) {
 				t.Error("the device kept a connection that sent a frame that does not parse")
@@ -275,8 +265,7 @@ func TestWireSafety(t *testing.T) {
 	}
 	// Frames that parse but name a QP that is not this peer's, or claim
 	// another source QP: dropped, the connection stays.
-	conn := p.dial(f.d)
-	conn.Write(hello(p.gid()))
+	conn := p.open(f.d, 0)
 	for _, fr := range []frame{
 		{op: pktWriteOnly, dst: 0x999, src: 0x4242, psn: 1000, va: f.addr(0), rkey: f.mr.Rkey, dmaLen: 4, payload: []byte("nope")},
 		{op: pktWriteOnly, dst: qp.QPNum, src: 0x4243, psn: 1000, va: f.addr(0), rkey: f.mr.Rkey, dmaLen: 4, payload: []byte("nope")},
@@ -365,8 +354,7 @@ func FuzzWireFrames(f *testing.F) {
 	}
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c := p.dial(fx.d)
-		c.Write(hello(p.gid()))
+		c := p.openT(t, fx.d, 0)
 		c.Write(b)
 		c.Close()
 		if _, err := fx.d.QueryPort(1); err != nil {

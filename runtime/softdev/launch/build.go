@@ -15,7 +15,7 @@ import (
 // both front ends run one engine (TestDriverSources keeps the list whole).
 var driverSources = []string{
 	"engine_objects.c", "engine_post.c", "engine_exec.c", "engine_dma.c",
-	"transport_rc.c", "transport_link.c", "transport_wire.c",
+	"transport_rc.c", "transport_link.c", "transport_wire.c", "transport_auth.c",
 	"driver/driver.c",
 }
 
