@@ -5,6 +5,7 @@ package softdev
 import (
 	"bytes"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,10 +19,12 @@ import (
 // the deregistration the rest of the message is a remote access error
 // (the responder's MR) or a local protection error (the requester's or
 // the receive WQE's MR), and the memory is not touched, mapped or not.
-// Each test runs twice: the buffer deregistered and left mapped (then
-// its bytes show that nothing was written or read), and deregistered
+// Each test runs three times: the buffer deregistered and left mapped
+// (then its bytes show that nothing was written or read), deregistered
 // and unmapped, which the application may do (then a device that still
-// used it would fault).
+// used it would fault), and a C heap buffer deregistered and freed (then
+// make test-asan's AddressSanitizer reports a device that still used it
+// as a heap-use-after-free).
 
 // More packet opcodes and syndromes of the documented format
 // (wire_safety_test.go has the first ones).
@@ -38,25 +41,39 @@ const (
 )
 
 // mapping is anonymous memory of its own (so that unmapping it unmaps
-// nothing else), unmapped at cleanup unless the test did.
+// nothing else), unmapped at cleanup unless the test did; in forBoth's
+// freed variant it is C heap memory (CallocSlice), freed instead.
 type mapping struct {
 	b     []byte
-	unmap bool
+	heap  bool
+	unmap bool // unmapped or freed: gone
 }
 
 func newMapping(t *testing.T, n int) *mapping {
 	t.Helper()
-	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
-	if err != nil {
-		t.Fatal(err)
+	m := &mapping{heap: strings.HasSuffix(t.Name(), "/"+freedVariant)}
+	if m.heap {
+		m.b = CallocSlice[byte](n)
+	} else {
+		b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.b = b
 	}
-	m := &mapping{b: b}
 	t.Cleanup(func() {
 		if !m.unmap {
-			syscall.Munmap(m.b)
+			m.free()
 		}
 	})
 	return m
+}
+
+func (m *mapping) free() error {
+	if m.heap {
+		return Free(unsafe.Pointer(&m.b[0]))
+	}
+	return syscall.Munmap(m.b)
 }
 
 func (m *mapping) addr(off int) uint64 { return uint64(uintptr(unsafe.Pointer(&m.b[off]))) }
@@ -68,7 +85,7 @@ func (m *mapping) release(t *testing.T, f *fixture, mr *verbs.MR, unmap bool) {
 		t.Fatalf("DeregMR: %v", err)
 	}
 	if unmap {
-		if err := syscall.Munmap(m.b); err != nil {
+		if err := m.free(); err != nil {
 			t.Fatal(err)
 		}
 		m.unmap = true
@@ -90,11 +107,15 @@ func (m *mapping) regMR(t *testing.T, f *fixture, access verbs.AccessFlags) *ver
 	return mr
 }
 
-// forBoth runs body with the buffer left mapped and unmapped after the
-// deregistration.
+// freedVariant is the name of forBoth's C heap variant (t.Name's form).
+const freedVariant = "deregistered_and_freed"
+
+// forBoth runs body with the buffer left mapped after the deregistration,
+// and with it gone (unmapped, or freed).
 func forBoth(t *testing.T, body func(t *testing.T, unmap bool)) {
 	t.Run("deregistered", func(t *testing.T) { body(t, false) })
 	t.Run("deregistered and unmapped", func(t *testing.T) { body(t, true) })
+	t.Run(strings.ReplaceAll(freedVariant, "_", " "), func(t *testing.T) { body(t, true) })
 }
 
 // expectAnswer reads the device's next frame to the raw peer and checks
