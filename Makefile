@@ -47,7 +47,7 @@ endif
 ABS_HEADERS   = $$(cd "$(HEADERS)" && pwd)
 ARCHES       := amd64 arm64 ppc64le
 # Packages under testdata are not matched by ./...; these carry cgo checks.
-GOLDEN_CGO   := ./gen/testdata/golden/bitfields ./gen/testdata/golden/packed ./gen/testdata/golden/funcs ./gen/testdata/golden/names
+GOLDEN_CGO   := ./gen/testdata/golden/arrays ./gen/testdata/golden/bitfields ./gen/testdata/golden/packed ./gen/testdata/golden/funcs ./gen/testdata/golden/names
 
 # The ABI users built against, and reviewed breaking changes since (see
 # docs/regenerate.md).

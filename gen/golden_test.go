@@ -21,7 +21,7 @@ var update = flag.Bool("update", false, "rewrite gen/testdata/golden from the cu
 
 // goldenCases are the C constructs under test: gen/testdata/c/<case>.h,
 // expected output in gen/testdata/golden/<case>/.
-var goldenCases = []string{"anon", "bigenums", "bitfields", "deep", "enums", "flexible", "funcs", "names", "packed"}
+var goldenCases = []string{"anon", "arrays", "bigenums", "bitfields", "deep", "enums", "flexible", "funcs", "names", "packed"}
 
 func goldenOptions(c string) generate.Options {
 	return generate.Options{

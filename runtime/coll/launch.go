@@ -40,7 +40,9 @@ type JobOptions struct {
 	// Default rendezvous.DefaultTimeout (a minute), for PMIx too.
 	Timeout time.Duration
 	// Token is the TCP rendezvous's job secret; default the value of
-	// TokenEnv. Required unless MASTER_ADDR is loopback.
+	// TokenEnv. Required unless MASTER_ADDR is loopback; without one,
+	// only processes of this user (or root) may join the job, checked
+	// by the kernel (package rendezvous, "Without a token").
 	Token []byte
 	// Job is the TCP rendezvous's job identity (rendezvous.Options.Job):
 	// two jobs given one MASTER_ADDR:MASTER_PORT refuse each other's
@@ -109,9 +111,11 @@ func setPMIx(join func(timeout time.Duration) (Member, error)) (previous func(ti
 //     rendezvous) with rank 0 listening there, rank and size from RANK
 //     and WORLD_SIZE, or else from OMPI_COMM_WORLD_RANK and _SIZE or
 //     SLURM_PROCID and SLURM_NTASKS; the token from JobOptions.Token or
-//     VERBSEXP_JOB_TOKEN; the job's identity from JobOptions.Job or the
-//     launcher (see JobOptions.Job), so that two jobs given one address
-//     refuse each other's ranks.
+//     VERBSEXP_JOB_TOKEN (needed unless MASTER_ADDR is loopback, where
+//     a job without one admits only this user's processes); the job's
+//     identity from JobOptions.Job or the launcher (see JobOptions.Job),
+//     so that two jobs given one address refuse each other's ranks (an
+//     identity is not a secret: it keeps no one out).
 //   - PMIX_NAMESPACE or PMIX_RANK (Open MPI's mpirun, srun --mpi=pmix):
 //     the launcher's PMIx server, through package pmix, which must be
 //     imported for it (it needs libpmix).

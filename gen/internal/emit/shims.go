@@ -49,12 +49,17 @@ func (in Input) shims(preamble string) *jen.File {
 	f.Func().Id("unpack").Params(jen.Id("v").Qual("C", "int64_t")).Parens(jen.List(jen.Int64(), jen.Qual("syscall", "Errno"))).Block(
 		jen.Return(jen.Int64().Call(jen.Int32().Call(jen.Id("v"))), jen.Qual("syscall", "Errno").Call(jen.Uint32().Call(jen.Id("v").Op(">>").Lit(32)))),
 	)
+	in.listTypes(f)
 	for _, w := range in.Shims.Wrappers {
 		f.Line()
 		in.wrapper(f, w, false)
 		if w.CMem != "" {
 			f.Line()
 			in.wrapper(f, w, true)
+		}
+		if w.Slice != nil {
+			f.Line()
+			in.sliceForm(f, w)
 		}
 	}
 	return f
@@ -164,6 +169,7 @@ func (in Input) preamble() string {
 			b.WriteString(cmemTrampoline(w))
 		}
 	}
+	b.WriteString(listTrampolines(in.Shims))
 	return b.String()
 }
 
@@ -312,6 +318,9 @@ func (in Input) wrapper(f *jen.File, w *shim.Wrapper, cmem bool) {
 				f.Commentf("%s may be nil: the failing request is then not reported.", p.Go)
 			}
 		}
+		if w.Slice != nil {
+			f.Commentf("%s is its form with a %s.", w.Slice.GoName, sliceWord[w.Slice.Kind])
+		}
 	}
 
 	var params []jen.Code
@@ -365,7 +374,16 @@ func (in Input) wrapper(f *jen.File, w *shim.Wrapper, cmem bool) {
 		}
 	}
 	call := jen.Qual("C", tramp).Call(args...)
-	cname := jen.Lit(fn.C)
+	body = append(body, callAndReturn(w, call, w.Result)...)
+	f.Func().Id(name).Params(params...).Parens(jen.List(results...)).Block(body...)
+}
+
+// callAndReturn makes the trampoline call and returns as w's convention
+// says, the result as res (the wrapper's result type: a count is an int
+// in a slice form).
+func callAndReturn(w *shim.Wrapper, call *jen.Statement, res *layout.GoType) []jen.Code {
+	var body []jen.Code
+	cname := jen.Lit(w.Func.C)
 	r, errno, v := jen.Id("r"), jen.Id("errno"), jen.Id("ret")
 	switch w.Crossing {
 	case shim.Packed:
@@ -386,16 +404,16 @@ func (in Input) wrapper(f *jen.File, w *shim.Wrapper, cmem bool) {
 		body = append(body,
 			jen.If(r.Clone().Op("<").Lit(0)).Block(
 				jen.Return(jen.Lit(0), jen.Qual(AbiutilPath, "Status").Call(cname, r, errno))),
-			jen.Return(goResult(w, r), jen.Nil()))
+			jen.Return(goResult(w, res, r), jen.Nil()))
 	case shim.Pointer:
 		body = append(body,
 			jen.If(r.Clone().Op("==").Nil()).Block(
-				jen.Return(zero(w.Result), jen.Qual(AbiutilPath, "Errno").Call(cname, errno))),
-			jen.Return(goResult(w, r), jen.Nil()))
+				jen.Return(zero(res), jen.Qual(AbiutilPath, "Errno").Call(cname, errno))),
+			jen.Return(goResult(w, res, r), jen.Nil()))
 	case shim.Value:
-		body = append(body, jen.Return(goResult(w, call), jen.Nil()))
+		body = append(body, jen.Return(goResult(w, res, call), jen.Nil()))
 	}
-	f.Func().Id(name).Params(params...).Parens(jen.List(results...)).Block(body...)
+	return body
 }
 
 func isPointer(p shim.Param) bool { return p.CType == "void *" }
@@ -435,9 +453,8 @@ func cArg(p shim.Param) jen.Code {
 	return jen.Qual("C", p.CType).Call(id) // a scalar: int32_t, _Bool, double, …
 }
 
-// goResult converts a trampoline result to the wrapper's Go type.
-func goResult(w *shim.Wrapper, v jen.Code) jen.Code {
-	t := w.Result
+// goResult converts a trampoline result to the wrapper's Go type t.
+func goResult(w *shim.Wrapper, t *layout.GoType, v jen.Code) jen.Code {
 	switch {
 	case w.String:
 		return jen.Qual("C", "GoString").Call(jen.Parens(jen.Op("*").Qual("C", "char")).Call(v))

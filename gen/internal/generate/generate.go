@@ -119,7 +119,7 @@ func Run(opts Options) (*Result, error) {
 	}
 	shims := shim.Build(pkg, layout.NewPlanner(pkg, 0))
 	res.Pkg, res.Shims = pkg, shims
-	res.Notes = append(append(append(append([]parse.Diag(nil), pkg.Notes...), shims.Skipped...), shims.Renamed...), units.Notes...)
+	res.Notes = append(append(append(append(append([]parse.Diag(nil), pkg.Notes...), shims.Skipped...), shims.Renamed...), shims.SliceNotes...), units.Notes...)
 	// By position (file, then line and column as numbers), then text.
 	slices.SortStableFunc(res.Notes, func(a, b parse.Diag) int {
 		return cmp.Or(strings.Compare(a.Pos.File, b.Pos.File), cmp.Compare(a.Pos.Line, b.Pos.Line),

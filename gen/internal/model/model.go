@@ -119,7 +119,7 @@ func Build(name string, units []*parse.Unit) (*Package, error) {
 	// file's import name too.
 	ns.taken["C"] = `cgo's import "C" of shims.go`
 	p.ns = ns
-	b := &builder{p: p, ns: ns, n: len(units)}
+	b := &builder{p: p, ns: ns, n: len(units), natural: naturalNames(units)}
 
 	// Named records first: they own the plain names.
 	byName := make([]map[string]*parse.Record, len(units)) // per unit, C name → record
@@ -140,14 +140,14 @@ func Build(name string, units []*parse.Unit) (*Package, error) {
 		for i := range units {
 			rec.ByArch[i] = byName[i][key.key]
 		}
-		rec.GoName = b.claim(rec.C, GoName(tagOf(key.key)), kindSuffix(rec.Kind), rec.Pos)
+		rec.GoName = b.claim(rec.C, b.want(rec.C, tagOf(key.key), rec.Pos), kindSuffix(rec.Kind), rec.Pos)
 		p.Records = append(p.Records, rec)
 		p.byC[rec.C] = rec
 	}
 	for _, u := range units[:1] {
 		for _, r := range u.Opaque {
 			rec := &Record{C: r.CName(), Kind: r.Kind, Pos: r.Pos}
-			rec.GoName = b.claim(rec.C, GoName(r.Tag), kindSuffix(r.Kind), r.Pos)
+			rec.GoName = b.claim(rec.C, b.want(rec.C, r.Tag, r.Pos), kindSuffix(r.Kind), r.Pos)
 			p.Opaque = append(p.Opaque, rec)
 			p.byC[rec.C] = rec
 		}
@@ -163,6 +163,10 @@ func Build(name string, units []*parse.Unit) (*Package, error) {
 	b.consts(units)
 	p.decideBounds()
 	b.funcs(units)
+	if b.unstuttered > 0 {
+		p.Notes = append(p.Notes, parse.Diag{Msg: fmt.Sprintf("%d Go names drop the package's name %s, which the package already says (%s is %s.%s)",
+			b.unstuttered, p.Name, b.example[0], p.Name, b.example[1])})
+	}
 	p.Notes = append(p.Notes, b.notes...)
 	for _, u := range units {
 		p.Notes = append(p.Notes, u.Notes...)
@@ -182,6 +186,16 @@ func (p *Package) Claim(owner, want, suffix string, pos parse.Pos) string {
 	return name
 }
 
+// RenameRaw names the pointer form of a function that gets a slice form:
+// f.GoName becomes its natural name with the suffix Raw (claimed as
+// Claim claims), and the natural name, which f keeps holding, is
+// returned for the slice form.
+func (p *Package) RenameRaw(f *Func) string {
+	natural := f.GoName
+	f.GoName = p.Claim("the pointer form of "+f.C, natural+"Raw", "_", f.Pos)
+	return natural
+}
+
 // RecordByC finds a record by its C name or nested path.
 func (p *Package) RecordByC(c string) *Record { return p.byC[c] }
 
@@ -193,6 +207,76 @@ type builder struct {
 	ns    *namespace
 	n     int
 	notes []parse.Diag
+	// natural maps the GoName of every package-level C identifier to
+	// the first declaration that has it; unstuttered counts the names
+	// want shortened (example: the first, C and Go).
+	natural     map[string]string
+	unstuttered int
+	example     [2]string
+}
+
+// want is the Go name a package-level declaration (what, "struct
+// mlx5dv_qp"; its identifier c, "mlx5dv_qp") asks for: without the
+// package's name in front (InPackage), unless the shorter name is
+// another declaration's own, or the package's import "C"; then, and
+// when the shorter name is no identifier, it keeps the longer one, with
+// a note.
+func (b *builder) want(what, c string, pos parse.Pos) string {
+	name, kept := InPackage(b.p.Name, c)
+	full := GoName(c)
+	if kept == "" && name != full {
+		if other, ok := b.natural[name]; ok {
+			kept = name + " is " + other + "'s"
+		} else if name == FuncPtrName || name == "C" {
+			kept = name + " is a name the generator declares"
+		}
+	}
+	if kept != "" {
+		b.notes = append(b.notes, parse.Diag{Pos: pos, Msg: fmt.Sprintf("Go name %s of %s keeps the package's name: %s", full, what, kept)})
+		return full
+	}
+	if name != full {
+		if b.unstuttered == 0 {
+			b.example = [2]string{full, name}
+		}
+		b.unstuttered++
+	}
+	return name
+}
+
+// naturalNames maps the GoName of each package-level declaration of the
+// units (records, enums, constants, functions) to its C name, the first
+// declaration's where several share it.
+func naturalNames(units []*parse.Unit) map[string]string {
+	m := map[string]string{}
+	add := func(c, ident string) {
+		if n := GoName(ident); m[n] == "" {
+			m[n] = c
+		}
+	}
+	for _, u := range units {
+		for _, r := range u.Records {
+			add(r.CName(), r.Tag)
+		}
+		for _, r := range u.Opaque {
+			add(r.CName(), r.Tag)
+		}
+		for _, e := range u.Enums {
+			if e.Tag != "" {
+				add("enum "+e.Tag, e.Tag)
+			}
+			for _, en := range e.Enumerators {
+				add(en.Name, en.Name)
+			}
+		}
+		for _, mc := range u.Macros {
+			add(mc.Name, mc.Name)
+		}
+		for _, f := range u.Funcs {
+			add(f.Name, f.Name)
+		}
+	}
+	return m
 }
 
 func (b *builder) claim(c, want, suffix string, pos parse.Pos) string {
@@ -374,7 +458,7 @@ func (b *builder) enums(units []*parse.Unit) {
 	for _, k := range order {
 		first := firstByTag[tagOf(k.key)]
 		e := &Enum{C: k.key, Pos: k.pos, Size: first.Size, Signed: first.Signed}
-		e.GoName = b.claim(e.C, GoName(first.Tag), "Enum", e.Pos)
+		e.GoName = b.claim(e.C, b.want(e.C, first.Tag, e.Pos), "Enum", e.Pos)
 		b.p.Enums = append(b.p.Enums, e)
 		b.p.enu[first.Tag] = e
 	}
@@ -429,7 +513,7 @@ func (b *builder) consts(units []*parse.Unit) {
 			b.notes = append(b.notes, parse.Diag{Pos: k.pos, Msg: fmt.Sprintf("constant %s is not declared on every target; skipped", k.key)})
 			continue
 		}
-		c.GoName = b.claim(c.C, GoName(c.C), "Const", c.Pos)
+		c.GoName = b.claim(c.C, b.want(c.C, c.C, c.Pos), "Const", c.Pos)
 		if tag := info[k.key].enum; tag != "" {
 			c.Enum = b.p.enu[tag]
 			c.Enum.Values = append(c.Enum.Values, c)
@@ -442,7 +526,7 @@ func (b *builder) consts(units []*parse.Unit) {
 func (b *builder) funcs(units []*parse.Unit) {
 	for _, f := range units[0].Funcs {
 		fn := &Func{C: f.Name, Pos: f.Pos, Inline: f.Inline, Sig: f.Sig}
-		fn.GoName = b.claim(fn.C, GoName(f.Name), "Func", f.Pos)
+		fn.GoName = b.claim(fn.C, b.want(fn.C, f.Name, f.Pos), "Func", f.Pos)
 		b.p.Funcs = append(b.p.Funcs, fn)
 	}
 }

@@ -1,6 +1,8 @@
 package model
 
 import (
+	"fmt"
+	"go/token"
 	"strconv"
 	"strings"
 	"unicode"
@@ -30,21 +32,34 @@ var stripPrefixes = []string{"ibv_", "IBV_"}
 // qp_num → QPNum. Adjacent numeric words keep an underscore between them
 // so IBV_RATE_2_5_GBPS (Rate2_5Gbps) stays apart from IBV_RATE_25_GBPS.
 func GoName(c string) string {
+	return exported(camel(words(c)))
+}
+
+// words splits a C identifier, less its ibv_ prefix, into its words.
+// Words are separated by _ and by anything else Go does not allow in an
+// identifier: gcc takes $ in C identifiers.
+func words(c string) []string {
 	for _, p := range stripPrefixes {
 		if strings.HasPrefix(c, p) && len(c) > len(p) {
 			c = c[len(p):]
 			break
 		}
 	}
+	parts := strings.FieldsFunc(c, func(r rune) bool { return r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	var r []string
+	for _, w := range strings.Split(strings.Join(parts, "_"), "_") {
+		if w != "" {
+			r = append(r, w)
+		}
+	}
+	return r
+}
+
+// camel joins words in Go's MixedCaps, initialisms in capitals.
+func camel(words []string) string {
 	var b strings.Builder
 	prevNumeric := false
-	// Words are separated by _ and by anything else Go does not allow in
-	// an identifier: gcc takes $ in C identifiers.
-	words := strings.FieldsFunc(c, func(r rune) bool { return r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) })
-	for _, w := range strings.Split(strings.Join(words, "_"), "_") {
-		if w == "" {
-			continue
-		}
+	for _, w := range words {
 		numeric := isDigits(w)
 		if numeric && prevNumeric {
 			b.WriteByte('_')
@@ -67,7 +82,12 @@ func GoName(c string) string {
 			b.WriteString(string(r))
 		}
 	}
-	s := b.String()
+	return b.String()
+}
+
+// exported makes camel's result an exported identifier whatever it
+// starts with.
+func exported(s string) string {
 	if s == "" {
 		return "X"
 	}
@@ -78,6 +98,36 @@ func GoName(c string) string {
 		return "X" + s // a letter without a capital form: exported all the same
 	}
 	return s
+}
+
+// InPackage is the Go name of a package-level C identifier c in package
+// pkg: GoName(c), less the package's name where c's leading words spell
+// it (mlx5dv_dr_matcher_create in package mlx5dv: DrMatcherCreate, not
+// Mlx5dvDrMatcherCreate; verbs_get_ctx in package verbs: GetCtx), so
+// that no name stutters (Go style: "the package name is part of every
+// name it exports"). It keeps GoName(c), and says why, when what would
+// remain is no exported Go identifier (it starts with a digit, say) or is
+// the package's name alone; whether the shorter name is free is the
+// caller's to judge.
+func InPackage(pkg, c string) (name, kept string) {
+	full := GoName(c)
+	ws := words(c)
+	spelled, k := "", 0
+	for k < len(ws) && len(spelled) < len(pkg) {
+		spelled += strings.ToLower(ws[k])
+		k++
+	}
+	if pkg == "" || spelled != strings.ToLower(pkg) {
+		return full, ""
+	}
+	if k == len(ws) {
+		return full, "it is the package's name alone"
+	}
+	rest := camel(ws[k:])
+	if !token.IsIdentifier(rest) || !token.IsExported(rest) {
+		return full, fmt.Sprintf("without it, %s is no exported Go identifier", rest)
+	}
+	return rest, ""
 }
 
 func isDigits(s string) bool {

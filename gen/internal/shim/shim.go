@@ -45,6 +45,8 @@ const (
 var Overrides = map[string]Convention{
 	"ibv_poll_cq":           Count,
 	"ibv_exp_poll_cq":       Count,
+	"ibv_query_gid_table":   Count, // rdma-core: the number of entries read
+	"_ibv_query_gid_table":  Count,
 	"ibv_get_device_guid":   Value,
 	"ibv_get_device_name":   Value,
 	"ibv_wc_status_str":     Value,
@@ -129,6 +131,8 @@ type Wrapper struct {
 	Trampoline string
 	// CMem is the Go name of the address form ("" for none; see CMemory).
 	CMem string
+	// Slice is the slice form (nil for none; see slices.go).
+	Slice *Slice
 }
 
 // CMemTrampoline is the C function the address form calls: named after
@@ -162,6 +166,10 @@ type Plan struct {
 	// Guard is what the library found at run time must prove before the
 	// package calls into it (dynlib.Guard); nil when any will do.
 	Guard *Guard
+	// SliceNotes name each slice form made and each candidate refused
+	// (with why); Lists are the List types the slice forms return.
+	SliceNotes []parse.Diag
+	Lists      []*ListType
 }
 
 // Guard identifies the library ABI a package's structs follow: a symbol
@@ -203,6 +211,13 @@ func Build(pkg *model.Package, pl *layout.Planner) *Plan {
 		if w == nil {
 			continue
 		}
+		p.Wrappers = append(p.Wrappers, w)
+	}
+	// The slice forms rename the pointer forms they stand beside (…Raw),
+	// before anything else is named after a wrapper.
+	p.slices(pkg, pl)
+	for _, w := range p.Wrappers {
+		f := w.Func
 		for _, prm := range w.Params {
 			if why := renamed(prm, f.GoName); why != "" {
 				p.Renamed = append(p.Renamed, parse.Diag{Pos: f.Pos, Msg: fmt.Sprintf("function %s: parameter %s is %s in Go (%s)", f.C, prm.C, prm.Go, why)})
@@ -212,7 +227,6 @@ func Build(pkg *model.Package, pl *layout.Planner) *Plan {
 			// A package-level name like any other: the model hands it out.
 			w.CMem = pkg.Claim("the address form of "+f.C, f.GoName+"CMem", "_", f.Pos)
 		}
-		p.Wrappers = append(p.Wrappers, w)
 	}
 	return p
 }
@@ -395,8 +409,8 @@ func cType(t *parse.Type) string {
 // checked by goParam). A parameter of one of these names would shadow it.
 var bodyNames = map[string]string{
 	"r": "a local of the wrapper", "ret": "a local of the wrapper", "errno": "a local of the wrapper",
-	"fn": "a local of the wrapper", "err": "a local of the wrapper",
-	"unsafe": "an import", "abiutil": "an import", "dynlib": "an import", "syscall": "an import", "C": "cgo's C",
+	"fn": "a local of the wrapper", "err": "a local of the wrapper", "arr": "a local of the wrapper",
+	"unsafe": "an import", "abiutil": "an import", "math": "an import", "dynlib": "an import", "syscall": "an import", "C": "cgo's C",
 	"unpack": "a function of the package", "libibverbs": "a variable of the package",
 }
 

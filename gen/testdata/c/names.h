@@ -22,11 +22,11 @@ struct c { int a$b; int a_b; int été; int 名前; };
 
 /* Every parameter is a name the wrapper's Go body could not have used. */
 static inline int names_all(struct rec *nil, int unpack, int syscall, int int64, int type, int r,
-                            int err, int ret, int fn, int errno_, int libibverbs, int len, int true, int symNamesAll,
+                            int err, int ret, int fn, int errno_, int libibverbs, int len, int true, int symAll,
                             int unsafe, int abiutil, int dynlib, int C)
 {
 	return nil->z == unpack + syscall + int64 + type + r + err + ret + fn + errno_ + libibverbs + len + true +
-	       symNamesAll + unsafe + abiutil + dynlib + C ? 0 : 22;
+	       symAll + unsafe + abiutil + dynlib + C ? 0 : 22;
 }
 
 /* ibv_exp_post_task gets an address form, ExpPostTaskCMem; a function of

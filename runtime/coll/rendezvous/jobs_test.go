@@ -128,7 +128,7 @@ func TestJobsWithoutIdentity(t *testing.T) {
 		{"second rank 0", 0, "says it is rank 0, which is the root's (pid " + fmt.Sprint(os.Getpid()) + ") (" + hint,
 			"rank 0 of a job without an identity cannot listen at ADDR: the rendezvous of another job without an identity (rank 0 is pid " +
 				fmt.Sprint(os.Getpid()) + ") listens there, and now fails its job", true, ""},
-		{"second rank 1", 1, "two processes say they are rank 1: at 127.0.0.1:", "root (rank 0) failed the round: two processes say they are rank 1", false, ""},
+		{"second rank 1", 1, "two processes say they are rank 1: at 127.0.0.1:", "the root (rank 0) refused this rank: two processes say they are rank 1", false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			as := job(t, 3, rendezvous.Options{Timeout: 10 * time.Second})

@@ -15,6 +15,24 @@
 // another token) is dropped without harming the job; an authenticated
 // rank that contradicts the job (a rank claimed twice, another size, a
 // rank out of range) fails the round on every rank, naming the ranks.
+//
+// Connections that say nothing cannot keep the job's ranks out: a
+// connection has 3 s from its accept to say who it is, and of those
+// saying so at once (at most 64, 32 from one address) the oldest silent
+// one is closed for each new one; a rank is welcomed once admitted, and
+// one whose handshake was closed connects again.
+//
+// # Without a token
+//
+// A job without a token (on loopback) admits only its own user's
+// processes, and root's: the kernel says which user made each end of a
+// connection (sock_diag, as ss(8) reads it), so rank 0 refuses a
+// process of another user before any handshake, telling it why, and a
+// rank refuses a rank 0 of another user (one that listens at the job's
+// address first), failing with its uid named. Any process of the job's
+// user can join it, as it can read its memory. The job's identity (see
+// below) keeps no one out: rank 0 sends it to whoever connects. To run
+// a job's ranks as several users, or off loopback, give it a token.
 // A round that is not complete by the deadline fails on every rank,
 // naming the ranks that never joined or never sent; a rank whose
 // connection ends mid-round (its process died) fails the round at once,
@@ -72,6 +90,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/verbsexp/verbsexp/runtime/coll/internal/ranklist"
 )
@@ -79,7 +98,9 @@ import (
 // Options tune a rendezvous. The zero value suits a loopback address.
 type Options struct {
 	// Token is the job's shared secret (at least MinToken bytes), the
-	// same on every rank; required unless the address is loopback.
+	// same on every rank; required unless the address is loopback,
+	// where a job without one admits only this user's processes (see
+	// "Without a token").
 	Token []byte
 	// Timeout bounds each round, counted on each rank from the moment
 	// it starts the round; a client tries to connect until Join's time
@@ -106,10 +127,20 @@ const (
 	MinToken = 16
 	// MaxJob bounds a job identity's length.
 	MaxJob = 200
-	// handshakeTimeout bounds how long a connection may take to say who
-	// it is; maxPending how many may be doing so at once.
+	// helloTimeout bounds how long a connection may take, from its
+	// accept, to say who it is (a rank answers the challenge at once);
+	// maxPending how many may be doing so at once, maxPerSource how many
+	// of them from one address. A connection beyond either limit closes
+	// the oldest pending one (of its address, or of all), never itself,
+	// so that silent connections cannot keep a job's ranks out: a rank
+	// whose handshake was given up connects again (it is welcomed
+	// only once admitted).
+	helloTimeout = 3 * time.Second
+	maxPending   = 64
+	maxPerSource = 32
+	// handshakeTimeout bounds a rank's wait for the root's challenge and
+	// welcome, and the root's writes of a failure.
 	handshakeTimeout = 10 * time.Second
-	maxPending       = 64
 )
 
 // ErrClosed is returned by a closed rendezvous.
@@ -232,11 +263,19 @@ func (r *Rendezvous) whoListens() string {
 		return ""
 	}
 	defer c.Close()
+	if len(r.opts.Token) == 0 {
+		if uid, err := peerUID(c); err != nil || !trustedUID(uid) {
+			return "" // not this user's: told nothing (its owner is named when ranks connect)
+		}
+	}
 	c.SetDeadline(time.Now().Add(time.Second)) // a root answers at once
 	s := &session{key: r.opts.Token}
 	ch, err := readChallenge(c, s)
 	var other string
+	var refused *refusedError
 	switch {
+	case errors.As(err, &refused):
+		return fmt.Sprintf("a rendezvous listens there and refused this process: %v", err)
 	case ch == nil:
 		return "" // not a rendezvous, or one of another version
 	case err != nil:
@@ -264,11 +303,15 @@ func (r *Rendezvous) hello(nonce [nonceLen]byte) hello {
 
 // readChallenge reads the root's challenge into s and authenticates it.
 // ch is nil when what came is no challenge of this version; err is then
-// errFrame's, or errAuth's with ch set.
+// errFrame's, a *refusedError (the root refused this connection before
+// any handshake), or errAuth's with ch set.
 func readChallenge(c net.Conn, s *session) (ch *challenge, err error) {
-	f, err := readFrame(c, challengeMax, kindChallenge)
+	f, err := readFrame(c, max(challengeMax, maxMessage), kindChallenge, kindFail)
 	if err != nil {
 		return nil, err
+	}
+	if f[5] == kindFail {
+		return nil, &refusedError{fmt.Sprintf("the root (rank 0) at %s refused this connection: %s", c.RemoteAddr(), bytes.ToValidUTF8(frameBody(f), []byte("?")))}
 	}
 	got, err := parseChallenge(frameBody(f))
 	if err != nil {
@@ -469,7 +512,8 @@ func (r *Rendezvous) dial() {
 			r.conn = nil
 			r.cmu.Unlock()
 			var other *otherJobError
-			if errors.As(err, &other) {
+			var refused *refusedError
+			if errors.As(err, &other) || errors.As(err, &refused) {
 				r.dialErr = err
 				return
 			}
@@ -477,8 +521,10 @@ func (r *Rendezvous) dial() {
 				r.dialErr = fmt.Errorf("what answers at %s is not this job's rendezvous: %w", r.addr, err)
 				return
 			}
-			// Dropped before the challenge (the root is busy with other
-			// connections, or going away): try again.
+			// Dropped before the welcome (the root gave the handshake up,
+			// busy with other connections, or is going away): try again,
+			// soon (it is there).
+			wait = 5 * time.Millisecond
 		}
 		if ctx.Err() != nil {
 			r.dialErr = ErrClosed
@@ -516,11 +562,29 @@ func (e *otherJobError) Error() string {
 	return fmt.Sprintf("%s, and this is rank %d of %s: two jobs were given one address (MASTER_ADDR:MASTER_PORT): give each its own port", at, e.rank, jobName(e.job))
 }
 
-// handshake reads the root's challenge and answers with this rank's
-// hello. A root of another job is told who this rank is (it refuses it,
-// and says so), and the rank fails with an *otherJobError.
+// refusedError is the root's refusal of this rank or connection: the
+// rank does not try again.
+type refusedError struct{ msg string }
+
+func (e *refusedError) Error() string { return e.msg }
+
+// handshake reads the root's challenge, answers with this rank's hello
+// and waits for the root's welcome. A root of another job is told who
+// this rank is (it refuses it, and says so), and the rank fails with an
+// *otherJobError; a root that refuses this rank (it contradicts the job,
+// or is of another user) with a *refusedError. Without a token, what
+// listens must be of this user (or root).
 func (r *Rendezvous) handshake(c net.Conn) error {
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	if len(r.opts.Token) == 0 {
+		uid, err := peerUID(c)
+		if err != nil {
+			return err
+		}
+		if !trustedUID(uid) {
+			return &refusedError{strangerError(uid, r.addr, true).Error()}
+		}
+	}
 	s := &session{key: r.opts.Token}
 	ch, err := readChallenge(c, s)
 	other := ch != nil && (ch.job != r.opts.Job || err != nil)
@@ -536,6 +600,15 @@ func (r *Rendezvous) handshake(c net.Conn) error {
 	if other {
 		return &otherJobError{addr: r.addr, rank: r.rank, job: r.opts.Job, root: ch.job, rootPid: ch.pid, auth: err == nil}
 	}
+	kind, body, err := s.read(c, maxMessage, kindWelcome, kindFail)
+	switch {
+	case errors.Is(err, errAuth) || errors.Is(err, errFrame):
+		return fmt.Errorf("the root's answer to this rank's hello: %w", err)
+	case err != nil:
+		return err
+	case kind == kindFail:
+		return &refusedError{fmt.Sprintf("the root (rank 0) refused this rank: %s", bytes.ToValidUTF8(body, []byte("?")))}
+	}
 	c.SetDeadline(time.Time{})
 	r.sess = s
 	return nil
@@ -549,23 +622,65 @@ func isTimeout(err error) bool {
 // root is rank 0's side: the listener, a connection per rank that has
 // joined, and what each has sent for the round in progress.
 type root struct {
-	ln       net.Listener
-	size     int
-	opts     Options
-	done     <-chan struct{}
-	wake     chan struct{} // something changed under mu
-	pending  chan struct{} // a slot per handshake in progress
-	wg       sync.WaitGroup
-	closeLn  sync.Once
-	mu       sync.Mutex
-	peers    []*peer // by rank; nil until it joins (and for rank 0)
-	joined   int
-	conns    map[net.Conn]struct{} // every open connection, for close
-	closing  bool                  // close swept conns: accept closes what it takes from now on
-	dropped  int                   // connections dropped before joining
-	lastDrop string
-	fatal    error // the job failed: it contradicted itself, or a round failed
-	told     bool  // every rank that joined was told
+	ln        net.Listener
+	size      int
+	opts      Options
+	done      <-chan struct{}
+	wake      chan struct{} // something changed under mu
+	wg        sync.WaitGroup
+	closeLn   sync.Once
+	mu        sync.Mutex
+	pending   []*pending     // handshakes in progress, oldest first
+	perSource map[string]int // pending, by the address they come from
+	peers     []*peer        // by rank; nil until it joins (and for rank 0)
+	joined    int
+	conns     map[net.Conn]struct{} // every open connection, for close
+	closing   bool                  // close swept conns: accept closes what it takes from now on
+	dropped   int                   // connections dropped before joining
+	lastDrop  string
+	fatal     error // the job failed: it contradicted itself, or a round failed
+	told      bool  // every rank that joined was told
+}
+
+// pending is a connection whose handshake is in progress.
+type pending struct {
+	c       net.Conn
+	source  string      // its remote IP
+	evicted bool        // closed to make room for a newer one
+	spoke   atomic.Bool // the root has read some of its hello
+}
+
+// Read reads c's hello, noting that it spoke.
+func (pc *pending) Read(b []byte) (int, error) {
+	n, err := pc.c.Read(b)
+	if n > 0 {
+		pc.spoke.Store(true)
+	}
+	return n, err
+}
+
+// silent says whether pc has sent nothing so far: nothing read, nothing
+// waiting to be (a rank's hello in flight is not silent).
+func (pc *pending) silent() bool {
+	if pc.spoke.Load() {
+		return false
+	}
+	sc, ok := pc.c.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	queued := 0
+	rc.Control(func(fd uintptr) {
+		var n int32
+		if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n))); e == 0 {
+			queued = int(n)
+		}
+	})
+	return queued == 0
 }
 
 // peer is a rank that has joined.
@@ -584,7 +699,7 @@ type peer struct {
 
 func newRoot(ln net.Listener, size int, opts Options, done <-chan struct{}) *root {
 	rt := &root{ln: ln, size: size, opts: opts, done: done, wake: make(chan struct{}, 1),
-		pending: make(chan struct{}, maxPending), peers: make([]*peer, size), conns: map[net.Conn]struct{}{}}
+		perSource: map[string]int{}, peers: make([]*peer, size), conns: map[net.Conn]struct{}{}}
 	rt.wg.Add(1)
 	go rt.accept()
 	return rt
@@ -606,25 +721,83 @@ func (rt *root) accept() {
 		if err != nil {
 			return // closed: everyone joined, the round failed, or Close
 		}
-		select {
-		case rt.pending <- struct{}{}:
-		default:
-			c.Close()
-			rt.drop("too many connections introducing themselves at once")
-			continue
+		source := c.RemoteAddr().String()
+		if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			source = a.IP.String()
 		}
 		rt.mu.Lock()
 		if rt.closing { // accepted as close swept the connections
 			rt.mu.Unlock()
 			c.Close()
-			<-rt.pending
 			continue
 		}
+		switch {
+		case rt.perSource[source] >= maxPerSource:
+			rt.evict(source, fmt.Sprintf("%d connections from %s were introducing themselves at once", maxPerSource, source))
+		case len(rt.pending) >= maxPending:
+			rt.evict("", fmt.Sprintf("%d connections were introducing themselves at once", maxPending))
+		}
+		pc := &pending{c: c, source: source}
+		rt.pending = append(rt.pending, pc)
+		rt.perSource[source]++
 		rt.conns[c] = struct{}{}
 		rt.wg.Add(1)
 		rt.mu.Unlock()
-		go rt.serve(c)
+		go rt.serve(c, pc)
 	}
+}
+
+// evict closes the oldest pending handshake from source ("": from
+// anywhere) that has said nothing, else the oldest, to make room for a
+// new one. Called with mu held.
+func (rt *root) evict(source, why string) {
+	victim := -1
+	for i, pc := range rt.pending {
+		if source != "" && pc.source != source {
+			continue
+		}
+		if victim < 0 {
+			victim = i
+		}
+		if pc.silent() {
+			victim = i
+			break
+		}
+	}
+	if victim >= 0 {
+		pc := rt.pending[victim]
+		rt.settle(victim)
+		pc.evicted = true
+		pc.c.Close()
+		rt.dropped++
+		rt.lastDrop = fmt.Sprintf("%s: closed before it said who it is, as %s (the oldest silent one is closed for each new one)", pc.c.RemoteAddr(), why)
+	}
+}
+
+// settle takes the i-th pending handshake off the list. Called with mu
+// held.
+func (rt *root) settle(i int) {
+	pc := rt.pending[i]
+	rt.pending = append(rt.pending[:i], rt.pending[i+1:]...)
+	if rt.perSource[pc.source]--; rt.perSource[pc.source] == 0 {
+		delete(rt.perSource, pc.source)
+	}
+}
+
+// introduced ends pc's handshake: false if it was evicted meanwhile.
+func (rt *root) introduced(pc *pending) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if pc.evicted {
+		return false
+	}
+	for i, q := range rt.pending {
+		if q == pc {
+			rt.settle(i)
+			break
+		}
+	}
+	return true
 }
 
 // drop counts a connection closed before it joined.
@@ -642,12 +815,15 @@ func (rt *root) forget(c net.Conn) {
 	rt.mu.Unlock()
 }
 
-// serve introduces a connection and then reads its contributions.
-func (rt *root) serve(c net.Conn) {
+// serve introduces a connection, welcomes it, and then reads its
+// contributions.
+func (rt *root) serve(c net.Conn, pc *pending) {
 	defer rt.wg.Done()
 	defer rt.forget(c)
-	s, h, err := rt.introduce(c)
-	<-rt.pending
+	s, h, err := rt.introduce(c, pc)
+	if !rt.introduced(pc) {
+		return // evicted (counted then)
+	}
 	if err != nil {
 		rt.drop(fmt.Sprintf("%s: %v", c.RemoteAddr(), err))
 		return
@@ -665,22 +841,40 @@ func (rt *root) serve(c net.Conn) {
 		io.Copy(io.Discard, io.LimitReader(c, int64(4+rt.opts.MaxBytes+headerLen+macLen)))
 		return
 	}
+	// The welcome is the first frame the rank gets (join returned p
+	// locked): the rank only takes itself for joined then.
+	c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+	s.write(c, kindWelcome, nil) // a connection it cannot be written to fails read too
+	c.SetWriteDeadline(time.Time{})
+	p.wmu.Unlock()
 	rt.read(p)
 }
 
 // introduce sends the challenge and checks the hello. Nothing is
-// trusted before the hello authenticates.
-func (rt *root) introduce(c net.Conn) (*session, hello, error) {
-	c.SetDeadline(time.Now().Add(handshakeTimeout))
+// trusted before the hello authenticates; without a token, a process of
+// another user is refused before the challenge.
+func (rt *root) introduce(c net.Conn, pc *pending) (*session, hello, error) {
+	c.SetDeadline(time.Now().Add(helloTimeout))
 	defer c.SetDeadline(time.Time{})
 	s := &session{key: rt.opts.Token, isRoot: true}
+	if len(rt.opts.Token) == 0 {
+		uid, err := peerUID(c)
+		if err != nil {
+			return nil, hello{}, fmt.Errorf("its user is unknown: %w", err)
+		}
+		if !trustedUID(uid) {
+			err := strangerError(uid, c.RemoteAddr().String(), false)
+			s.write(c, kindFail, failBody(err.Error()))
+			return nil, hello{}, err
+		}
+	}
 	if _, err := rand.Read(s.root[:]); err != nil {
 		return nil, hello{}, err
 	}
 	if err := s.write(c, kindChallenge, challenge{nonce: s.root, pid: os.Getpid(), job: rt.opts.Job}.body()); err != nil {
 		return nil, hello{}, err
 	}
-	f, err := readFrame(c, helloMax, kindHello)
+	f, err := readFrame(pc, helloMax, kindHello)
 	if err != nil {
 		return nil, hello{}, err
 	}
@@ -736,6 +930,7 @@ func (rt *root) join(h hello, c net.Conn, s *session) (*peer, error) {
 		return nil, err
 	}
 	p := &peer{rank: h.rank, from: from, who: who, conn: c, sess: s}
+	p.wmu.Lock() // until serve has welcomed it
 	rt.peers[h.rank] = p
 	rt.joined++
 	rt.notify()

@@ -384,7 +384,7 @@ func TestStrangers(t *testing.T) {
 		dial() // says nothing
 		scanner, huge = dial(), dial()
 		scanner.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
-		huge.Write(bytes.Repeat([]byte("vxrv\x02\x02\xff\xff\xff\xff"), 100)) // a hello of 4 GiB
+		huge.Write(bytes.Repeat([]byte("vxrv\x03\x02\xff\xff\xff\xff"), 100)) // a hello of 4 GiB
 		// A rank with another token: its own Exchange fails.
 		other, err := rendezvous.Join(addr, 1, size, rendezvous.Options{Token: []byte("another token, also long enough"), Timeout: 2 * time.Second})
 		if err != nil {

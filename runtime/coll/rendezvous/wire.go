@@ -9,7 +9,7 @@ import (
 	"io"
 )
 
-// The wire, version 2. Every message is one frame:
+// The wire, version 3. Every message is one frame:
 //
 //	"vxrv" | version (1 byte) | kind (1) | body length (4, big-endian) | body | HMAC-SHA256 (32)
 //
@@ -20,15 +20,20 @@ import (
 // of this connection does not authenticate: replaying a rank's hello
 // cannot claim its rank, and nothing is accepted from a sender without
 // the token. The root speaks first (a challenge with its nonce, its
-// process id and the job's identity); the client answers with a hello
-// naming its rank, the job's size, its nonce, its process and parent
-// process ids and the job's identity as it knows it; then each round is
+// process id and the job's identity; or, to a connection it refuses
+// before any handshake, a failure saying why); the client answers with a
+// hello naming its rank, the job's size, its nonce, its process and
+// parent process ids and the job's identity as it knows it; the root
+// admits it (a welcome) or refuses it (a failure); then each round is
 // one contribution from each client and one result (or a failure naming
 // what went wrong) from the root. Version 2 added the identities and
-// process ids (version 1 ranks could not tell two jobs apart).
+// process ids (version 1 ranks could not tell two jobs apart); version 3
+// the welcome (a rank whose handshake the root gave up, busy with
+// strangers, connects again instead of taking itself for joined) and the
+// refusal before the challenge.
 const (
 	magic      = "vxrv"
-	version    = 2
+	version    = 3
 	headerLen  = 4 + 1 + 1 + 4
 	macLen     = sha256.Size
 	nonceLen   = 16
@@ -42,9 +47,10 @@ const (
 	kindContrib                   // client → root: round, bytes
 	kindResult                    // root → client: round, every rank's bytes
 	kindFail                      // root → client: what failed
+	kindWelcome                   // root → client: the hello is admitted
 )
 
-var kindNames = [...]string{kindChallenge: "challenge", kindHello: "hello", kindContrib: "contribution", kindResult: "result", kindFail: "failure"}
+var kindNames = [...]string{kindChallenge: "challenge", kindHello: "hello", kindContrib: "contribution", kindResult: "result", kindFail: "failure", kindWelcome: "welcome"}
 
 func kindName(k byte) string {
 	if int(k) < len(kindNames) && kindNames[k] != "" {
@@ -57,7 +63,7 @@ func kindName(k byte) string {
 var errAuth = errors.New("the message does not authenticate (another job token, or not this job's rendezvous)")
 
 // errFrame is wrapped by a frame that is not one of this version.
-var errFrame = errors.New("not a rendezvous message of version 2")
+var errFrame = fmt.Errorf("not a rendezvous message of version %d", version)
 
 // session is one connection's authentication state: the key, both
 // nonces and each direction's next sequence number.

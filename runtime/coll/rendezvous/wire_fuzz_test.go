@@ -29,15 +29,16 @@ func FuzzFrame(f *testing.F) {
 	r, _ := pair()
 	f.Add(r.encode(kindResult, resultBody(2, [][]byte{[]byte("a"), nil, []byte("ccc")})))
 	f.Add(r.encode(kindFail, failBody("rank 3 never joined")))
+	f.Add(r.encode(kindWelcome, nil))
 	f.Add(r.encode(kindChallenge, challenge{pid: 99}.body()))
 	f.Add(r.encode(kindChallenge, challenge{pid: 99, job: "VERBSEXP_JOB_ID=a"}.body()))
-	f.Add([]byte("vxrv\x02\x03\xff\xff\xff\xff"))
+	f.Add([]byte("vxrv\x03\x03\xff\xff\xff\xff"))
 	f.Add([]byte("GET / HTTP/1.1\r\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, end := range []struct {
 			isRoot bool
 			want   []byte
-		}{{true, []byte{kindHello, kindContrib}}, {false, []byte{kindChallenge, kindResult, kindFail}}} {
+		}{{true, []byte{kindHello, kindContrib}}, {false, []byte{kindChallenge, kindResult, kindFail, kindWelcome}}} {
 			rx, tx := pair()
 			if !end.isRoot {
 				rx, tx = tx, rx

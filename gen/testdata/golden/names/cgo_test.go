@@ -18,14 +18,14 @@ import (
 func TestShadowingParameters(t *testing.T) {
 	var r Rec
 	r.Z = 1 + 2 + 3 + 4 + 5 + 6 + 7 + 8 + 9 + 10 + 11 + 12 + 13 + 14 + 15 + 16 + 17
-	if err := NamesAll(&r, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17); err != nil {
-		t.Fatalf("NamesAll with the right sum: %v", err)
+	if err := All(&r, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17); err != nil {
+		t.Fatalf("All with the right sum: %v", err)
 	}
-	if err := NamesAll(&r, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18); !errors.Is(err, syscall.EINVAL) {
-		t.Fatalf("NamesAll with a wrong sum: %v, want EINVAL from C", err)
+	if err := All(&r, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("All with a wrong sum: %v, want EINVAL from C", err)
 	}
-	if err := NamesAll(nil, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0); !errors.Is(err, syscall.EINVAL) {
-		t.Fatalf("NamesAll(nil, …) = %v, want the nil-argument error", err)
+	if err := All(nil, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("All(nil, …) = %v, want the nil-argument error", err)
 	}
 }
 
