@@ -6,79 +6,79 @@ package deep
 
 import "unsafe"
 
-// DeepChain is struct deep_chain (deep.h:7:1): 8 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
-type DeepChain struct {
+// Chain is struct deep_chain (deep.h:7:1): 8 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+type Chain struct {
 	Head int32
-	L0   DeepChainL0
+	L0   ChainL0
 }
 
-// DeepChainL0 is the unnamed struct type of struct deep_chain.l0 (deep.h:35:4): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
-type DeepChainL0 struct {
-	L1 DeepChainL0L1
+// ChainL0 is the unnamed struct type of struct deep_chain.l0 (deep.h:35:4): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+type ChainL0 struct {
+	L1 ChainL0L1
 }
 
-// DeepChainL0L1 is the unnamed struct type of struct deep_chain.l0.l1 (deep.h:34:5): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
-type DeepChainL0L1 struct {
+// ChainL0L1 is the unnamed struct type of struct deep_chain.l0.l1 (deep.h:34:5): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+type ChainL0L1 struct {
 	_ [1]uint32
 }
 
 // L2 returns a pointer to member l2 (offset 0).
-func (r *DeepChainL0L1) L2() *DeepChainL0L1L2 {
-	return (*DeepChainL0L1L2)(unsafe.Add(unsafe.Pointer(r), 0))
+func (r *ChainL0L1) L2() *ChainL0L1L2 {
+	return (*ChainL0L1L2)(unsafe.Add(unsafe.Pointer(r), 0))
 }
 
-// DeepChainL0L1L2 is the unnamed struct type of struct deep_chain.l0.l1.l2 (deep.h:33:6): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
-type DeepChainL0L1L2 struct {
-	L3 DeepChainL0L1L2L3
+// ChainL0L1L2 is the unnamed struct type of struct deep_chain.l0.l1.l2 (deep.h:33:6): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+type ChainL0L1L2 struct {
+	L3 ChainL0L1L2L3
 }
 
-// DeepChainL0L1L2L3 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3 (deep.h:32:7): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
-type DeepChainL0L1L2L3 struct {
-	L4 DeepChainL0L1L2L3L4
+// ChainL0L1L2L3 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3 (deep.h:32:7): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+type ChainL0L1L2L3 struct {
+	L4 ChainL0L1L2L3L4
 }
 
-// DeepChainL0L1L2L3L4 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4 (deep.h:31:8): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
-type DeepChainL0L1L2L3L4 struct {
-	L5 DeepChainL0L1L2L3L4L5
+// ChainL0L1L2L3L4 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4 (deep.h:31:8): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+type ChainL0L1L2L3L4 struct {
+	L5 ChainL0L1L2L3L4L5
 }
 
-// DeepChainL0L1L2L3L4L5 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4.l5 (deep.h:30:9): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
-type DeepChainL0L1L2L3L4L5 struct {
-	L6 DeepChainL0L1L2L3L4L5L6
+// ChainL0L1L2L3L4L5 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4.l5 (deep.h:30:9): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+type ChainL0L1L2L3L4L5 struct {
+	L6 ChainL0L1L2L3L4L5L6
 }
 
-// DeepChainL0L1L2L3L4L5L6 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4.l5.l6 (deep.h:29:10): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
-type DeepChainL0L1L2L3L4L5L6 struct {
-	L7 DeepChainL0L1L2L3L4L5L6L7
+// ChainL0L1L2L3L4L5L6 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4.l5.l6 (deep.h:29:10): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+type ChainL0L1L2L3L4L5L6 struct {
+	L7 ChainL0L1L2L3L4L5L6L7
 }
 
-// DeepChainL0L1L2L3L4L5L6L7 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7 (deep.h:28:11): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
-type DeepChainL0L1L2L3L4L5L6L7 struct {
-	L8 DeepChainL0L1L2L3L4L5L6L7L8
+// ChainL0L1L2L3L4L5L6L7 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7 (deep.h:28:11): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+type ChainL0L1L2L3L4L5L6L7 struct {
+	L8 ChainL0L1L2L3L4L5L6L7L8
 }
 
-// DeepChainL0L1L2L3L4L5L6L7L8 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8 (deep.h:27:12): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
-type DeepChainL0L1L2L3L4L5L6L7L8 struct {
-	L9 DeepChainL0L1L2L3L4L5L6L7L8L9
+// ChainL0L1L2L3L4L5L6L7L8 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8 (deep.h:27:12): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+type ChainL0L1L2L3L4L5L6L7L8 struct {
+	L9 ChainL0L1L2L3L4L5L6L7L8L9
 }
 
-// DeepChainL0L1L2L3L4L5L6L7L8L9 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9 (deep.h:26:13): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
-type DeepChainL0L1L2L3L4L5L6L7L8L9 struct {
-	L10 DeepChainL0L1L2L3L4L5L6L7L8L9L10
+// ChainL0L1L2L3L4L5L6L7L8L9 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9 (deep.h:26:13): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+type ChainL0L1L2L3L4L5L6L7L8L9 struct {
+	L10 ChainL0L1L2L3L4L5L6L7L8L9L10
 }
 
-// DeepChainL0L1L2L3L4L5L6L7L8L9L10 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10 (deep.h:25:14): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
-type DeepChainL0L1L2L3L4L5L6L7L8L9L10 struct {
-	L11 DeepChainL0L1L2L3L4L5L6L7L8L9L10L11
+// ChainL0L1L2L3L4L5L6L7L8L9L10 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10 (deep.h:25:14): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+type ChainL0L1L2L3L4L5L6L7L8L9L10 struct {
+	L11 ChainL0L1L2L3L4L5L6L7L8L9L10L11
 }
 
-// DeepChainL0L1L2L3L4L5L6L7L8L9L10L11 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11 (deep.h:24:15): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
-type DeepChainL0L1L2L3L4L5L6L7L8L9L10L11 struct {
-	L12 DeepChainL0L1L2L3L4L5L6L7L8L9L10L11L12
+// ChainL0L1L2L3L4L5L6L7L8L9L10L11 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11 (deep.h:24:15): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+type ChainL0L1L2L3L4L5L6L7L8L9L10L11 struct {
+	L12 ChainL0L1L2L3L4L5L6L7L8L9L10L11L12
 }
 
-// DeepChainL0L1L2L3L4L5L6L7L8L9L10L11L12 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12 (deep.h:23:16): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
-type DeepChainL0L1L2L3L4L5L6L7L8L9L10L11L12 struct {
+// ChainL0L1L2L3L4L5L6L7L8L9L10L11L12 is the unnamed struct type of struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12 (deep.h:23:16): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+type ChainL0L1L2L3L4L5L6L7L8L9L10L11L12 struct {
 	Leaf int32
 }
 
@@ -155,48 +155,48 @@ type Dag9 struct {
 // layout recorded at generation time; any drift is a compile error.
 func _() {
 	var x [1]struct{}
-	_ = x[unsafe.Sizeof(DeepChain{})-8]
-	_ = x[unsafe.Alignof(DeepChain{})-4]
-	_ = x[unsafe.Offsetof(DeepChain{}.Head)-0]
-	_ = x[unsafe.Offsetof(DeepChain{}.L0)-4]
-	_ = x[unsafe.Sizeof(DeepChainL0{})-4]
-	_ = x[unsafe.Alignof(DeepChainL0{})-4]
-	_ = x[unsafe.Offsetof(DeepChainL0{}.L1)-0]
-	_ = x[unsafe.Sizeof(DeepChainL0L1{})-4]
-	_ = x[unsafe.Alignof(DeepChainL0L1{})-4]
-	_ = x[unsafe.Sizeof(DeepChainL0L1L2{})-4]
-	_ = x[unsafe.Alignof(DeepChainL0L1L2{})-4]
-	_ = x[unsafe.Offsetof(DeepChainL0L1L2{}.L3)-0]
-	_ = x[unsafe.Sizeof(DeepChainL0L1L2L3{})-4]
-	_ = x[unsafe.Alignof(DeepChainL0L1L2L3{})-4]
-	_ = x[unsafe.Offsetof(DeepChainL0L1L2L3{}.L4)-0]
-	_ = x[unsafe.Sizeof(DeepChainL0L1L2L3L4{})-4]
-	_ = x[unsafe.Alignof(DeepChainL0L1L2L3L4{})-4]
-	_ = x[unsafe.Offsetof(DeepChainL0L1L2L3L4{}.L5)-0]
-	_ = x[unsafe.Sizeof(DeepChainL0L1L2L3L4L5{})-4]
-	_ = x[unsafe.Alignof(DeepChainL0L1L2L3L4L5{})-4]
-	_ = x[unsafe.Offsetof(DeepChainL0L1L2L3L4L5{}.L6)-0]
-	_ = x[unsafe.Sizeof(DeepChainL0L1L2L3L4L5L6{})-4]
-	_ = x[unsafe.Alignof(DeepChainL0L1L2L3L4L5L6{})-4]
-	_ = x[unsafe.Offsetof(DeepChainL0L1L2L3L4L5L6{}.L7)-0]
-	_ = x[unsafe.Sizeof(DeepChainL0L1L2L3L4L5L6L7{})-4]
-	_ = x[unsafe.Alignof(DeepChainL0L1L2L3L4L5L6L7{})-4]
-	_ = x[unsafe.Offsetof(DeepChainL0L1L2L3L4L5L6L7{}.L8)-0]
-	_ = x[unsafe.Sizeof(DeepChainL0L1L2L3L4L5L6L7L8{})-4]
-	_ = x[unsafe.Alignof(DeepChainL0L1L2L3L4L5L6L7L8{})-4]
-	_ = x[unsafe.Offsetof(DeepChainL0L1L2L3L4L5L6L7L8{}.L9)-0]
-	_ = x[unsafe.Sizeof(DeepChainL0L1L2L3L4L5L6L7L8L9{})-4]
-	_ = x[unsafe.Alignof(DeepChainL0L1L2L3L4L5L6L7L8L9{})-4]
-	_ = x[unsafe.Offsetof(DeepChainL0L1L2L3L4L5L6L7L8L9{}.L10)-0]
-	_ = x[unsafe.Sizeof(DeepChainL0L1L2L3L4L5L6L7L8L9L10{})-4]
-	_ = x[unsafe.Alignof(DeepChainL0L1L2L3L4L5L6L7L8L9L10{})-4]
-	_ = x[unsafe.Offsetof(DeepChainL0L1L2L3L4L5L6L7L8L9L10{}.L11)-0]
-	_ = x[unsafe.Sizeof(DeepChainL0L1L2L3L4L5L6L7L8L9L10L11{})-4]
-	_ = x[unsafe.Alignof(DeepChainL0L1L2L3L4L5L6L7L8L9L10L11{})-4]
-	_ = x[unsafe.Offsetof(DeepChainL0L1L2L3L4L5L6L7L8L9L10L11{}.L12)-0]
-	_ = x[unsafe.Sizeof(DeepChainL0L1L2L3L4L5L6L7L8L9L10L11L12{})-4]
-	_ = x[unsafe.Alignof(DeepChainL0L1L2L3L4L5L6L7L8L9L10L11L12{})-4]
-	_ = x[unsafe.Offsetof(DeepChainL0L1L2L3L4L5L6L7L8L9L10L11L12{}.Leaf)-0]
+	_ = x[unsafe.Sizeof(Chain{})-8]
+	_ = x[unsafe.Alignof(Chain{})-4]
+	_ = x[unsafe.Offsetof(Chain{}.Head)-0]
+	_ = x[unsafe.Offsetof(Chain{}.L0)-4]
+	_ = x[unsafe.Sizeof(ChainL0{})-4]
+	_ = x[unsafe.Alignof(ChainL0{})-4]
+	_ = x[unsafe.Offsetof(ChainL0{}.L1)-0]
+	_ = x[unsafe.Sizeof(ChainL0L1{})-4]
+	_ = x[unsafe.Alignof(ChainL0L1{})-4]
+	_ = x[unsafe.Sizeof(ChainL0L1L2{})-4]
+	_ = x[unsafe.Alignof(ChainL0L1L2{})-4]
+	_ = x[unsafe.Offsetof(ChainL0L1L2{}.L3)-0]
+	_ = x[unsafe.Sizeof(ChainL0L1L2L3{})-4]
+	_ = x[unsafe.Alignof(ChainL0L1L2L3{})-4]
+	_ = x[unsafe.Offsetof(ChainL0L1L2L3{}.L4)-0]
+	_ = x[unsafe.Sizeof(ChainL0L1L2L3L4{})-4]
+	_ = x[unsafe.Alignof(ChainL0L1L2L3L4{})-4]
+	_ = x[unsafe.Offsetof(ChainL0L1L2L3L4{}.L5)-0]
+	_ = x[unsafe.Sizeof(ChainL0L1L2L3L4L5{})-4]
+	_ = x[unsafe.Alignof(ChainL0L1L2L3L4L5{})-4]
+	_ = x[unsafe.Offsetof(ChainL0L1L2L3L4L5{}.L6)-0]
+	_ = x[unsafe.Sizeof(ChainL0L1L2L3L4L5L6{})-4]
+	_ = x[unsafe.Alignof(ChainL0L1L2L3L4L5L6{})-4]
+	_ = x[unsafe.Offsetof(ChainL0L1L2L3L4L5L6{}.L7)-0]
+	_ = x[unsafe.Sizeof(ChainL0L1L2L3L4L5L6L7{})-4]
+	_ = x[unsafe.Alignof(ChainL0L1L2L3L4L5L6L7{})-4]
+	_ = x[unsafe.Offsetof(ChainL0L1L2L3L4L5L6L7{}.L8)-0]
+	_ = x[unsafe.Sizeof(ChainL0L1L2L3L4L5L6L7L8{})-4]
+	_ = x[unsafe.Alignof(ChainL0L1L2L3L4L5L6L7L8{})-4]
+	_ = x[unsafe.Offsetof(ChainL0L1L2L3L4L5L6L7L8{}.L9)-0]
+	_ = x[unsafe.Sizeof(ChainL0L1L2L3L4L5L6L7L8L9{})-4]
+	_ = x[unsafe.Alignof(ChainL0L1L2L3L4L5L6L7L8L9{})-4]
+	_ = x[unsafe.Offsetof(ChainL0L1L2L3L4L5L6L7L8L9{}.L10)-0]
+	_ = x[unsafe.Sizeof(ChainL0L1L2L3L4L5L6L7L8L9L10{})-4]
+	_ = x[unsafe.Alignof(ChainL0L1L2L3L4L5L6L7L8L9L10{})-4]
+	_ = x[unsafe.Offsetof(ChainL0L1L2L3L4L5L6L7L8L9L10{}.L11)-0]
+	_ = x[unsafe.Sizeof(ChainL0L1L2L3L4L5L6L7L8L9L10L11{})-4]
+	_ = x[unsafe.Alignof(ChainL0L1L2L3L4L5L6L7L8L9L10L11{})-4]
+	_ = x[unsafe.Offsetof(ChainL0L1L2L3L4L5L6L7L8L9L10L11{}.L12)-0]
+	_ = x[unsafe.Sizeof(ChainL0L1L2L3L4L5L6L7L8L9L10L11L12{})-4]
+	_ = x[unsafe.Alignof(ChainL0L1L2L3L4L5L6L7L8L9L10L11L12{})-4]
+	_ = x[unsafe.Offsetof(ChainL0L1L2L3L4L5L6L7L8L9L10L11L12{}.Leaf)-0]
 	_ = x[unsafe.Sizeof(Dag0{})-4]
 	_ = x[unsafe.Alignof(Dag0{})-4]
 	_ = x[unsafe.Offsetof(Dag0{}.X)-0]
