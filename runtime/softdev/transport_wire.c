@@ -164,6 +164,9 @@ struct sd_gather {
 /* Tags of epoll events: the listener, the wake fd, the poll-gap timer,
  * then connection ids (struct sd_conn). */
 enum { TAG_LISTEN = 1, TAG_WAKE = 2, TAG_GAP = 3, TAG_FIRST_CONN = 16 };
+/* On a connection's tag while it is in its handshake: the thread's
+ * alone, never an application's poll's to take (poller_takes). */
+#define TAG_HANDSHAKE (1ull << 63)
 
 /* Accepted connections from one source address. */
 struct sd_src {
@@ -467,7 +470,8 @@ static int port_taken_everywhere(void)
  * something waits for it. */
 static struct epoll_event conn_event(const struct sd_conn *c)
 {
-	return (struct epoll_event){ .events = EPOLLIN | (c->want_out ? EPOLLOUT : 0), .data.u64 = c->id };
+	uint64_t tag = c->id | (c->state == CONN_HELLO || c->state == CONN_PROOF ? TAG_HANDSHAKE : 0);
+	return (struct epoll_event){ .events = EPOLLIN | (c->want_out ? EPOLLOUT : 0), .data.u64 = tag };
 }
 
 /* An accepted connection in its handshake: a stranger's, for all the
@@ -556,6 +560,7 @@ static void list_add(struct sd_net *n, struct sd_conn *c)
 /* The connection with an epoll tag, or NULL if it is closed. */
 static struct sd_conn *conn_by_id(struct sd_net *n, uint64_t id)
 {
+	id &= ~TAG_HANDSHAKE;
 	uint32_t slot = (uint32_t)id - TAG_FIRST_CONN;
 	struct sd_conn *c = slot < n->nslots ? n->slots[slot] : NULL;
 	return c != NULL && c->id == id ? c : NULL;
@@ -1868,8 +1873,8 @@ static int poller_takes(struct sd_port *port, const struct epoll_event *evs, int
 	if (k <= 0)
 		return 0;
 	for (int i = 0; i < k; i++)
-		if (evs[i].data.u64 < TAG_FIRST_CONN)
-			return 0; /* the wake fd or the listener: the thread's */
+		if (evs[i].data.u64 < TAG_FIRST_CONN || (evs[i].data.u64 & TAG_HANDSHAKE))
+			return 0; /* the wake fd, the listener, a handshake: the thread's */
 	uint64_t now = sd_now(), at = __atomic_load_n(&port->net->poll_at, __ATOMIC_RELAXED);
 	if (at != UINT64_MAX && now - at >= SD_POLLER_NS)
 		return 0;
