@@ -25,7 +25,7 @@ import (
 )
 
 // The wire's handshake from the other end, written from the layout
-// transport_wire.c documents (struct sd_auth's comment), not from its C:
+// transport_wire.c documents (its AU_ offsets), not from its C:
 // a raw peer proves the key as a device does, and the tests below show
 // what a peer that cannot is refused.
 
