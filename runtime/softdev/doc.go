@@ -579,49 +579,55 @@
 // An HCA's source QP and GID come from the kernel and the hardware; a
 // TCP connection's claims come from whoever opened it, and on loopback
 // any local user may bind any source address. So the wire authenticates:
-// the opener's hello names its GID (which must be the connection's source
-// address), the GID it means to reach and a random nonce; the acceptor
-// replies with its own nonce and an HMAC-SHA256, under the wire key, of
-// both messages; the opener answers with an HMAC of the same under
-// another label. The key never crosses the wire, and fresh nonces on
-// both sides make a recorded handshake worthless. The opener sends no
+// the opener's hello names its GID (which must be the connection's
+// source address), the GID it means to reach and a random nonce; the
+// acceptor replies with its own nonce and an HMAC-SHA256, under the wire
+// key, of both messages; the opener answers with an HMAC of the same
+// under another label. The key never crosses the wire, and fresh nonces
+// on both sides make a recorded handshake worthless. The opener sends no
 // frame before the reply proves the acceptor (a stranger listening where
 // a device was gets nothing), the acceptor takes none before the proof,
 // and only authenticated connections carry a QP's packets. A connection
-// whose handshake fails is closed and counted (Device.Wire().Guard:
-// AuthRefused; the opener's LastError is EACCES when the peer's key
-// differs). The key is, in order: $VERBSEXP_SOFTDEV_KEY (KeyEnv, 32 to
-// 128 hex digits: what a job across hosts sets for all its processes,
-// as it sets the rendezvous token); the file $VERBSEXP_SOFTDEV_KEY_FILE
-// (KeyFileEnv) names; else the user's own ~/.cache/verbsexp/softdev-wire.key
-// (the effective uid's home from the password database, so sudo or
-// another $HOME finds the same file), made at first use with 32 random
-// bytes, mode 0600. A key file is used only if it is a regular file of
-// the effective uid that no one else may read or write, on a path whose
-// every directory belongs to root or that uid and is writable by no one
-// else unless sticky: a file another user planted, or could replace, is
-// refused, and Open says which and why (EACCES). So the devices of one
-// user on a host, in one process or many, Go programs or vendor programs
-// under softdev exec (the driver reads the same file; as root, root's),
-// trust each other and no one else. Same-uid processes were chosen over
-// asking the kernel who is at the other end: SO_PEERCRED answers only
-// for Unix sockets, and a key works across hosts too. Past the handshake
-// the wire is plain TCP: someone on the path between two hosts (or root
-// on one) can still read or change frames, as on a RoCE fabric; bind
-// devices to a private network as you would one.
+// whose handshake fails is closed and counted (Device.Wire().Guard
+// .AuthRefused; the opener's LastError is EACCES when the peer's key
+// differs).
+//
+// The key is, in order: $VERBSEXP_SOFTDEV_KEY (KeyEnv, 32 to 128 hex
+// digits); the file $VERBSEXP_SOFTDEV_KEY_FILE (KeyFileEnv) names; else
+// the user's own ~/.cache/verbsexp/softdev-wire.key, made at first use
+// with 32 random bytes, mode 0600 (the home of the effective uid, from
+// the password database: a process whose $HOME points elsewhere, as
+// sudo -E leaves it, still finds its own user's file). A key file is
+// used only if it is a regular file of the effective uid that no one
+// else may read or write, on a path whose every directory belongs to
+// root or that uid and is writable by no one else unless sticky: a file
+// another user planted, or could replace, is refused, and Open says
+// which and why (EACCES). So the devices of one user on a host, in one
+// process or many, Go programs or vendor programs under softdev exec
+// (the driver reads the same file: as root, root's), trust each other
+// and no one else. Devices of different users, or on different hosts,
+// talk when given the same $VERBSEXP_SOFTDEV_KEY, as a job gives its
+// processes the rendezvous token (mpirun -x VERBSEXP_SOFTDEV_KEY; sudo
+// drops it unless told to keep it: sudo --preserve-env=VERBSEXP_SOFTDEV_KEY).
+// A key was chosen over asking the kernel who is at the other end:
+// SO_PEERCRED answers only for Unix sockets, and a key works across
+// hosts too. Past the handshake the wire is plain TCP: someone on the
+// path between two hosts (or root on one) can still read or change
+// frames, as on a RoCE fabric; bind devices to a private network as you
+// would one.
 //
 // What a stranger can hold is bounded. Connections still in their
 // handshake are watched by the transport thread alone, hold no buffers
-// (about 500 bytes each; they are read a message at a time, and
-// anything but the handshake's next message closes them), must be over
-// within 2 s, and have a budget of their own
-// (256, the oldest going for a new one: 128 KiB at most), 16 at most from
-// one source address (its oldest goes: 8 KiB); authenticated connections (4096) and
-// the device's own (4096) have budgets apart, and when one is full the
-// connection read the least recently that carries no link goes. When
-// accept(2) finds no file descriptor left (EMFILE, ENFILE), the listener
-// rests 50 ms, doubling up to 1 s, rather than wake the thread again at
-// once for the connection still queued (Guard.AcceptPauses).
+// (about 500 bytes each; they are read a message at a time, and anything
+// but the handshake's next message closes them), must be over within
+// 2 s, and have a budget of their own: 256 (the oldest goes for a new
+// one; 128 KiB in all), 16 from one source address (its oldest goes;
+// 8 KiB). Authenticated connections (4096) and the device's own (4096)
+// have budgets apart; when one is full, the connection used the least
+// recently that carries no link goes. When accept(2) finds no file
+// descriptor left (EMFILE, ENFILE), the listener rests 50 ms, doubling
+// up to 1 s, rather than wake the thread again at once for the
+// connection still queued (Guard.AcceptPauses).
 //
 // Where it differs from an HCA, on purpose:
 //
