@@ -495,7 +495,7 @@ void sd_wire_key_failed(const char *msg)
 	int quiet = key_err_quiet;
 	pthread_mutex_unlock(&key_err_lock);
 	if (!quiet)
-		fprintf(stderr, "softdev: %s\n", msg);
+		fprintf(stderr, "%s\n", msg);
 }
 
 void sd_wire_key_error(char *buf, size_t len)
