@@ -461,6 +461,10 @@ func vmRSS(t *testing.T) int64 {
 // filled B's one table of 4096 for good, A's SEND failed with
 // RETRY_EXC, and each pinned the receive buffer the frame went into.
 func TestWireStrangerFloodLeavesPeersIn(t *testing.T) {
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); lim.Max < 5000 {
+		t.Skipf("SKIPPED: the stranger needs 4600 file descriptors, and the hard limit (ulimit -Hn) is %d", lim.Max)
+	}
 	p := newStrangerPair(t, false)
 	rss := vmRSS(t)
 	s := startStranger(t, strangerArgs{Role: "flood", To: p.b.d.Addr().String(), Conns: 4600})
