@@ -538,11 +538,12 @@ func TestMisuseGuardedTransfers(t *testing.T) {
 	g := guarded(t, n)
 	gmr := f.reg(g, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
 	readOnly := f.reg(f.buf[bufSize/2:], verbs.AccessLocalWrite|verbs.AccessRemoteRead) // no remote write
-	stale, err := f.d.RegMR(f.pd, unsafe.Pointer(&g[0]), n, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	staleMR, err := f.d.RegMR(f.pd, unsafe.Pointer(&g[0]), n, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.d.DeregMR(stale); err != nil {
+	stale := *staleMR // its keys, copied before DeregMR frees the record (reading it after is a use after free)
+	if err := f.d.DeregMR(staleMR); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 64 {

@@ -276,9 +276,7 @@ func TestDeregBetweenBursts(t *testing.T) {
 		connectOne(t, qp, 0x4242, p.gid(), l)
 		const size = 16 << 20 // 4096 packets: more than the socket holds
 		m := newMapping(t, size)
-		for i := range m.b {
-			m.b[i] = 'S'
-		}
+		copy(m.b, bytes.Repeat([]byte{'S'}, size))
 		mr := m.regMR(t, f, verbs.AccessLocalWrite)
 		wr := f.send(4, verbs.ExpWRRDMAWrite, verbs.ExpSendSignaled, f.sgesOver(m.b, mr.Lkey, [2]int{0, size}), 1)
 		wr.WR.RDMA().RemoteAddr, wr.WR.RDMA().Rkey = 1<<40, 0x77
@@ -289,11 +287,12 @@ func TestDeregBetweenBursts(t *testing.T) {
 		if sent.TxPackets >= size/4096 {
 			t.Fatalf("all %d packets left before the deregistration: the socket never filled", sent.TxPackets)
 		}
+		// Quickly: the peer answers the device's hello only once released,
+		// and a handshake not over within 2 s fails the connection.
 		if !unmap {
+			x := bytes.Repeat([]byte{'X'}, size)
 			m.release(t, f, mr, false)
-			for i := range m.b {
-				m.b[i] = 'X' // what a burst after the deregistration would carry
-			}
+			copy(m.b, x) // what a burst after the deregistration would carry
 		} else {
 			m.release(t, f, mr, true)
 		}
