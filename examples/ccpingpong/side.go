@@ -230,7 +230,7 @@ func (s *side) postWait() error { return verbs.ExpPostSend(s.mqp, s.waitWR, nil)
 // CQ has a new completion.
 func (s *side) pollMCQ() error {
 	for {
-		n, err := verbs.PollCQ(s.mcq, 1, &s.wc[0])
+		n, err := verbs.PollCQ(s.mcq, s.wc[:1])
 		if err != nil {
 			return fmt.Errorf("poll of the manager's CQ: %w", err)
 		}
@@ -254,7 +254,7 @@ func (s *side) pollMCQ() error {
 // (none, if the event's completions were taken by the poll before).
 func (s *side) pollCQ() ([]verbs.WC, error) {
 	for {
-		n, err := verbs.PollCQ(s.cq, int32(len(s.wc)), &s.wc[0])
+		n, err := verbs.PollCQ(s.cq, s.wc)
 		if err != nil {
 			return nil, fmt.Errorf("poll of the CQ: %w", err)
 		}

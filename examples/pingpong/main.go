@@ -252,7 +252,7 @@ func drain(cq *verbs.CQ, max int) (int, error) {
 	defer softdev.Free(unsafe.Pointer(&wc[0]))
 	total := 0
 	for {
-		n, err := verbs.ExpPollCQ(cq, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+		n, err := verbs.ExpPollCQ(cq, wc)
 		if err != nil {
 			return total, err
 		}

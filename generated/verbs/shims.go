@@ -7,6 +7,7 @@ package verbs
 import (
 	abiutil "github.com/verbsexp/verbsexp/abiutil"
 	dynlib "github.com/verbsexp/verbsexp/abiutil/dynlib"
+	"math"
 	"syscall"
 	"unsafe"
 )
@@ -7103,13 +7104,13 @@ _Static_assert((VERBS_MAX_ENV_VAL) == 4096ULL, "VERBS_MAX_ENV_VAL is not 4096 on
 static inline int64_t verbsexp_packed(int32_t verbsexp_r) { return (int64_t)(uint32_t)verbsexp_r | (verbsexp_r == -1 ? (int64_t)errno << 32 : 0); }
 struct verbsexp_ret_ptr { void * verbsexp_r; int32_t verbsexp_e; };
 
-static inline void * verbsexp_VerbsGetCtx(void * verbsexp_p0) { return (void *)verbs_get_ctx(verbsexp_p0); }
-static inline struct verbsexp_ret_ptr verbsexp_GetDeviceList(void *verbsexp_fn, void * verbsexp_p0) {
+static inline void * verbsexp_GetCtx(void * verbsexp_p0) { return (void *)verbs_get_ctx(verbsexp_p0); }
+static inline struct verbsexp_ret_ptr verbsexp_GetDeviceListRaw(void *verbsexp_fn, void * verbsexp_p0) {
 	errno = 0;
 	void * verbsexp_r = (void *)((__typeof__(&ibv_get_device_list))verbsexp_fn)(verbsexp_p0);
 	return (struct verbsexp_ret_ptr){verbsexp_r, verbsexp_r == NULL ? errno : 0};
 }
-static inline void verbsexp_FreeDeviceList(void *verbsexp_fn, void * verbsexp_p0) { ((__typeof__(&ibv_free_device_list))verbsexp_fn)(verbsexp_p0); }
+static inline void verbsexp_FreeDeviceListRaw(void *verbsexp_fn, void * verbsexp_p0) { ((__typeof__(&ibv_free_device_list))verbsexp_fn)(verbsexp_p0); }
 static inline void * verbsexp_GetDeviceName(void *verbsexp_fn, void * verbsexp_p0) { return (void *)((__typeof__(&ibv_get_device_name))verbsexp_fn)(verbsexp_p0); }
 static inline uint64_t verbsexp_GetDeviceGUID(void *verbsexp_fn, void * verbsexp_p0) { return ((__typeof__(&ibv_get_device_guid))verbsexp_fn)(verbsexp_p0); }
 static inline struct verbsexp_ret_ptr verbsexp_OpenDevice(void *verbsexp_fn, void * verbsexp_p0) {
@@ -7191,7 +7192,7 @@ static inline int64_t verbsexp_GetCQEvent(void *verbsexp_fn, void * verbsexp_p0,
 	return verbsexp_packed(((__typeof__(&ibv_get_cq_event))verbsexp_fn)(verbsexp_p0, verbsexp_p1, verbsexp_p2));
 }
 static inline void verbsexp_AckCQEvents(void *verbsexp_fn, void * verbsexp_p0, uint32_t verbsexp_p1) { ((__typeof__(&ibv_ack_cq_events))verbsexp_fn)(verbsexp_p0, verbsexp_p1); }
-static inline int64_t verbsexp_PollCQ(void * verbsexp_p0, int32_t verbsexp_p1, void * verbsexp_p2) {
+static inline int64_t verbsexp_PollCQRaw(void * verbsexp_p0, int32_t verbsexp_p1, void * verbsexp_p2) {
 	errno = 0;
 	return verbsexp_packed(ibv_poll_cq(verbsexp_p0, verbsexp_p1, verbsexp_p2));
 }
@@ -7247,8 +7248,8 @@ static inline void * verbsexp_WCStatusStr(void *verbsexp_fn, uint32_t verbsexp_p
 static inline void * verbsexp_NodeTypeStr(void *verbsexp_fn, int32_t verbsexp_p0) { return (void *)((__typeof__(&ibv_node_type_str))verbsexp_fn)(verbsexp_p0); }
 static inline void * verbsexp_PortStateStr(void *verbsexp_fn, uint32_t verbsexp_p0) { return (void *)((__typeof__(&ibv_port_state_str))verbsexp_fn)(verbsexp_p0); }
 static inline void * verbsexp_EventTypeStr(void *verbsexp_fn, uint32_t verbsexp_p0) { return (void *)((__typeof__(&ibv_event_type_str))verbsexp_fn)(verbsexp_p0); }
-static inline void * verbsexp_VerbsGetExpCtx(void * verbsexp_p0) { return (void *)verbs_get_exp_ctx(verbsexp_p0); }
-static inline struct verbsexp_ret_ptr verbsexp_ExpGetDeviceList(void *verbsexp_fn, void * verbsexp_p0) {
+static inline void * verbsexp_GetExpCtx(void * verbsexp_p0) { return (void *)verbs_get_exp_ctx(verbsexp_p0); }
+static inline struct verbsexp_ret_ptr verbsexp_ExpGetDeviceListRaw(void *verbsexp_fn, void * verbsexp_p0) {
 	errno = 0;
 	void * verbsexp_r = (void *)((__typeof__(&ibv_exp_get_device_list))verbsexp_fn)(verbsexp_p0);
 	return (struct verbsexp_ret_ptr){verbsexp_r, verbsexp_r == NULL ? errno : 0};
@@ -7282,7 +7283,7 @@ static inline int64_t verbsexp_ExpPostSend(void * verbsexp_p0, void * verbsexp_p
 	errno = 0;
 	return verbsexp_packed(ibv_exp_post_send(verbsexp_p0, verbsexp_p1, verbsexp_p2));
 }
-static inline int64_t verbsexp_ExpPollCQ(void * verbsexp_p0, int32_t verbsexp_p1, void * verbsexp_p2, uint32_t verbsexp_p3) {
+static inline int64_t verbsexp_ExpPollCQRaw(void * verbsexp_p0, int32_t verbsexp_p1, void * verbsexp_p2, uint32_t verbsexp_p3) {
 	errno = 0;
 	return verbsexp_packed(ibv_exp_poll_cq(verbsexp_p0, verbsexp_p1, verbsexp_p2, verbsexp_p3));
 }
@@ -7294,6 +7295,19 @@ static inline int64_t verbsexp_ExpPostTask(void * verbsexp_p0, void * verbsexp_p
 	return verbsexp_packed(ibv_exp_post_task(verbsexp_p0, verbsexp_p1, verbsexp_p2));
 }
 static int64_t verbsexp_ExpPostTaskCMem(uintptr_t verbsexp_p0, uintptr_t verbsexp_p1, uintptr_t verbsexp_p2) { return verbsexp_ExpPostTask((void *)verbsexp_p0, (void *)verbsexp_p1, (void *)verbsexp_p2); }
+struct verbsexp_ret_list { void *verbsexp_r; int64_t verbsexp_n; int32_t verbsexp_e; };
+static inline struct verbsexp_ret_list verbsexp_GetDeviceList(void *verbsexp_fn) {
+	int32_t verbsexp_n = 0;
+	errno = 0;
+	void *verbsexp_r = (void *)((__typeof__(&ibv_get_device_list))verbsexp_fn)(&verbsexp_n);
+	return (struct verbsexp_ret_list){verbsexp_r, verbsexp_n, verbsexp_r == NULL ? errno : 0};
+}
+static inline struct verbsexp_ret_list verbsexp_ExpGetDeviceList(void *verbsexp_fn) {
+	int32_t verbsexp_n = 0;
+	errno = 0;
+	void *verbsexp_r = (void *)((__typeof__(&ibv_exp_get_device_list))verbsexp_fn)(&verbsexp_n);
+	return (struct verbsexp_ret_list){verbsexp_r, verbsexp_n, verbsexp_r == NULL ? errno : 0};
+}
 */
 import "C"
 
@@ -7310,47 +7324,92 @@ func unpack(v C.int64_t) (int64, syscall.Errno) {
 	return int64(int32(v)), syscall.Errno(uint32(v >> 32))
 }
 
-// VerbsGetCtx calls verbs_get_ctx (infiniband/verbs.h:938:36), an inline function of the headers, compiled into this package.
+// DeviceList is the list ibv_get_device_list and ibv_exp_get_device_list returns: All is the array of *Device as C
+// allocated it (not a copy); FreeDeviceList frees it, once for every copy of the
+// list: a second free is an error, not a double free (abiutil.List).
+type DeviceList = abiutil.List[Device]
+
+// GetCtx calls verbs_get_ctx (infiniband/verbs.h:949:36), an inline function of the headers, compiled into this package.
 // Its result does not signal failure; the error reports only arguments and symbol resolution.
-func VerbsGetCtx(ctx *Context) (*VerbsContext, error) {
+func GetCtx(ctx *Context) (*VerbsContext, error) {
 	if ctx == nil {
 		return nil, abiutil.NilArg("verbs_get_ctx", "ctx")
 	}
-	return (*VerbsContext)(C.verbsexp_VerbsGetCtx(unsafe.Pointer(ctx))), nil
+	return (*VerbsContext)(C.verbsexp_GetCtx(unsafe.Pointer(ctx))), nil
 }
 
-var symGetDeviceList = dynlib.Sym{Name: "ibv_get_device_list"}
+var symGetDeviceListRaw = dynlib.Sym{Name: "ibv_get_device_list"}
 
-// GetDeviceList calls ibv_get_device_list (infiniband/verbs.h:961:19), an exported libibverbs function, resolved at first call.
+// GetDeviceListRaw calls ibv_get_device_list (infiniband/verbs.h:972:19), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
-func GetDeviceList(numDevices *int32) (**Device, error) {
-	fn, err := libibverbs.Lookup(&symGetDeviceList)
+// GetDeviceList is its form with a list (no count to pass or keep).
+func GetDeviceListRaw(numDevices *int32) (**Device, error) {
+	fn, err := libibverbs.Lookup(&symGetDeviceListRaw)
 	if err != nil {
 		return nil, err
 	}
-	ret := C.verbsexp_GetDeviceList(fn, unsafe.Pointer(numDevices))
+	ret := C.verbsexp_GetDeviceListRaw(fn, unsafe.Pointer(numDevices))
 	if ret.verbsexp_r == nil {
 		return nil, abiutil.Errno("ibv_get_device_list", syscall.Errno(ret.verbsexp_e))
 	}
 	return (**Device)(ret.verbsexp_r), nil
 }
 
-var symFreeDeviceList = dynlib.Sym{Name: "ibv_free_device_list"}
+// GetDeviceList calls ibv_get_device_list (infiniband/verbs.h:972:19), an exported libibverbs function, resolved at first call,
+// and returns its array as a DeviceList (its length is num_devices), which FreeDeviceList frees.
+// A NULL result becomes a *abiutil.CallError wrapping errno.
+func GetDeviceList() (DeviceList, error) {
+	fn, err := libibverbs.Lookup(&symGetDeviceListRaw)
+	if err != nil {
+		return DeviceList{}, err
+	}
+	ret := C.verbsexp_GetDeviceList(fn)
+	if ret.verbsexp_r == nil {
+		return DeviceList{}, abiutil.Errno("ibv_get_device_list", syscall.Errno(ret.verbsexp_e))
+	}
+	arr, err := abiutil.NewList("ibv_get_device_list", (**Device)(ret.verbsexp_r), int(ret.verbsexp_n))
+	if err != nil {
+		// Not registered, so not returned: back to C.
+		FreeDeviceListRaw((**Device)(ret.verbsexp_r))
+		return DeviceList{}, err
+	}
+	return arr, nil
+}
 
-// FreeDeviceList calls ibv_free_device_list (infiniband/verbs.h:962:6), an exported libibverbs function, resolved at first call.
+var symFreeDeviceListRaw = dynlib.Sym{Name: "ibv_free_device_list"}
+
+// FreeDeviceListRaw calls ibv_free_device_list (infiniband/verbs.h:973:6), an exported libibverbs function, resolved at first call.
 // The error reports only arguments and symbol resolution.
-func FreeDeviceList(list **Device) error {
-	fn, err := libibverbs.Lookup(&symFreeDeviceList)
+// FreeDeviceList is its form with a list (a second free is an error).
+func FreeDeviceListRaw(list **Device) error {
+	fn, err := libibverbs.Lookup(&symFreeDeviceListRaw)
 	if err != nil {
 		return err
 	}
-	C.verbsexp_FreeDeviceList(fn, unsafe.Pointer(list))
+	C.verbsexp_FreeDeviceListRaw(fn, unsafe.Pointer(list))
+	return nil
+}
+
+// FreeDeviceList calls ibv_free_device_list (infiniband/verbs.h:973:6), an exported libibverbs function, resolved at first call,
+// on the array of a DeviceList, which goes back to C once, whichever copy of the list
+// is freed: a second free, or the zero DeviceList, is an error (EINVAL).
+// The error reports only arguments and symbol resolution.
+func FreeDeviceList(list DeviceList) error {
+	fn, err := libibverbs.Lookup(&symFreeDeviceListRaw)
+	if err != nil {
+		return err
+	}
+	arr, err := abiutil.ReleaseList("ibv_free_device_list", list)
+	if err != nil {
+		return err
+	}
+	C.verbsexp_FreeDeviceListRaw(fn, unsafe.Pointer(arr))
 	return nil
 }
 
 var symGetDeviceName = dynlib.Sym{Name: "ibv_get_device_name"}
 
-// GetDeviceName calls ibv_get_device_name (infiniband/verbs.h:963:12), an exported libibverbs function, resolved at first call.
+// GetDeviceName calls ibv_get_device_name (infiniband/verbs.h:974:12), an exported libibverbs function, resolved at first call.
 // The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
 func GetDeviceName(device *Device) (string, error) {
 	if device == nil {
@@ -7365,7 +7424,7 @@ func GetDeviceName(device *Device) (string, error) {
 
 var symGetDeviceGUID = dynlib.Sym{Name: "ibv_get_device_guid"}
 
-// GetDeviceGUID calls ibv_get_device_guid (infiniband/verbs.h:964:10), an exported libibverbs function, resolved at first call.
+// GetDeviceGUID calls ibv_get_device_guid (infiniband/verbs.h:975:10), an exported libibverbs function, resolved at first call.
 // Its result does not signal failure; the error reports only arguments and symbol resolution.
 func GetDeviceGUID(device *Device) (uint64, error) {
 	if device == nil {
@@ -7380,7 +7439,7 @@ func GetDeviceGUID(device *Device) (uint64, error) {
 
 var symOpenDevice = dynlib.Sym{Name: "ibv_open_device"}
 
-// OpenDevice calls ibv_open_device (infiniband/verbs.h:965:20), an exported libibverbs function, resolved at first call.
+// OpenDevice calls ibv_open_device (infiniband/verbs.h:976:20), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func OpenDevice(device *Device) (*Context, error) {
 	if device == nil {
@@ -7399,7 +7458,7 @@ func OpenDevice(device *Device) (*Context, error) {
 
 var symCloseDevice = dynlib.Sym{Name: "ibv_close_device"}
 
-// CloseDevice calls ibv_close_device (infiniband/verbs.h:966:5), an exported libibverbs function, resolved at first call.
+// CloseDevice calls ibv_close_device (infiniband/verbs.h:977:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func CloseDevice(context *Context) error {
 	if context == nil {
@@ -7415,7 +7474,7 @@ func CloseDevice(context *Context) error {
 
 var symGetAsyncEvent = dynlib.Sym{Name: "ibv_get_async_event"}
 
-// GetAsyncEvent calls ibv_get_async_event (infiniband/verbs.h:968:5), an exported libibverbs function, resolved at first call.
+// GetAsyncEvent calls ibv_get_async_event (infiniband/verbs.h:979:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func GetAsyncEvent(context *Context, event *AsyncEvent) error {
 	if context == nil {
@@ -7434,7 +7493,7 @@ func GetAsyncEvent(context *Context, event *AsyncEvent) error {
 
 var symAckAsyncEvent = dynlib.Sym{Name: "ibv_ack_async_event"}
 
-// AckAsyncEvent calls ibv_ack_async_event (infiniband/verbs.h:970:6), an exported libibverbs function, resolved at first call.
+// AckAsyncEvent calls ibv_ack_async_event (infiniband/verbs.h:981:6), an exported libibverbs function, resolved at first call.
 // The error reports only arguments and symbol resolution.
 func AckAsyncEvent(event *AsyncEvent) error {
 	if event == nil {
@@ -7450,7 +7509,7 @@ func AckAsyncEvent(event *AsyncEvent) error {
 
 var symQueryDevice = dynlib.Sym{Name: "ibv_query_device"}
 
-// QueryDevice calls ibv_query_device (infiniband/verbs.h:972:5), an exported libibverbs function, resolved at first call.
+// QueryDevice calls ibv_query_device (infiniband/verbs.h:983:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func QueryDevice(context *Context, deviceAttr *DeviceAttr) error {
 	if context == nil {
@@ -7469,7 +7528,7 @@ func QueryDevice(context *Context, deviceAttr *DeviceAttr) error {
 
 var symQueryPort = dynlib.Sym{Name: "ibv_query_port"}
 
-// QueryPort calls ibv_query_port (infiniband/verbs.h:974:5), an exported libibverbs function, resolved at first call.
+// QueryPort calls ibv_query_port (infiniband/verbs.h:985:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func QueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
 	if context == nil {
@@ -7486,7 +7545,7 @@ func QueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
 	return abiutil.Status("ibv_query_port", r, errno)
 }
 
-// IbvQueryPort calls ___ibv_query_port (infiniband/verbs.h:979:19), an inline function of the headers, compiled into this package.
+// IbvQueryPort calls ___ibv_query_port (infiniband/verbs.h:990:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func IbvQueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
 	if context == nil {
@@ -7501,7 +7560,7 @@ func IbvQueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
 
 var symQueryGID = dynlib.Sym{Name: "ibv_query_gid"}
 
-// QueryGID calls ibv_query_gid (infiniband/verbs.h:990:5), an exported libibverbs function, resolved at first call.
+// QueryGID calls ibv_query_gid (infiniband/verbs.h:1001:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func QueryGID(context *Context, portNum uint8, index int32, gid *GID) error {
 	if context == nil {
@@ -7520,7 +7579,7 @@ func QueryGID(context *Context, portNum uint8, index int32, gid *GID) error {
 
 var symQueryPkey = dynlib.Sym{Name: "ibv_query_pkey"}
 
-// QueryPkey calls ibv_query_pkey (infiniband/verbs.h:992:5), an exported libibverbs function, resolved at first call.
+// QueryPkey calls ibv_query_pkey (infiniband/verbs.h:1003:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func QueryPkey(context *Context, portNum uint8, index int32, pkey *uint16) error {
 	if context == nil {
@@ -7536,7 +7595,7 @@ func QueryPkey(context *Context, portNum uint8, index int32, pkey *uint16) error
 
 var symAllocPD = dynlib.Sym{Name: "ibv_alloc_pd"}
 
-// AllocPD calls ibv_alloc_pd (infiniband/verbs.h:995:15), an exported libibverbs function, resolved at first call.
+// AllocPD calls ibv_alloc_pd (infiniband/verbs.h:1006:15), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func AllocPD(context *Context) (*PD, error) {
 	if context == nil {
@@ -7555,7 +7614,7 @@ func AllocPD(context *Context) (*PD, error) {
 
 var symDeallocPD = dynlib.Sym{Name: "ibv_dealloc_pd"}
 
-// DeallocPD calls ibv_dealloc_pd (infiniband/verbs.h:996:5), an exported libibverbs function, resolved at first call.
+// DeallocPD calls ibv_dealloc_pd (infiniband/verbs.h:1007:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DeallocPD(pd *PD) error {
 	if pd == nil {
@@ -7571,7 +7630,7 @@ func DeallocPD(pd *PD) error {
 
 var symRegMR = dynlib.Sym{Name: "ibv_reg_mr"}
 
-// RegMR calls ibv_reg_mr (infiniband/verbs.h:998:15), an exported libibverbs function, resolved at first call.
+// RegMR calls ibv_reg_mr (infiniband/verbs.h:1009:15), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func RegMR(pd *PD, addr unsafe.Pointer, length uint64, access int32) (*MR, error) {
 	if pd == nil {
@@ -7590,7 +7649,7 @@ func RegMR(pd *PD, addr unsafe.Pointer, length uint64, access int32) (*MR, error
 
 var symDeregMR = dynlib.Sym{Name: "ibv_dereg_mr"}
 
-// DeregMR calls ibv_dereg_mr (infiniband/verbs.h:1000:5), an exported libibverbs function, resolved at first call.
+// DeregMR calls ibv_dereg_mr (infiniband/verbs.h:1011:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DeregMR(mr *MR) error {
 	if mr == nil {
@@ -7606,7 +7665,7 @@ func DeregMR(mr *MR) error {
 
 var symCreateCompChannel = dynlib.Sym{Name: "ibv_create_comp_channel"}
 
-// CreateCompChannel calls ibv_create_comp_channel (infiniband/verbs.h:1002:25), an exported libibverbs function, resolved at first call.
+// CreateCompChannel calls ibv_create_comp_channel (infiniband/verbs.h:1013:25), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func CreateCompChannel(context *Context) (*CompChannel, error) {
 	if context == nil {
@@ -7625,7 +7684,7 @@ func CreateCompChannel(context *Context) (*CompChannel, error) {
 
 var symDestroyCompChannel = dynlib.Sym{Name: "ibv_destroy_comp_channel"}
 
-// DestroyCompChannel calls ibv_destroy_comp_channel (infiniband/verbs.h:1003:5), an exported libibverbs function, resolved at first call.
+// DestroyCompChannel calls ibv_destroy_comp_channel (infiniband/verbs.h:1014:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DestroyCompChannel(channel *CompChannel) error {
 	if channel == nil {
@@ -7641,7 +7700,7 @@ func DestroyCompChannel(channel *CompChannel) error {
 
 var symCreateCQ = dynlib.Sym{Name: "ibv_create_cq"}
 
-// CreateCQ calls ibv_create_cq (infiniband/verbs.h:1005:15), an exported libibverbs function, resolved at first call.
+// CreateCQ calls ibv_create_cq (infiniband/verbs.h:1016:15), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func CreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel *CompChannel, compVector int32) (*CQ, error) {
 	if context == nil {
@@ -7660,7 +7719,7 @@ func CreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel *Co
 
 var symResizeCQ = dynlib.Sym{Name: "ibv_resize_cq"}
 
-// ResizeCQ calls ibv_resize_cq (infiniband/verbs.h:1009:5), an exported libibverbs function, resolved at first call.
+// ResizeCQ calls ibv_resize_cq (infiniband/verbs.h:1020:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ResizeCQ(cq *CQ, cqe int32) error {
 	if cq == nil {
@@ -7676,7 +7735,7 @@ func ResizeCQ(cq *CQ, cqe int32) error {
 
 var symDestroyCQ = dynlib.Sym{Name: "ibv_destroy_cq"}
 
-// DestroyCQ calls ibv_destroy_cq (infiniband/verbs.h:1010:5), an exported libibverbs function, resolved at first call.
+// DestroyCQ calls ibv_destroy_cq (infiniband/verbs.h:1021:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DestroyCQ(cq *CQ) error {
 	if cq == nil {
@@ -7692,7 +7751,7 @@ func DestroyCQ(cq *CQ) error {
 
 var symGetCQEvent = dynlib.Sym{Name: "ibv_get_cq_event"}
 
-// GetCQEvent calls ibv_get_cq_event (infiniband/verbs.h:1011:5), an exported libibverbs function, resolved at first call.
+// GetCQEvent calls ibv_get_cq_event (infiniband/verbs.h:1022:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func GetCQEvent(channel *CompChannel, cq **CQ, cqContext *unsafe.Pointer) error {
 	if channel == nil {
@@ -7708,7 +7767,7 @@ func GetCQEvent(channel *CompChannel, cq **CQ, cqContext *unsafe.Pointer) error 
 
 var symAckCQEvents = dynlib.Sym{Name: "ibv_ack_cq_events"}
 
-// AckCQEvents calls ibv_ack_cq_events (infiniband/verbs.h:1013:6), an exported libibverbs function, resolved at first call.
+// AckCQEvents calls ibv_ack_cq_events (infiniband/verbs.h:1024:6), an exported libibverbs function, resolved at first call.
 // The error reports only arguments and symbol resolution.
 func AckCQEvents(cq *CQ, nevents uint32) error {
 	if cq == nil {
@@ -7722,9 +7781,10 @@ func AckCQEvents(cq *CQ, nevents uint32) error {
 	return nil
 }
 
-// PollCQ calls ibv_poll_cq (infiniband/verbs.h:1016:19), an inline function of the headers, compiled into this package.
+// PollCQRaw calls ibv_poll_cq (infiniband/verbs.h:1027:19), an inline function of the headers, compiled into this package.
 // It returns the count C returns, or a *abiutil.CallError wrapping the errno when C fails.
-func PollCQ(cq *CQ, numEntries int32, wc *WC) (int32, error) {
+// PollCQ is its form with a slice.
+func PollCQRaw(cq *CQ, numEntries int32, wc *WC) (int32, error) {
 	if cq == nil {
 		return 0, abiutil.NilArg("ibv_poll_cq", "cq")
 	}
@@ -7734,14 +7794,36 @@ func PollCQ(cq *CQ, numEntries int32, wc *WC) (int32, error) {
 	if wc == nil {
 		return 0, abiutil.NilArg("ibv_poll_cq", "wc")
 	}
-	r, errno := unpack(C.verbsexp_PollCQ(unsafe.Pointer(cq), C.int32_t(numEntries), unsafe.Pointer(wc)))
+	r, errno := unpack(C.verbsexp_PollCQRaw(unsafe.Pointer(cq), C.int32_t(numEntries), unsafe.Pointer(wc)))
 	if r < 0 {
 		return 0, abiutil.Status("ibv_poll_cq", r, errno)
 	}
 	return int32(r), nil
 }
 
-// ReqNotifyCQ calls ibv_req_notify_cq (infiniband/verbs.h:1022:19), an inline function of the headers, compiled into this package.
+// PollCQ calls ibv_poll_cq (infiniband/verbs.h:1027:19), an inline function of the headers, compiled into this package,
+// on the elements of wc: num_entries is len(wc).
+// An empty wc is passed as it is (count 0; NULL when nil), and C answers as for no elements;
+// a wc longer than num_entries can count is refused (EINVAL). PollCQRaw takes the pointer and count.
+// It returns the count C returns, or a *abiutil.CallError wrapping the errno when C fails.
+func PollCQ(cq *CQ, wc []WC) (int, error) {
+	if cq == nil {
+		return 0, abiutil.NilArg("ibv_poll_cq", "cq")
+	}
+	if cq.Context == nil {
+		return 0, abiutil.NilArg("ibv_poll_cq", "cq->context")
+	}
+	if uint64(len(wc)) > math.MaxInt32 {
+		return 0, abiutil.TooLong("ibv_poll_cq", "num_entries", len(wc), math.MaxInt32)
+	}
+	r, errno := unpack(C.verbsexp_PollCQRaw(unsafe.Pointer(cq), C.int32_t(len(wc)), unsafe.Pointer(unsafe.SliceData(wc))))
+	if r < 0 {
+		return 0, abiutil.Status("ibv_poll_cq", r, errno)
+	}
+	return int(r), nil
+}
+
+// ReqNotifyCQ calls ibv_req_notify_cq (infiniband/verbs.h:1033:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ReqNotifyCQ(cq *CQ, solicitedOnly int32) error {
 	if cq == nil {
@@ -7756,7 +7838,7 @@ func ReqNotifyCQ(cq *CQ, solicitedOnly int32) error {
 
 var symCreateQP = dynlib.Sym{Name: "ibv_create_qp"}
 
-// CreateQP calls ibv_create_qp (infiniband/verbs.h:1027:15), an exported libibverbs function, resolved at first call.
+// CreateQP calls ibv_create_qp (infiniband/verbs.h:1038:15), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func CreateQP(pd *PD, qpInitAttr *QPInitAttr) (*QP, error) {
 	if pd == nil {
@@ -7778,7 +7860,7 @@ func CreateQP(pd *PD, qpInitAttr *QPInitAttr) (*QP, error) {
 
 var symModifyQP = dynlib.Sym{Name: "ibv_modify_qp"}
 
-// ModifyQP calls ibv_modify_qp (infiniband/verbs.h:1029:5), an exported libibverbs function, resolved at first call.
+// ModifyQP calls ibv_modify_qp (infiniband/verbs.h:1040:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ModifyQP(qp *QP, attr *QPAttr, attrMask int32) error {
 	if qp == nil {
@@ -7797,7 +7879,7 @@ func ModifyQP(qp *QP, attr *QPAttr, attrMask int32) error {
 
 var symQueryQP = dynlib.Sym{Name: "ibv_query_qp"}
 
-// QueryQP calls ibv_query_qp (infiniband/verbs.h:1031:5), an exported libibverbs function, resolved at first call.
+// QueryQP calls ibv_query_qp (infiniband/verbs.h:1042:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func QueryQP(qp *QP, attr *QPAttr, attrMask int32, initAttr *QPInitAttr) error {
 	if qp == nil {
@@ -7819,7 +7901,7 @@ func QueryQP(qp *QP, attr *QPAttr, attrMask int32, initAttr *QPInitAttr) error {
 
 var symDestroyQP = dynlib.Sym{Name: "ibv_destroy_qp"}
 
-// DestroyQP calls ibv_destroy_qp (infiniband/verbs.h:1033:5), an exported libibverbs function, resolved at first call.
+// DestroyQP calls ibv_destroy_qp (infiniband/verbs.h:1044:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DestroyQP(qp *QP) error {
 	if qp == nil {
@@ -7833,7 +7915,7 @@ func DestroyQP(qp *QP) error {
 	return abiutil.Status("ibv_destroy_qp", r, errno)
 }
 
-// PostSend calls ibv_post_send (infiniband/verbs.h:1035:19), an inline function of the headers, compiled into this package.
+// PostSend calls ibv_post_send (infiniband/verbs.h:1046:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // badWR may be nil: the failing request is then not reported.
 func PostSend(qp *QP, wr *SendWR, badWR **SendWR) error {
@@ -7850,7 +7932,7 @@ func PostSend(qp *QP, wr *SendWR, badWR **SendWR) error {
 	return abiutil.Status("ibv_post_send", r, errno)
 }
 
-// PostRecv calls ibv_post_recv (infiniband/verbs.h:1041:19), an inline function of the headers, compiled into this package.
+// PostRecv calls ibv_post_recv (infiniband/verbs.h:1052:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // badWR may be nil: the failing request is then not reported.
 func PostRecv(qp *QP, wr *RecvWR, badWR **RecvWR) error {
@@ -7869,7 +7951,7 @@ func PostRecv(qp *QP, wr *RecvWR, badWR **RecvWR) error {
 
 var symCreateAH = dynlib.Sym{Name: "ibv_create_ah"}
 
-// CreateAH calls ibv_create_ah (infiniband/verbs.h:1047:15), an exported libibverbs function, resolved at first call.
+// CreateAH calls ibv_create_ah (infiniband/verbs.h:1058:15), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func CreateAH(pd *PD, attr *AHAttr) (*AH, error) {
 	if pd == nil {
@@ -7891,7 +7973,7 @@ func CreateAH(pd *PD, attr *AHAttr) (*AH, error) {
 
 var symDestroyAH = dynlib.Sym{Name: "ibv_destroy_ah"}
 
-// DestroyAH calls ibv_destroy_ah (infiniband/verbs.h:1048:5), an exported libibverbs function, resolved at first call.
+// DestroyAH calls ibv_destroy_ah (infiniband/verbs.h:1059:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DestroyAH(ah *AH) error {
 	if ah == nil {
@@ -7907,7 +7989,7 @@ func DestroyAH(ah *AH) error {
 
 var symForkInit = dynlib.Sym{Name: "ibv_fork_init"}
 
-// ForkInit calls ibv_fork_init (infiniband/verbs.h:1050:5), an exported libibverbs function, resolved at first call.
+// ForkInit calls ibv_fork_init (infiniband/verbs.h:1061:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ForkInit() error {
 	fn, err := libibverbs.Lookup(&symForkInit)
@@ -7920,7 +8002,7 @@ func ForkInit() error {
 
 var symWCStatusStr = dynlib.Sym{Name: "ibv_wc_status_str"}
 
-// WCStatusStr calls ibv_wc_status_str (infiniband/verbs.h:1052:12), an exported libibverbs function, resolved at first call.
+// WCStatusStr calls ibv_wc_status_str (infiniband/verbs.h:1063:12), an exported libibverbs function, resolved at first call.
 // The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
 func WCStatusStr(status WCStatus) (string, error) {
 	fn, err := libibverbs.Lookup(&symWCStatusStr)
@@ -7932,7 +8014,7 @@ func WCStatusStr(status WCStatus) (string, error) {
 
 var symNodeTypeStr = dynlib.Sym{Name: "ibv_node_type_str"}
 
-// NodeTypeStr calls ibv_node_type_str (infiniband/verbs.h:1053:12), an exported libibverbs function, resolved at first call.
+// NodeTypeStr calls ibv_node_type_str (infiniband/verbs.h:1064:12), an exported libibverbs function, resolved at first call.
 // The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
 func NodeTypeStr(nodeType NodeType) (string, error) {
 	fn, err := libibverbs.Lookup(&symNodeTypeStr)
@@ -7944,7 +8026,7 @@ func NodeTypeStr(nodeType NodeType) (string, error) {
 
 var symPortStateStr = dynlib.Sym{Name: "ibv_port_state_str"}
 
-// PortStateStr calls ibv_port_state_str (infiniband/verbs.h:1054:12), an exported libibverbs function, resolved at first call.
+// PortStateStr calls ibv_port_state_str (infiniband/verbs.h:1065:12), an exported libibverbs function, resolved at first call.
 // The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
 func PortStateStr(portState PortState) (string, error) {
 	fn, err := libibverbs.Lookup(&symPortStateStr)
@@ -7956,7 +8038,7 @@ func PortStateStr(portState PortState) (string, error) {
 
 var symEventTypeStr = dynlib.Sym{Name: "ibv_event_type_str"}
 
-// EventTypeStr calls ibv_event_type_str (infiniband/verbs.h:1055:12), an exported libibverbs function, resolved at first call.
+// EventTypeStr calls ibv_event_type_str (infiniband/verbs.h:1066:12), an exported libibverbs function, resolved at first call.
 // The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
 func EventTypeStr(event EventType) (string, error) {
 	fn, err := libibverbs.Lookup(&symEventTypeStr)
@@ -7966,32 +8048,54 @@ func EventTypeStr(event EventType) (string, error) {
 	return C.GoString((*C.char)(C.verbsexp_EventTypeStr(fn, C.uint32_t(event)))), nil
 }
 
-// VerbsGetExpCtx calls verbs_get_exp_ctx (infiniband/verbs_exp.h:1294:40), an inline function of the headers, compiled into this package.
+// GetExpCtx calls verbs_get_exp_ctx (infiniband/verbs_exp.h:1331:40), an inline function of the headers, compiled into this package.
 // Its result does not signal failure; the error reports only arguments and symbol resolution.
-func VerbsGetExpCtx(ctx *Context) (*VerbsContextExp, error) {
+func GetExpCtx(ctx *Context) (*ContextExp, error) {
 	if ctx == nil {
 		return nil, abiutil.NilArg("verbs_get_exp_ctx", "ctx")
 	}
-	return (*VerbsContextExp)(C.verbsexp_VerbsGetExpCtx(unsafe.Pointer(ctx))), nil
+	return (*ContextExp)(C.verbsexp_GetExpCtx(unsafe.Pointer(ctx))), nil
 }
 
-var symExpGetDeviceList = dynlib.Sym{Name: "ibv_exp_get_device_list"}
+var symExpGetDeviceListRaw = dynlib.Sym{Name: "ibv_exp_get_device_list"}
 
-// ExpGetDeviceList calls ibv_exp_get_device_list (infiniband/verbs_exp.h:1335:19), an exported libibverbs function, resolved at first call.
+// ExpGetDeviceListRaw calls ibv_exp_get_device_list (infiniband/verbs_exp.h:1372:19), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
-func ExpGetDeviceList(numDevices *int32) (**Device, error) {
-	fn, err := libibverbs.Lookup(&symExpGetDeviceList)
+// ExpGetDeviceList is its form with a list (no count to pass or keep).
+func ExpGetDeviceListRaw(numDevices *int32) (**Device, error) {
+	fn, err := libibverbs.Lookup(&symExpGetDeviceListRaw)
 	if err != nil {
 		return nil, err
 	}
-	ret := C.verbsexp_ExpGetDeviceList(fn, unsafe.Pointer(numDevices))
+	ret := C.verbsexp_ExpGetDeviceListRaw(fn, unsafe.Pointer(numDevices))
 	if ret.verbsexp_r == nil {
 		return nil, abiutil.Errno("ibv_exp_get_device_list", syscall.Errno(ret.verbsexp_e))
 	}
 	return (**Device)(ret.verbsexp_r), nil
 }
 
-// ExpQueryDevice calls ibv_exp_query_device (infiniband/verbs_exp.h:1338:19), an inline function of the headers, compiled into this package.
+// ExpGetDeviceList calls ibv_exp_get_device_list (infiniband/verbs_exp.h:1372:19), an exported libibverbs function, resolved at first call,
+// and returns its array as a DeviceList (its length is num_devices), which FreeDeviceList frees.
+// A NULL result becomes a *abiutil.CallError wrapping errno.
+func ExpGetDeviceList() (DeviceList, error) {
+	fn, err := libibverbs.Lookup(&symExpGetDeviceListRaw)
+	if err != nil {
+		return DeviceList{}, err
+	}
+	ret := C.verbsexp_ExpGetDeviceList(fn)
+	if ret.verbsexp_r == nil {
+		return DeviceList{}, abiutil.Errno("ibv_exp_get_device_list", syscall.Errno(ret.verbsexp_e))
+	}
+	arr, err := abiutil.NewList("ibv_exp_get_device_list", (**Device)(ret.verbsexp_r), int(ret.verbsexp_n))
+	if err != nil {
+		// Not registered, so not returned: back to C.
+		FreeDeviceListRaw((**Device)(ret.verbsexp_r))
+		return DeviceList{}, err
+	}
+	return arr, nil
+}
+
+// ExpQueryDevice calls ibv_exp_query_device (infiniband/verbs_exp.h:1375:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ExpQueryDevice(context *Context, attr *ExpDeviceAttr) error {
 	if context == nil {
@@ -8004,7 +8108,7 @@ func ExpQueryDevice(context *Context, attr *ExpDeviceAttr) error {
 	return abiutil.Status("ibv_exp_query_device", r, errno)
 }
 
-// ExpCreateCQ calls ibv_exp_create_cq (infiniband/verbs_exp.h:1355:29), an inline function of the headers, compiled into this package.
+// ExpCreateCQ calls ibv_exp_create_cq (infiniband/verbs_exp.h:1392:29), an inline function of the headers, compiled into this package.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func ExpCreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel *CompChannel, compVector int32, attr *ExpCQInitAttr) (*CQ, error) {
 	if context == nil {
@@ -8020,7 +8124,7 @@ func ExpCreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel 
 	return (*CQ)(ret.verbsexp_r), nil
 }
 
-// ExpModifyCQ calls ibv_exp_modify_cq (infiniband/verbs_exp.h:1390:19), an inline function of the headers, compiled into this package.
+// ExpModifyCQ calls ibv_exp_modify_cq (infiniband/verbs_exp.h:1427:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ExpModifyCQ(cq *CQ, cqAttr *ExpCQAttr, cqAttrMask int32) error {
 	if cq == nil {
@@ -8036,7 +8140,7 @@ func ExpModifyCQ(cq *CQ, cqAttr *ExpCQAttr, cqAttrMask int32) error {
 	return abiutil.Status("ibv_exp_modify_cq", r, errno)
 }
 
-// ExpCreateQP calls ibv_exp_create_qp (infiniband/verbs_exp.h:1407:29), an inline function of the headers, compiled into this package.
+// ExpCreateQP calls ibv_exp_create_qp (infiniband/verbs_exp.h:1444:29), an inline function of the headers, compiled into this package.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func ExpCreateQP(context *Context, qpInitAttr *ExpQPInitAttr) (*QP, error) {
 	if context == nil {
@@ -8052,7 +8156,7 @@ func ExpCreateQP(context *Context, qpInitAttr *ExpQPInitAttr) (*QP, error) {
 	return (*QP)(ret.verbsexp_r), nil
 }
 
-// ExpModifyQP calls ibv_exp_modify_qp (infiniband/verbs_exp.h:1429:19), an inline function of the headers, compiled into this package.
+// ExpModifyQP calls ibv_exp_modify_qp (infiniband/verbs_exp.h:1466:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ExpModifyQP(qp *QP, attr *ExpQPAttr, expAttrMask uint64) error {
 	if qp == nil {
@@ -8068,7 +8172,7 @@ func ExpModifyQP(qp *QP, attr *ExpQPAttr, expAttrMask uint64) error {
 	return abiutil.Status("ibv_exp_modify_qp", r, errno)
 }
 
-// ExpPostSend calls ibv_exp_post_send (infiniband/verbs_exp.h:1447:19), an inline function of the headers, compiled into this package.
+// ExpPostSend calls ibv_exp_post_send (infiniband/verbs_exp.h:1484:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // badWR may be nil: the failing request is then not reported.
 func ExpPostSend(qp *QP, wr *ExpSendWR, badWR **ExpSendWR) error {
@@ -8085,9 +8189,10 @@ func ExpPostSend(qp *QP, wr *ExpSendWR, badWR **ExpSendWR) error {
 	return abiutil.Status("ibv_exp_post_send", r, errno)
 }
 
-// ExpPollCQ calls ibv_exp_poll_cq (infiniband/verbs_exp.h:1459:19), an inline function of the headers, compiled into this package.
+// ExpPollCQRaw calls ibv_exp_poll_cq (infiniband/verbs_exp.h:1496:19), an inline function of the headers, compiled into this package.
 // It returns the count C returns, or a *abiutil.CallError wrapping the errno when C fails.
-func ExpPollCQ(ibcq *CQ, numEntries int32, wc *ExpWC, wcSize uint32) (int32, error) {
+// ExpPollCQ is its form with a slice.
+func ExpPollCQRaw(ibcq *CQ, numEntries int32, wc *ExpWC, wcSize uint32) (int32, error) {
 	if ibcq == nil {
 		return 0, abiutil.NilArg("ibv_exp_poll_cq", "ibcq")
 	}
@@ -8097,14 +8202,36 @@ func ExpPollCQ(ibcq *CQ, numEntries int32, wc *ExpWC, wcSize uint32) (int32, err
 	if wc == nil {
 		return 0, abiutil.NilArg("ibv_exp_poll_cq", "wc")
 	}
-	r, errno := unpack(C.verbsexp_ExpPollCQ(unsafe.Pointer(ibcq), C.int32_t(numEntries), unsafe.Pointer(wc), C.uint32_t(wcSize)))
+	r, errno := unpack(C.verbsexp_ExpPollCQRaw(unsafe.Pointer(ibcq), C.int32_t(numEntries), unsafe.Pointer(wc), C.uint32_t(wcSize)))
 	if r < 0 {
 		return 0, abiutil.Status("ibv_exp_poll_cq", r, errno)
 	}
 	return int32(r), nil
 }
 
-// ExpPostTask calls ibv_exp_post_task (infiniband/verbs_exp.h:1472:19), an inline function of the headers, compiled into this package.
+// ExpPollCQ calls ibv_exp_poll_cq (infiniband/verbs_exp.h:1496:19), an inline function of the headers, compiled into this package,
+// on the elements of wc: num_entries is len(wc), and num_entries the size of one.
+// An empty wc is passed as it is (count 0; NULL when nil), and C answers as for no elements;
+// a wc longer than num_entries can count is refused (EINVAL). ExpPollCQRaw takes the pointer and count.
+// It returns the count C returns, or a *abiutil.CallError wrapping the errno when C fails.
+func ExpPollCQ(ibcq *CQ, wc []ExpWC) (int, error) {
+	if ibcq == nil {
+		return 0, abiutil.NilArg("ibv_exp_poll_cq", "ibcq")
+	}
+	if ibcq.Context == nil {
+		return 0, abiutil.NilArg("ibv_exp_poll_cq", "ibcq->context")
+	}
+	if uint64(len(wc)) > math.MaxInt32 {
+		return 0, abiutil.TooLong("ibv_exp_poll_cq", "num_entries", len(wc), math.MaxInt32)
+	}
+	r, errno := unpack(C.verbsexp_ExpPollCQRaw(unsafe.Pointer(ibcq), C.int32_t(len(wc)), unsafe.Pointer(unsafe.SliceData(wc)), C.uint32_t(unsafe.Sizeof(wc[0]))))
+	if r < 0 {
+		return 0, abiutil.Status("ibv_exp_poll_cq", r, errno)
+	}
+	return int(r), nil
+}
+
+// ExpPostTask calls ibv_exp_post_task (infiniband/verbs_exp.h:1509:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // badTask may be nil: the failing request is then not reported.
 func ExpPostTask(context *Context, task *ExpTask, badTask **ExpTask) error {

@@ -38,12 +38,11 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	wc := (*[16]verbs.ExpWC)(unsafe.Pointer(Calloc[[16]verbs.ExpWC]()))[:]
-	n, err := verbs.ExpPollCQ(cq, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+	wc := make([]verbs.ExpWC, 16)
+	n, err := verbs.ExpPollCQ(cq, wc) // (int, error)
 	fmt.Println(n, err)
 	// To here.
 
-	Free(unsafe.Pointer(&wc[0]))
 	Free(unsafe.Pointer(cq))
 	// Output:
 	// true ibv_exp_post_task true true

@@ -44,14 +44,55 @@ static struct ibv_cq *op_create_cq(struct ibv_context *ctx, int cqe, struct ibv_
 	return cq;
 }
 
+// What the last poll received: the count, the array and (exp) the stride.
+static int seen_n;
+static void *seen_wc;
+static uint32_t seen_wc_size;
+
 static int op_poll_cq(struct ibv_cq *cq, int n, struct ibv_exp_wc *wc, uint32_t wc_size) {
 	calls++;
+	seen_n = n; seen_wc = wc; seen_wc_size = wc_size;
 	if (poll_result < 0) {
 		errno = poll_errno;
 		return -1;
 	}
 	return poll_result < n ? poll_result : n;
 }
+
+// ops.poll_cq, the provider's ibv_poll_cq: as op_poll_cq, for struct ibv_wc.
+static int op_legacy_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+	calls++;
+	seen_n = n; seen_wc = wc; seen_wc_size = 0;
+	if (poll_result < 0) {
+		errno = poll_errno;
+		return -1;
+	}
+	return poll_result < n ? poll_result : n;
+}
+
+// The device list, provided (dynlib.Provide, ProvideDeviceList) in place
+// of libibverbs': two devices in an array allocated per call, as
+// libibverbs allocates it, and the frees counted.
+static struct ibv_device devices[2];
+static long list_frees;
+
+struct ibv_device **shimtest_get_device_list(int *num_devices) {
+	struct ibv_device **l = calloc(3, sizeof *l);
+	if (l == NULL)
+		return NULL;
+	l[0] = &devices[0];
+	l[1] = &devices[1];
+	if (num_devices != NULL)
+		*num_devices = 2;
+	return l;
+}
+
+void shimtest_free_device_list(struct ibv_device **list) {
+	list_frees++;
+	free(list);
+}
+
+static long get_list_frees(void) { return list_frees; }
 
 static struct ibv_context *provider_open(int with_ops) {
 	struct provider *p = calloc(1, sizeof *p);
@@ -60,6 +101,7 @@ static struct ibv_context *provider_open(int with_ops) {
 	p->vctx.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
 	pthread_mutex_init(&p->vctx.context.mutex, NULL);
 	p->exp.sz = sizeof(struct verbs_context_exp);
+	p->vctx.context.ops.poll_cq = op_legacy_poll_cq;
 	if (with_ops) {
 		p->exp.lib_exp_post_task = op_post_task;
 		p->exp.exp_create_cq = op_create_cq;
@@ -79,6 +121,11 @@ static void *get_seen_ctx(void) { return seen_ctx; }
 static void *get_seen_task(void) { return seen_task; }
 static void *get_seen_bad(void) { return seen_bad; }
 static long get_calls(void) { return calls; }
+static int get_seen_n(void) { return seen_n; }
+static uint32_t exp_wc_size(void) { return sizeof(struct ibv_exp_wc); }
+static void *device_at(int i) { return &devices[i]; }
+static void *get_seen_wc(void) { return seen_wc; }
+static uint32_t get_seen_wc_size(void) { return seen_wc_size; }
 
 // Empty functions: the price of one cgo transition, and of one with the
 // post's shape (three uintptr_t arguments, an int64 result).
@@ -96,10 +143,13 @@ static int post_task_loop(struct ibv_context *ctx, struct ibv_exp_task *task,
 import "C"
 
 import (
+	"sync"
 	"syscall"
 	"unsafe"
 
+	"github.com/verbsexp/verbsexp/abiutil/dynlib"
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/internal/verbsabi"
 )
 
 // Open returns a context of the test provider; withOps false leaves the
@@ -138,6 +188,42 @@ func Seen() (ctx, task, bad unsafe.Pointer) {
 
 // Calls counts the operations called so far.
 func Calls() int64 { return int64(C.get_calls()) }
+
+// SeenPoll returns what the last poll operation received: its count, its
+// array and (ibv_exp_poll_cq; 0 for ibv_poll_cq) the element size.
+func SeenPoll() (n int, wc unsafe.Pointer, wcSize uint32) {
+	return int(C.get_seen_n()), C.get_seen_wc(), uint32(C.get_seen_wc_size())
+}
+
+// ProvideDeviceList registers the provider's ibv_get_device_list (and
+// ibv_exp_get_device_list) and ibv_free_device_list with dynlib for the
+// generated package's library, in place of libibverbs' (none is
+// installed here, or it is rdma-core's, which the package's guard
+// refuses). Call it before the first lookup of these functions, once.
+var ProvideDeviceList = sync.OnceValue(func() error {
+	for _, p := range []struct {
+		name string
+		fn   unsafe.Pointer
+	}{
+		{"ibv_get_device_list", C.shimtest_get_device_list},
+		{"ibv_exp_get_device_list", C.shimtest_get_device_list},
+		{"ibv_free_device_list", C.shimtest_free_device_list},
+	} {
+		if err := dynlib.Provide("libibverbs.so.1", verbsabi.LegacySymbol, p.name, p.fn); err != nil {
+			return err
+		}
+	}
+	return nil
+})
+
+// ExpWCSize is C's sizeof(struct ibv_exp_wc).
+func ExpWCSize() uint32 { return uint32(C.exp_wc_size()) }
+
+// Device returns the provided list's device i (0 or 1).
+func Device(i int) *verbs.Device { return (*verbs.Device)(C.device_at(C.int(i))) }
+
+// ListFrees counts the arrays the provided ibv_free_device_list freed.
+func ListFrees() int64 { return int64(C.get_list_frees()) }
 
 // Nop3 makes one cgo call of the post's shape that does nothing.
 func Nop3(a, b, c uintptr) int64 {

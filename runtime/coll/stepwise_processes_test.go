@@ -191,7 +191,7 @@ func (w *stepWorld) takeReady(r *stepRank, peer int) (bool, error) {
 	}
 	w.calls++
 	w.polls++
-	n, err := verbs.PollCQ(rd.cqs[peer], 1, &rd.wc[0])
+	n, err := verbs.PollCQ(rd.cqs[peer], rd.wc[:1])
 	if err != nil {
 		return false, fmt.Errorf("stepwise: rank %d: %w", r.rank, err)
 	}

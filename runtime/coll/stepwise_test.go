@@ -533,7 +533,7 @@ func (w *stepWorld) advance(r *stepRank) (moved bool, err error) {
 func (w *stepWorld) poll(r *stepRank, cq *verbs.CQ) (int, error) {
 	w.calls++
 	w.polls++
-	n, err := verbs.PollCQ(cq, int32(len(r.wc)), &r.wc[0])
+	n, err := verbs.PollCQ(cq, r.wc)
 	if err != nil {
 		return 0, fmt.Errorf("stepwise: rank %d: %w", r.rank, err)
 	}

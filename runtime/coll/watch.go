@@ -124,7 +124,7 @@ func (c *Comm) check(s *schedule) error {
 			return err
 		}
 	}
-	n, err := verbs.ExpPollCQ(c.watchCQ, int32(len(w.wc)), &w.wc[0], uint32(unsafe.Sizeof(w.wc[0])))
+	n, err := verbs.ExpPollCQ(c.watchCQ, w.wc)
 	if err != nil {
 		return fmt.Errorf("coll: rank %d: %s: poll the watch CQ: %w", c.rank, s.name, err)
 	}
@@ -200,7 +200,7 @@ func (c *Comm) stopWatch(failed bool, lost int) {
 		}
 	}
 	for end := time.Now().Add(noticeWait); w.outstanding > 0 && time.Now().Before(end); {
-		n, err := verbs.ExpPollCQ(c.watchCQ, int32(len(w.wc)), &w.wc[0], uint32(unsafe.Sizeof(w.wc[0])))
+		n, err := verbs.ExpPollCQ(c.watchCQ, w.wc)
 		if err != nil {
 			break
 		}

@@ -11,8 +11,6 @@ package device
 import (
 	"fmt"
 	"strings"
-	"unsafe"
-
 	"github.com/verbsexp/verbsexp/generated/verbs"
 )
 
@@ -25,14 +23,13 @@ type Device struct {
 // Open opens the device called name, or the first one listed if name is
 // "". The error lists the devices there are when none matches.
 func Open(name string) (*Device, error) {
-	var n int32
-	list, err := verbs.GetDeviceList(&n)
+	list, err := verbs.GetDeviceList()
 	if err != nil {
 		return nil, fmt.Errorf("device: ibv_get_device_list: %w", err)
 	}
 	defer verbs.FreeDeviceList(list)
 	var names []string
-	for _, d := range unsafe.Slice(list, n) {
+	for _, d := range list.All() {
 		got, err := verbs.GetDeviceName(d)
 		if err != nil {
 			return nil, fmt.Errorf("device: ibv_get_device_name: %w", err)
@@ -47,7 +44,7 @@ func Open(name string) (*Device, error) {
 		}
 		return &Device{Name: got, Context: ctx}, nil
 	}
-	if n == 0 {
+	if list.Len() == 0 {
 		return nil, fmt.Errorf("device: libibverbs lists no device (no HCA, or a program not started under softdev exec)")
 	}
 	return nil, fmt.Errorf("device: no device %q among %s", name, strings.Join(names, ", "))

@@ -403,16 +403,16 @@ func (t *Table) Poll(cq *verbs.CQ, wc []verbs.ExpWC) (int, error) {
 		return 0, nil
 	}
 	// ibv_exp_poll_cq takes an int count: poll at most that many.
-	n, err := verbs.ExpPollCQ(cq, int32(min(len(wc), math.MaxInt32)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+	n, err := verbs.ExpPollCQ(cq, wc[:min(len(wc), math.MaxInt32)])
 	if err != nil {
 		return 0, err
 	}
-	for i := 0; i < int(n); i++ {
+	for i := 0; i < n; i++ {
 		if err := t.Release(wc[i].WRID); err != nil && !errors.Is(err, ErrUnknown) {
-			return int(n), err
+			return n, err
 		}
 	}
-	return int(n), nil
+	return n, nil
 }
 
 // LeakError lists leases never released when their Table was closed.

@@ -19,11 +19,11 @@ import (
 func TestDispatch(t *testing.T) {
 	f := newFixture(t)
 	ctx := f.d.Context()
-	vc, err := verbs.VerbsGetCtx(ctx)
+	vc, err := verbs.GetCtx(ctx)
 	if err != nil || vc == nil || unsafe.Pointer(&vc.Context) != unsafe.Pointer(ctx) {
 		t.Fatalf("verbs_get_ctx = %p, %v", vc, err)
 	}
-	xc, err := verbs.VerbsGetExpCtx(ctx)
+	xc, err := verbs.GetExpCtx(ctx)
 	if err != nil || xc == nil || uintptr(unsafe.Pointer(xc))+unsafe.Sizeof(*xc) != uintptr(unsafe.Pointer(vc)) {
 		t.Fatalf("verbs_get_exp_ctx = %p, %v; want the record right before %p", xc, err, vc)
 	}
@@ -70,7 +70,7 @@ func TestSendRecv(t *testing.T) {
 
 	// ibv_poll_cq on the receiver (runs the device first).
 	wc := allocN[verbs.WC](f, 4)
-	n, err := verbs.PollCQ(p.cqb, 4, &wc[0])
+	n, err := verbs.PollCQ(p.cqb, wc[:4])
 	if err != nil || n != 2 {
 		t.Fatalf("PollCQ = %d, %v", n, err)
 	}
@@ -420,7 +420,7 @@ func TestOverrun(t *testing.T) {
 			f.progress()
 			st, _ := f.d.CQStats(cq)
 			wc := allocN[verbs.ExpWC](f, 4)
-			n, err := verbs.ExpPollCQ(cq, 4, &wc[0], uint32(unsafe.Sizeof(wc[0])))
+			n, err := verbs.ExpPollCQ(cq, wc[:4])
 			if mode == "plain" {
 				if st != (CQStats{Produced: 2, Queued: 2, Dropped: 1, Overrun: true}) {
 					t.Fatalf("stats %+v", st)

@@ -129,7 +129,7 @@ func BenchmarkExecute(b *testing.B) {
 			b.Fatal(n, err)
 		}
 		b.StopTimer()
-		if n, err := verbs.ExpPollCQ(p.cqa, 1, wc, uint32(unsafe.Sizeof(*wc))); n != 1 || err != nil {
+		if n, err := verbs.ExpPollCQRaw(p.cqa, 1, wc, uint32(unsafe.Sizeof(*wc))); n != 1 || err != nil {
 			b.Fatal(n, err)
 		}
 		b.StartTimer()

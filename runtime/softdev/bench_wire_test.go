@@ -99,7 +99,7 @@ func (e *wireEnd) send(t testing.TB, from, n int, mode uint32) {
 // the ring), spinning, then napping after a while without one.
 func (e *wireEnd) next(t testing.TB) verbs.ExpWC {
 	for spins := 0; ; spins++ {
-		n, err := verbs.ExpPollCQ(e.cq, 1, &e.wc[0], uint32(unsafe.Sizeof(e.wc[0])))
+		n, err := verbs.ExpPollCQ(e.cq, e.wc[:1])
 		if err != nil {
 			t.Fatal(err)
 		}

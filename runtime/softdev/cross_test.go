@@ -275,7 +275,7 @@ func TestConcurrentPosts(t *testing.T) {
 					return
 				}
 				for {
-					n, err := verbs.ExpPollCQ(pairs[i].cqa, 8, &wcs[i][0], uint32(unsafe.Sizeof(wcs[i][0])))
+					n, err := verbs.ExpPollCQ(pairs[i].cqa, wcs[i][:8])
 					if err != nil {
 						errs <- err
 						return

@@ -45,7 +45,7 @@ func Example() {
 	fmt.Println(verbs.ExpPostSend(a, &wrs[0], badSend))   // held: a is managed
 	fmt.Println(verbs.ExpPostSend(mgr, &wrs[1], badSend)) // releases it
 	wc := softdev.CallocSlice[verbs.ExpWC](4)
-	n, _ := verbs.ExpPollCQ(cq, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0]))) // runs the device
+	n, _ := verbs.ExpPollCQ(cq, wc) // runs the device
 	for _, c := range wc[:n] {
 		fmt.Println(c.WRID, c.Status, c.ExpOpcode)
 	}

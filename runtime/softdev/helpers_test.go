@@ -260,7 +260,7 @@ func (f *fixture) poll(cq *verbs.CQ) []verbs.ExpWC {
 	wc := allocN[verbs.ExpWC](f, 16)
 	var out []verbs.ExpWC
 	for {
-		n, err := verbs.ExpPollCQ(cq, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+		n, err := verbs.ExpPollCQ(cq, wc)
 		if err != nil {
 			f.t.Fatalf("ExpPollCQ: %v", err)
 		}

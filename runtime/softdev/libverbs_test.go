@@ -166,7 +166,7 @@ func (v *lv) pollAll(cq *verbs.CQ) []verbs.WC {
 	wc := lvC[[16]verbs.WC](v)
 	var got []verbs.WC
 	for {
-		n, err := verbs.PollCQ(cq, int32(len(wc)), &wc[0])
+		n, err := verbs.PollCQ(cq, wc[:])
 		if err != nil {
 			v.t.Fatalf("ibv_poll_cq: %v", err)
 		}
@@ -439,7 +439,7 @@ func TestExportedVerbs(t *testing.T) {
 // not its own, reach the library found, or fail as the wrapper would.
 func checkLibrary(t *testing.T, lc string) {
 	var n int32
-	_, err := verbs.GetDeviceList(&n)
+	_, err := verbs.GetDeviceListRaw(&n)
 	var se *dynlib.SymbolError
 	var ae *dynlib.ABIError
 	switch lc {

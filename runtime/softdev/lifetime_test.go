@@ -157,7 +157,7 @@ func closeMidFlight(t *testing.T, round int) {
 				for range 3 {
 					call(g, "ExpPostSend", func() error { m.nop.Next = nil; return verbs.ExpPostSend(qp, m.nop, m.badS) })
 				}
-				call(g, "ExpPollCQ", func() error { _, err := verbs.ExpPollCQ(cq, 8, &m.ewc[0], ewcSize); return err })
+				call(g, "ExpPollCQ", func() error { _, err := verbs.ExpPollCQRaw(cq, 8, &m.ewc[0], ewcSize); return err })
 				call(g, "DestroyQP", func() error { return d.DestroyQP(qp) })
 			}
 			call(g, "DestroyCQ", func() error { return d.DestroyCQ(cq) })
@@ -170,9 +170,9 @@ func closeMidFlight(t *testing.T, round int) {
 		},
 		// Poll the shared CQs both ways.
 		func(g int, m *mem) {
-			call(g, "ExpPollCQ", func() error { _, err := verbs.ExpPollCQ(p.cqa, 8, &m.ewc[0], ewcSize); return err })
-			call(g, "PollCQ", func() error { _, err := verbs.PollCQ(p.cqa, 8, &m.wc[0]); return err })
-			call(g, "PollCQ b", func() error { _, err := verbs.PollCQ(p.cqb, 8, &m.wc[0]); return err })
+			call(g, "ExpPollCQ", func() error { _, err := verbs.ExpPollCQRaw(p.cqa, 8, &m.ewc[0], ewcSize); return err })
+			call(g, "PollCQ", func() error { _, err := verbs.PollCQ(p.cqa, m.wc[:8]); return err })
+			call(g, "PollCQ b", func() error { _, err := verbs.PollCQ(p.cqb, m.wc[:8]); return err })
 		},
 		// Tasks, through the context taken before Close.
 		func(g int, m *mem) {
@@ -344,9 +344,9 @@ func TestClosedHandles(t *testing.T) {
 		add(h.name+" PostSend", verbs.PostSend(h.qp, lwr, nil))
 		add(h.name+" PostRecv", verbs.PostRecv(h.qp, rwr, nil))
 		add(h.name+" ExpPostSend", verbs.ExpPostSend(h.qp, wr, nil))
-		_, err := verbs.PollCQ(h.cq, 4, &wc[0])
+		_, err := verbs.PollCQ(h.cq, wc[:4])
 		add(h.name+" PollCQ", err)
-		_, err = verbs.ExpPollCQ(h.cq, 4, &ewc[0], uint32(unsafe.Sizeof(ewc[0])))
+		_, err = verbs.ExpPollCQ(h.cq, ewc[:4])
 		add(h.name+" ExpPollCQ", err)
 		add(h.name+" ReqNotifyCQ", verbs.ReqNotifyCQ(h.cq, 0))
 		add(h.name+" ExpModifyCQ", verbs.ExpModifyCQ(h.cq, cqattr, int32(verbs.ExpCQCapFlagsConst)))

@@ -507,7 +507,7 @@ func TestMisuseConcurrent(t *testing.T) {
 			case 1:
 				return f.d.DestroyCQ(pcq)
 			case 2:
-				_, err := verbs.ExpPollCQ(pcq, 4, &wc[0], uint32(unsafe.Sizeof(wc[0])))
+				_, err := verbs.ExpPollCQ(pcq, wc[:4])
 				return err
 			}
 			return verbs.ExpPostSend(q, wr, nil)
@@ -676,7 +676,7 @@ func TestMisusePollArguments(t *testing.T) {
 		for i := range wc {
 			wc[i] = canary
 		}
-		got, err := verbs.ExpPollCQ(cq, c.n, at, c.wcSize)
+		got, err := verbs.ExpPollCQRaw(cq, c.n, at, c.wcSize)
 		if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) || int(got) != c.polled {
 			t.Errorf("%s: %d, %v; want %d, %v", c.name, got, err, c.polled, c.want)
 		}
@@ -698,17 +698,17 @@ func TestMisusePollArguments(t *testing.T) {
 	for i := range wc {
 		wc[i] = canary
 	}
-	if got, err := verbs.ExpPollCQ(cq, 1, last, math.MaxUint32); err != nil || got != 1 || last.WRID != 100 {
+	if got, err := verbs.ExpPollCQRaw(cq, 1, last, math.MaxUint32); err != nil || got != 1 || last.WRID != 100 {
 		t.Errorf("stride MaxUint32: %d, %v, wr_id %d", got, err, last.WRID)
 	}
 	if err := untouched(wc, size, 2*size); err != nil {
 		t.Error(err)
 	}
 	lwc := allocN[verbs.WC](f, 1)
-	if _, err := verbs.PollCQ(cq, -1, &lwc[0]); !isErrno(err, syscall.EINVAL) {
+	if _, err := verbs.PollCQRaw(cq, -1, &lwc[0]); !isErrno(err, syscall.EINVAL) {
 		t.Errorf("PollCQ count -1: %v", err)
 	}
-	if _, err := verbs.ExpPollCQ(cq, 1, nil, uint32(size)); !isErrno(err, syscall.EINVAL) {
+	if _, err := verbs.ExpPollCQRaw(cq, 1, nil, uint32(size)); !isErrno(err, syscall.EINVAL) {
 		t.Errorf("ExpPollCQ nil wc: %v", err)
 	}
 }
@@ -929,7 +929,7 @@ func TestMisuseZeroRecords(t *testing.T) {
 	qp := alloc[verbs.QP](f)
 	wc := allocN[verbs.ExpWC](f, 1)
 	for name, call := range map[string]func() error{
-		"ExpPollCQ":      func() error { _, err := verbs.ExpPollCQ(cq, 1, &wc[0], uint32(unsafe.Sizeof(wc[0]))); return err },
+		"ExpPollCQ":      func() error { _, err := verbs.ExpPollCQ(cq, wc[:1]); return err },
 		"ExpPostSend":    func() error { return verbs.ExpPostSend(qp, alloc[verbs.ExpSendWR](f), nil) },
 		"ExpPostTask":    func() error { return verbs.ExpPostTask(ctx, alloc[verbs.ExpTask](f), nil) },
 		"ExpModifyQP":    func() error { return verbs.ExpModifyQP(qp, alloc[verbs.ExpQPAttr](f), 0) },
@@ -1232,10 +1232,10 @@ func TestMisuseCopiedRecords(t *testing.T) {
 	}{{"C copy", ccq, cqp}, {"Go copy", gcq, gqp}} {
 		calls := map[string]func() error{
 			"ExpPollCQ": func() error {
-				_, err := verbs.ExpPollCQ(c.cq, 4, &wc[0], uint32(unsafe.Sizeof(wc[0])))
+				_, err := verbs.ExpPollCQ(c.cq, wc[:4])
 				return err
 			},
-			"PollCQ":      func() error { _, err := verbs.PollCQ(c.cq, 4, &lwc[0]); return err },
+			"PollCQ":      func() error { _, err := verbs.PollCQ(c.cq, lwc[:4]); return err },
 			"ExpModifyCQ": func() error { return verbs.ExpModifyCQ(c.cq, alloc[verbs.ExpCQAttr](f), 0) },
 			"DestroyCQ":   func() error { return f.d.DestroyCQ(c.cq) },
 			"CQStats":     func() error { _, err := f.d.CQStats(c.cq); return err },
@@ -1263,7 +1263,7 @@ func TestMisuseCopiedRecords(t *testing.T) {
 	if st, _, _, err := f.d.QPStats(qp); err != nil || st != verbs.QpsRts {
 		t.Errorf("the original QP: %v %v", st, err)
 	}
-	if _, err := verbs.ExpPollCQ(cq, 4, &wc[0], uint32(unsafe.Sizeof(wc[0]))); err != nil {
+	if _, err := verbs.ExpPollCQ(cq, wc[:4]); err != nil {
 		t.Errorf("the original CQ: %v", err)
 	}
 }

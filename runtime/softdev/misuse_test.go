@@ -90,11 +90,11 @@ func TestStaleAndForeignObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	wc := allocN[verbs.ExpWC](f, 4)
-	if _, err := verbs.ExpPollCQ(cq, 4, &wc[0], uint32(unsafe.Sizeof(wc[0]))); !isErrno(err, syscall.EINVAL) {
+	if _, err := verbs.ExpPollCQ(cq, wc[:4]); !isErrno(err, syscall.EINVAL) {
 		t.Fatalf("ExpPollCQ on a destroyed CQ: %v", err)
 	}
 	lwc := allocN[verbs.WC](f, 4)
-	if _, err := verbs.PollCQ(cq, 4, &lwc[0]); !isErrno(err, syscall.EINVAL) {
+	if _, err := verbs.PollCQ(cq, lwc[:4]); !isErrno(err, syscall.EINVAL) {
 		t.Fatalf("PollCQ on a destroyed CQ: %v", err)
 	}
 	if err := f.d.DestroyCQ(cq); !isErrno(err, syscall.EINVAL) {

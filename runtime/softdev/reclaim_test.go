@@ -58,10 +58,10 @@ func (f *fixture) pollOne(cq *verbs.CQ, legacy bool) int {
 	var n int32
 	var err error
 	if legacy {
-		n, err = verbs.PollCQ(cq, 1, alloc[verbs.WC](f))
+		n, err = verbs.PollCQRaw(cq, 1, alloc[verbs.WC](f))
 	} else {
 		wc := alloc[verbs.ExpWC](f)
-		n, err = verbs.ExpPollCQ(cq, 1, wc, uint32(unsafe.Sizeof(*wc)))
+		n, err = verbs.ExpPollCQRaw(cq, 1, wc, uint32(unsafe.Sizeof(*wc)))
 	}
 	if err != nil {
 		f.t.Fatalf("poll: %v", err)

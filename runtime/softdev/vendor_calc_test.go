@@ -353,15 +353,15 @@ func (v *vd) ppTest(write bool) error {
 	for rcnt < vdIters || scnt < vdIters {
 		ne := 0
 		for try := 0; ne < 1 && try < 100; try++ { // the vendor polls for up to 10 s
-			n, err := verbs.PollCQ(v.scq, 1, &wc[0])
+			n, err := verbs.PollCQ(v.scq, wc[:1])
 			if err != nil {
 				return err
 			}
-			m, err := verbs.PollCQ(v.rcq, 1, &wc[n])
+			m, err := verbs.PollCQ(v.rcq, wc[n:n+1])
 			if err != nil {
 				return err
 			}
-			ne = int(n + m)
+			ne = n + m
 		}
 		if ne < 1 {
 			return fmt.Errorf("no completion after %d sends and %d receives", scnt, rcnt)

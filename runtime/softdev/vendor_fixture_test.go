@@ -391,7 +391,7 @@ func (v *vd) postRead(count int) int {
 // array; a negative result fails the test, as the vendor asserts.
 func (v *vd) poll(cq *verbs.CQ, n int) []verbs.WC {
 	v.t.Helper()
-	got, err := verbs.PollCQ(cq, int32(n), &v.wc[0])
+	got, err := verbs.PollCQ(cq, v.wc[:n])
 	if err != nil {
 		v.t.Fatalf("ibv_poll_cq: %v", err)
 	}

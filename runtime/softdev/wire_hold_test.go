@@ -183,7 +183,7 @@ func TestWireThreadHoldsAcksWhileAnswered(t *testing.T) {
 				}
 			}
 			if i%16 == 8 && i > 16 { // the signaled WRITE 8 rounds ago frees its slot and those before it
-				if n, err := verbs.ExpPollCQ(cq, 1, &wc[0], uint32(unsafe.Sizeof(wc[0]))); err != nil || n != 1 || wc[0].Status != verbs.WCSuccess {
+				if n, err := verbs.ExpPollCQ(cq, wc[:1]); err != nil || n != 1 || wc[0].Status != verbs.WCSuccess {
 					return fmt.Errorf("round %d: the signaled WRITE of round %d: %v %+v", i, i-8, err, sum(wc[:n]))
 				}
 			}
@@ -258,7 +258,7 @@ func TestWireLeavesFramesToPoller(t *testing.T) {
 			p.f.postSend(p.a, p.f.send(uint64(i), verbs.ExpWRSend, verbs.ExpSendSignaled, p.f.sges(p.f.mr.Lkey, [2]int{size * (2 + i), size}), 1))
 		}
 		for got, end := 0, time.Now().Add(10*time.Second); got < depth; {
-			n, err := verbs.ExpPollCQ(p.cqb, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+			n, err := verbs.ExpPollCQ(p.cqb, wc)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -323,7 +323,7 @@ func TestWirePollsTakeTheConnections(t *testing.T) {
 				return
 			default:
 			}
-			n, err := verbs.ExpPollCQ(p.cqb, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+			n, err := verbs.ExpPollCQ(p.cqb, wc)
 			if err != nil {
 				done <- result{got, err}
 				return

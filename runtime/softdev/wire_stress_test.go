@@ -119,7 +119,7 @@ func TestWireStress(t *testing.T) {
 			t.Fatalf("after %v: %d of %d completions", time.Since(start), total, 2*conns*perConn)
 		}
 		for _, cq := range []*verbs.CQ{scq, rcq} {
-			k, err := verbs.ExpPollCQ(cq, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+			k, err := verbs.ExpPollCQ(cq, wc)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -186,7 +186,7 @@ func (e *benchEnv) drain() error {
 	if _, err := e.dev.Progress(); err != nil {
 		return err
 	}
-	if n, err := verbs.ExpPollCQ(e.cq, 1, e.wc, uint32(unsafe.Sizeof(*e.wc))); n != 1 || err != nil || e.wc.Status != verbs.WCSuccess {
+	if n, err := verbs.ExpPollCQRaw(e.cq, 1, e.wc, uint32(unsafe.Sizeof(*e.wc))); n != 1 || err != nil || e.wc.Status != verbs.WCSuccess {
 		return fmt.Errorf("drain: polled %d CQEs (%v), status %v; want the NOP's", n, err, e.wc.Status)
 	}
 	return nil

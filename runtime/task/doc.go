@@ -53,7 +53,7 @@
 //
 //	wc := softdev.CallocSlice[verbs.ExpWC](2)
 //	defer softdev.Free(unsafe.Pointer(&wc[0]))
-//	n, _ := verbs.ExpPollCQ(cq, 2, &wc[0], uint32(unsafe.Sizeof(wc[0])))
+//	n, _ := verbs.ExpPollCQ(cq, wc[:2])
 //	fmt.Println(err, n, wc[0].WRID, wc[1].WRID)
 //
 // ExampleList is a whole schedule with a managed worker and a manager.

@@ -67,7 +67,7 @@ func ExampleList() {
 	for _, c := range wc[:n] {
 		fmt.Println("cq: wr_id", c.WRID, c.Status, c.ExpOpcode)
 	}
-	m, err := verbs.ExpPollCQ(mcq, 4, &wc[0], uint32(unsafe.Sizeof(wc[0])))
+	m, err := verbs.ExpPollCQ(mcq, wc[:4])
 	check(err)
 	for _, c := range wc[:m] {
 		fmt.Println("manager cq: wr_id", c.WRID, c.Status)
@@ -124,7 +124,7 @@ func Example() {
 
 	wc := softdev.CallocSlice[verbs.ExpWC](2)
 	defer softdev.Free(unsafe.Pointer(&wc[0]))
-	n, _ := verbs.ExpPollCQ(cq, 2, &wc[0], uint32(unsafe.Sizeof(wc[0])))
+	n, _ := verbs.ExpPollCQ(cq, wc[:2])
 	fmt.Println(err, n, wc[0].WRID, wc[1].WRID)
 	// Output: <nil> 2 1 2
 }

@@ -363,7 +363,7 @@ func TestMisusePost(t *testing.T) {
 		t.Fatalf("Post: %v", err)
 	}
 	wc := make([]verbs.ExpWC, 4)
-	n, err := verbs.ExpPollCQ(r.cq, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+	n, err := verbs.ExpPollCQ(r.cq, wc)
 	if err != nil || n < 1 || wc[0].WRID != 7 || wc[0].Status != verbs.WCLocProtErr {
 		t.Errorf("calc with an operand past its MR: %d completions %v, first wr_id %d status %v", n, err, wc[0].WRID, wc[0].Status)
 	}

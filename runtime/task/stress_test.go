@@ -162,7 +162,7 @@ func stressWorker(dev *softdev.Device, pd *verbs.PD, leases *lease.Table, g, per
 			if polls > 1000 {
 				return round, fmt.Errorf("round %d: only %d send and %d receive completions", round, len(seen), recvs)
 			}
-			n, err := verbs.ExpPollCQ(scq, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+			n, err := verbs.ExpPollCQ(scq, wc)
 			if err != nil {
 				return round, err
 			}
@@ -180,7 +180,7 @@ func stressWorker(dev *softdev.Device, pd *verbs.PD, leases *lease.Table, g, per
 				slot := int(c.WRID & 0xffff)
 				copy(sbuf.Bytes()[slot*msg:(slot+1)*msg], poison[:msg]) // the lease is over
 			}
-			m, err := verbs.ExpPollCQ(rcq, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+			m, err := verbs.ExpPollCQ(rcq, wc)
 			if err != nil {
 				return round, err
 			}

@@ -92,13 +92,12 @@ func TestListenerChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int32
-	list, err := verbs.GetDeviceList(&n)
-	if err != nil || n != 1 {
-		t.Fatalf("GetDeviceList: %d devices, %v", n, err)
+	list, err := verbs.GetDeviceList()
+	if err != nil || list.Len() != 1 {
+		t.Fatalf("GetDeviceList: %d devices, %v", list.Len(), err)
 	}
 	defer verbs.FreeDeviceList(list)
-	ctx, err := verbs.OpenDevice(*list)
+	ctx, err := verbs.OpenDevice(list.All()[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -276,7 +276,7 @@ func sendBetween(t *testing.T, a, b *verbs.Context) {
 	got := map[uint64]verbs.WCStatus{}
 	for until := time.Now().Add(10 * time.Second); len(got) < 2 && time.Now().Before(until); {
 		for _, e := range []*end{x, y} {
-			n, err := verbs.PollCQ(e.cq, int32(len(wc)), &wc[0])
+			n, err := verbs.PollCQ(e.cq, wc[:])
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -54,13 +54,12 @@ func TestMain2Child(t *testing.T) {
 }
 
 func (s *seen) look() error {
-	var n int32
-	list, err := verbs.GetDeviceList(&n)
+	list, err := verbs.GetDeviceList()
 	if err != nil {
 		return err
 	}
 	defer verbs.FreeDeviceList(list)
-	devs := unsafe.Slice(list, n)
+	devs := list.All()
 	for _, d := range devs {
 		name, err := verbs.GetDeviceName(d)
 		if err != nil {
@@ -68,8 +67,8 @@ func (s *seen) look() error {
 		}
 		s.Devices = append(s.Devices, name)
 	}
-	if n != 1 {
-		return fmt.Errorf("%d devices: %v", n, s.Devices)
+	if len(devs) != 1 {
+		return fmt.Errorf("%d devices: %v", len(devs), s.Devices)
 	}
 	if s.GUID, err = verbs.GetDeviceGUID(devs[0]); err != nil {
 		return err

@@ -380,7 +380,7 @@ func (p *postPoll) run(n int) error {
 // successful one of wrID.
 func (p *postPoll) pollOne(cq *verbs.CQ, wrID uint64, op verbs.WCOpcode) error {
 	for spins := 0; ; spins++ {
-		n, err := verbs.PollCQ(cq, 1, p.wc)
+		n, err := verbs.PollCQRaw(cq, 1, p.wc)
 		if err != nil {
 			return err
 		}

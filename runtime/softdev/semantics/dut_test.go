@@ -516,7 +516,7 @@ func (d *dut) poll(cq *verbs.CQ) []verbs.ExpWC {
 	wc := cAllocN[verbs.ExpWC](d, 16)
 	var out []verbs.ExpWC
 	for {
-		n, err := verbs.ExpPollCQ(cq, int32(len(wc)), &wc[0], uint32(unsafe.Sizeof(wc[0])))
+		n, err := verbs.ExpPollCQ(cq, wc)
 		if err != nil {
 			d.t.Fatalf("ibv_exp_poll_cq: %v", err)
 		}

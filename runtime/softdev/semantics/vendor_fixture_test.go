@@ -213,7 +213,7 @@ func (v *vd) postRead(count int) int {
 // poll is one ibv_poll_cq for at most n completions; the result is a copy.
 func (v *vd) poll(cq *verbs.CQ, n int) []verbs.WC {
 	v.t.Helper()
-	got, err := verbs.PollCQ(cq, int32(n), &v.wc[0])
+	got, err := verbs.PollCQ(cq, v.wc[:n])
 	if err != nil {
 		v.t.Fatalf("ibv_poll_cq: %v", err)
 	}
