@@ -16,7 +16,9 @@
 //   - /dev/infiniband/uverbs0 (where /dev has no /dev/infiniband, an
 //     overlay of /dev adds it, with /dev's own mounts kept);
 //   - /etc/libibverbs.d holding only softdev's driver line (the system's
-//     hidden, so no driver it names is missing);
+//     hidden, so no driver it names is missing), naming the driver bound
+//     in its directory softdev/ (the driver's own path may hold spaces,
+//     which the driver line and LD_PRELOAD cannot);
 //   - the legacy library first on LD_LIBRARY_PATH (with unpacked
 //     packages, their usr/bin first on PATH: ibv_rc_pingpong, ib_send_lat,
 //     … run by name), and the driver
@@ -296,13 +298,14 @@ func (d *Device) Command(name string, args ...string) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-// Close releases the address and removes what the launches left. The
-// listener is shut, not only closed: a descendant of a program that
-// outlives it and still holds the program's copy (fd 3, inherited before
-// the driver marked it close-on-exec, or by a program that never opened
-// the device) no longer keeps the address. A mount point that a living
-// process of a launch's namespace still uses stays, for a later launch
-// to remove (removing it would take the files from under that process).
+// Close releases the address and removes what the launches left; call
+// it once the commands have ended. The listener is shut, not only
+// closed: a descendant of a program that outlives it and still holds the
+// program's copy (fd 3, inherited before the driver marked it
+// close-on-exec, or by a program that never opened the device) no longer
+// keeps the address. A mount point that a living process of a launch's
+// namespace still uses stays, for a later launch to remove (removing it
+// would take the files from under that process).
 func (d *Device) Close() error {
 	var err error
 	if d.listener != nil {

@@ -109,11 +109,12 @@ func freeTheBlock(t *testing.T, script string) (string, string) {
 
 // freeLoopbackAddr is an address of 127.subnet.0.0/16 no device listens
 // at now, drawn at random (the test's subnets, 127.64-127.127, are ones
-// no one picks by hand, nor a launcher choosing its own from 127.0.0.2).
+// no one picks by hand, nor a launcher choosing its own from 127.0.0.2),
+// whose low 16 bits are a unicast LID (below 0xc000).
 func freeLoopbackAddr(t *testing.T, subnet int) string {
 	t.Helper()
 	for range 100 {
-		a := fmt.Sprintf("127.%d.%d.%d", subnet, rand.IntN(256), 1+rand.IntN(254))
+		a := fmt.Sprintf("127.%d.%d.%d", subnet, rand.IntN(0xc0), 1+rand.IntN(254))
 		l, err := net.Listen("tcp", net.JoinHostPort(a, strconv.Itoa(launch.WirePort)))
 		if err == nil {
 			l.Close()

@@ -78,10 +78,19 @@ func (p *plan) run() error {
 	if err := syscall.Mount("/dev/null", "/dev/infiniband/"+uverbsName, "", syscall.MS_BIND, ""); err != nil {
 		return fmt.Errorf("binding /dev/null to /dev/infiniband/%s: %w", uverbsName, err)
 	}
-	// The driver list: softdev's alone. libibverbs adds -rdmav2.so.
-	driverName := strings.TrimSuffix(p.Driver, "-rdmav2.so")
-	if err := p.cover("/etc/libibverbs.d", map[string]string{"softdev.driver": "driver " + driverName + "\n"}); err != nil {
+	// The driver list: softdev's alone (libibverbs adds -rdmav2.so). The
+	// driver is bound into a directory beside it, at a path without
+	// spaces (the driver line and LD_PRELOAD split on them; libibverbs
+	// reads only the files of the list's directory, not directories).
+	driver := "/etc/libibverbs.d/softdev/" + DriverFile
+	if err := p.cover("/etc/libibverbs.d", map[string]string{
+		"softdev.driver":        "driver " + strings.TrimSuffix(driver, "-rdmav2.so") + "\n",
+		"softdev/" + DriverFile: "",
+	}); err != nil {
 		return err
+	}
+	if err := syscall.Mount(p.Driver, driver, "", syscall.MS_BIND, ""); err != nil {
+		return fmt.Errorf("binding the driver %s to %s: %w", p.Driver, driver, err)
 	}
 	// Memory registration pins pages: as on an RDMA host, no small limit.
 	syscall.Setrlimit(8 /* RLIMIT_MEMLOCK */, &syscall.Rlimit{Cur: ^uint64(0), Max: ^uint64(0)})
@@ -90,7 +99,7 @@ func (p *plan) run() error {
 		"SYSFS_PATH="+sys,
 		"SOFTDEV_LISTEN_FDS="+p.Listener,
 		"LD_LIBRARY_PATH="+joinPath(filepath.Dir(p.Lib), os.Getenv("LD_LIBRARY_PATH")),
-		"LD_PRELOAD="+joinPath(p.Driver, os.Getenv("LD_PRELOAD")))
+		"LD_PRELOAD="+joinPath(driver, os.Getenv("LD_PRELOAD")))
 	return syscall.Exec(prog, append([]string{p.Program}, p.Args...), env)
 }
 
@@ -102,7 +111,7 @@ func joinPath(first, rest string) string {
 	return first + ":" + rest
 }
 
-// cover makes dir hold exactly files (names and contents), in this
+// cover makes dir hold exactly files (paths and contents), in this
 // namespace: a tmpfs directory bound over dir if it exists; if not, an
 // overlay of its parent adds it (what the parent had stays, its own
 // mounts bound again on top).
@@ -113,7 +122,11 @@ func (p *plan) cover(dir string, files map[string]string) error {
 		return err
 	}
 	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(src, name), []byte(content), 0o644); err != nil {
+		f := filepath.Join(src, name)
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
 			return err
 		}
 	}
