@@ -19,31 +19,53 @@ import (
 	"github.com/verbsexp/verbsexp/runtime/softdev/launch"
 )
 
-// TestReadmeExample runs the README's softdev exec example as written,
-// from the module's root: make softdev, then the vendor's RC pingpong in
-// two processes, each on a device of its own. The addresses it gives
-// (-addr) and the pingpong's port (-p, or port=) are replaced by free
-// ones drawn at random, so that the test meets no other run of the
-// block (a user's, another test's) at the same ones; its pause for the
-// server (sleep N) waits until the server listens, however loaded the
-// host. What the block leaves running when it ends is killed.
+// TestReadmeExample runs the README's softdev exec example as written
+// (the block after the marker, in README.md or a page of docs/; each
+// distinct one), from the module's root: make softdev, then the vendor's
+// RC pingpong in two processes, each on a device of its own. The
+// addresses it gives (-addr) and the pingpong's port (-p, or port=) are
+// replaced by free ones drawn at random, so that the test meets no other
+// run of the block (a user's, another test's) at the same ones; its
+// pause for the server (sleep N) waits until the server listens, however
+// loaded the host. What the block leaves running when it ends is killed.
 func TestReadmeExample(t *testing.T) {
 	needVendor(t)
 	root, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const marker = "<!-- softdev-exec-example -->\n```sh\n"
-	_, rest, ok := strings.Cut(string(b), marker)
-	script, _, closed := strings.Cut(rest, "```")
-	if !ok || !closed {
-		t.Fatalf("README.md has no ```sh block after %q", strings.TrimSpace(marker[:31]))
+	pages, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	blocks := map[string]string{} // block → where
+	for _, page := range append([]string{filepath.Join(root, "README.md")}, pages...) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, ok := strings.Cut(string(b), marker)
+		if !ok {
+			continue
+		}
+		script, _, closed := strings.Cut(rest, "```")
+		if !closed {
+			t.Fatalf("%s: the ```sh block after %q does not end", page, strings.TrimSpace(marker[:31]))
+		}
+		if _, dup := blocks[script]; !dup {
+			blocks[script] = page
+		}
 	}
-	script, replaced := freeTheBlock(t, script)
+	if len(blocks) == 0 {
+		t.Fatalf("neither README.md nor docs/*.md has a ```sh block after %q", strings.TrimSpace(marker[:31]))
+	}
+	for block, page := range blocks {
+		rel, _ := filepath.Rel(root, page)
+		t.Run(rel, func(t *testing.T) { runExample(t, root, block) })
+	}
+}
+
+// runExample runs one example block from root.
+func runExample(t *testing.T, root, block string) {
+	script, replaced := freeTheBlock(t, block)
 	t.Logf("the block, with %s:\n%s", replaced, script)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
