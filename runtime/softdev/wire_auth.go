@@ -3,6 +3,7 @@
 package softdev
 
 /*
+#include <malloc.h>
 #include <stdlib.h>
 #include "engine.h"
 */
@@ -68,6 +69,14 @@ func wireKey() ([]byte, error) {
 		return nil, fmt.Errorf("%s", C.GoString(&msg[0]))
 	}
 	return C.GoBytes(unsafe.Pointer(&key[0]), C.int(n)), nil
+}
+
+// cHeapInUse is what the C heap has handed out and not taken back,
+// mmapped chunks included (mallinfo2): what this process's devices hold
+// (tests: what strangers' connections pin).
+func cHeapInUse() uint64 {
+	m := C.mallinfo2()
+	return uint64(m.uordblks) + uint64(m.hblkhd)
 }
 
 // hmacSHA256 is the C side's HMAC-SHA256 (tests: RFC 4231's vectors).
