@@ -21,206 +21,105 @@ import (
 #include <stdint.h>
 #include <arrays.h>
 
-#ifndef VERBSEXP_HEADERS_REFUSED
-// The layouts this package was generated with: a different header set fails here,
-// what to do first and once, then each record, member and constant that differs.
+// The layouts this package was generated with: a different header set fails here.
+#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)"
 #if defined(__x86_64__)
-#ifndef VERBSEXP_ABI_DIFFERS
-_Static_assert(1
-	&& sizeof(struct ibv_cq) == 4
-	&& _Alignof(struct ibv_cq) == 4
-	&& offsetof(struct ibv_cq, ready) == 0
-	&& sizeof(((struct ibv_cq *)0)->ready) == 4
-	&& sizeof(struct ibv_wc) == 16
-	&& _Alignof(struct ibv_wc) == 8
-	&& offsetof(struct ibv_wc, wr_id) == 0
-	&& sizeof(((struct ibv_wc *)0)->wr_id) == 8
-	&& offsetof(struct ibv_wc, status) == 8
-	&& sizeof(((struct ibv_wc *)0)->status) == 4
-	&& sizeof(struct ibv_exp_wc) == 16
-	&& _Alignof(struct ibv_exp_wc) == 8
-	&& offsetof(struct ibv_exp_wc, wr_id) == 0
-	&& sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8
-	&& offsetof(struct ibv_exp_wc, status) == 8
-	&& sizeof(((struct ibv_exp_wc *)0)->status) == 4
-	&& offsetof(struct ibv_exp_wc, byte_len) == 12
-	&& sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4
-	&& sizeof(struct ibv_sge) == 16
-	&& _Alignof(struct ibv_sge) == 8
-	&& offsetof(struct ibv_sge, addr) == 0
-	&& sizeof(((struct ibv_sge *)0)->addr) == 8
-	&& offsetof(struct ibv_sge, length) == 8
-	&& sizeof(((struct ibv_sge *)0)->length) == 4
-	&& offsetof(struct ibv_sge, lkey) == 12
-	&& sizeof(((struct ibv_sge *)0)->lkey) == 4
-	&& sizeof(struct ibv_device) == 8
-	&& _Alignof(struct ibv_device) == 1
-	&& offsetof(struct ibv_device, name) == 0
-	&& sizeof(((struct ibv_device *)0)->name) == 8, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on amd64:");
-_Static_assert(sizeof(struct ibv_cq) == 4, "struct ibv_cq: size is not 4 on amd64");
-_Static_assert(_Alignof(struct ibv_cq) == 4, "struct ibv_cq: alignment is not 4 on amd64");
-_Static_assert(offsetof(struct ibv_cq, ready) == 0, "struct ibv_cq.ready: offset is not 0 on amd64");
-_Static_assert(sizeof(((struct ibv_cq *)0)->ready) == 4, "struct ibv_cq.ready: size is not 4 on amd64");
-_Static_assert(sizeof(struct ibv_wc) == 16, "struct ibv_wc: size is not 16 on amd64");
-_Static_assert(_Alignof(struct ibv_wc) == 8, "struct ibv_wc: alignment is not 8 on amd64");
-_Static_assert(offsetof(struct ibv_wc, wr_id) == 0, "struct ibv_wc.wr_id: offset is not 0 on amd64");
-_Static_assert(sizeof(((struct ibv_wc *)0)->wr_id) == 8, "struct ibv_wc.wr_id: size is not 8 on amd64");
-_Static_assert(offsetof(struct ibv_wc, status) == 8, "struct ibv_wc.status: offset is not 8 on amd64");
-_Static_assert(sizeof(((struct ibv_wc *)0)->status) == 4, "struct ibv_wc.status: size is not 4 on amd64");
-_Static_assert(sizeof(struct ibv_exp_wc) == 16, "struct ibv_exp_wc: size is not 16 on amd64");
-_Static_assert(_Alignof(struct ibv_exp_wc) == 8, "struct ibv_exp_wc: alignment is not 8 on amd64");
-_Static_assert(offsetof(struct ibv_exp_wc, wr_id) == 0, "struct ibv_exp_wc.wr_id: offset is not 0 on amd64");
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8, "struct ibv_exp_wc.wr_id: size is not 8 on amd64");
-_Static_assert(offsetof(struct ibv_exp_wc, status) == 8, "struct ibv_exp_wc.status: offset is not 8 on amd64");
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->status) == 4, "struct ibv_exp_wc.status: size is not 4 on amd64");
-_Static_assert(offsetof(struct ibv_exp_wc, byte_len) == 12, "struct ibv_exp_wc.byte_len: offset is not 12 on amd64");
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4, "struct ibv_exp_wc.byte_len: size is not 4 on amd64");
-_Static_assert(sizeof(struct ibv_sge) == 16, "struct ibv_sge: size is not 16 on amd64");
-_Static_assert(_Alignof(struct ibv_sge) == 8, "struct ibv_sge: alignment is not 8 on amd64");
-_Static_assert(offsetof(struct ibv_sge, addr) == 0, "struct ibv_sge.addr: offset is not 0 on amd64");
-_Static_assert(sizeof(((struct ibv_sge *)0)->addr) == 8, "struct ibv_sge.addr: size is not 8 on amd64");
-_Static_assert(offsetof(struct ibv_sge, length) == 8, "struct ibv_sge.length: offset is not 8 on amd64");
-_Static_assert(sizeof(((struct ibv_sge *)0)->length) == 4, "struct ibv_sge.length: size is not 4 on amd64");
-_Static_assert(offsetof(struct ibv_sge, lkey) == 12, "struct ibv_sge.lkey: offset is not 12 on amd64");
-_Static_assert(sizeof(((struct ibv_sge *)0)->lkey) == 4, "struct ibv_sge.lkey: size is not 4 on amd64");
-_Static_assert(sizeof(struct ibv_device) == 8, "struct ibv_device: size is not 8 on amd64");
-_Static_assert(_Alignof(struct ibv_device) == 1, "struct ibv_device: alignment is not 1 on amd64");
-_Static_assert(offsetof(struct ibv_device, name) == 0, "struct ibv_device.name: offset is not 0 on amd64");
-_Static_assert(sizeof(((struct ibv_device *)0)->name) == 8, "struct ibv_device.name: size is not 8 on amd64");
-#endif
+_Static_assert(sizeof(struct ibv_cq) == 4, "struct ibv_cq: size is not 4 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct ibv_cq) == 4, "struct ibv_cq: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_cq, ready) == 0, "struct ibv_cq.ready: offset is not 0 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_cq *)0)->ready) == 4, "struct ibv_cq.ready: size is not 4 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(struct ibv_wc) == 16, "struct ibv_wc: size is not 16 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct ibv_wc) == 8, "struct ibv_wc: alignment is not 8 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_wc, wr_id) == 0, "struct ibv_wc.wr_id: offset is not 0 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_wc *)0)->wr_id) == 8, "struct ibv_wc.wr_id: size is not 8 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_wc, status) == 8, "struct ibv_wc.status: offset is not 8 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_wc *)0)->status) == 4, "struct ibv_wc.status: size is not 4 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(struct ibv_exp_wc) == 16, "struct ibv_exp_wc: size is not 16 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct ibv_exp_wc) == 8, "struct ibv_exp_wc: alignment is not 8 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_exp_wc, wr_id) == 0, "struct ibv_exp_wc.wr_id: offset is not 0 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8, "struct ibv_exp_wc.wr_id: size is not 8 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_exp_wc, status) == 8, "struct ibv_exp_wc.status: offset is not 8 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->status) == 4, "struct ibv_exp_wc.status: size is not 4 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_exp_wc, byte_len) == 12, "struct ibv_exp_wc.byte_len: offset is not 12 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4, "struct ibv_exp_wc.byte_len: size is not 4 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(struct ibv_sge) == 16, "struct ibv_sge: size is not 16 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct ibv_sge) == 8, "struct ibv_sge: alignment is not 8 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_sge, addr) == 0, "struct ibv_sge.addr: offset is not 0 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_sge *)0)->addr) == 8, "struct ibv_sge.addr: size is not 8 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_sge, length) == 8, "struct ibv_sge.length: offset is not 8 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_sge *)0)->length) == 4, "struct ibv_sge.length: size is not 4 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_sge, lkey) == 12, "struct ibv_sge.lkey: offset is not 12 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_sge *)0)->lkey) == 4, "struct ibv_sge.lkey: size is not 4 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(struct ibv_device) == 8, "struct ibv_device: size is not 8 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct ibv_device) == 1, "struct ibv_device: alignment is not 1 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_device, name) == 0, "struct ibv_device.name: offset is not 0 on amd64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_device *)0)->name) == 8, "struct ibv_device.name: size is not 8 on amd64" VERBSEXP_REGENERATE);
 #elif defined(__aarch64__)
-#ifndef VERBSEXP_ABI_DIFFERS
-_Static_assert(1
-	&& sizeof(struct ibv_cq) == 4
-	&& _Alignof(struct ibv_cq) == 4
-	&& offsetof(struct ibv_cq, ready) == 0
-	&& sizeof(((struct ibv_cq *)0)->ready) == 4
-	&& sizeof(struct ibv_wc) == 16
-	&& _Alignof(struct ibv_wc) == 8
-	&& offsetof(struct ibv_wc, wr_id) == 0
-	&& sizeof(((struct ibv_wc *)0)->wr_id) == 8
-	&& offsetof(struct ibv_wc, status) == 8
-	&& sizeof(((struct ibv_wc *)0)->status) == 4
-	&& sizeof(struct ibv_exp_wc) == 16
-	&& _Alignof(struct ibv_exp_wc) == 8
-	&& offsetof(struct ibv_exp_wc, wr_id) == 0
-	&& sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8
-	&& offsetof(struct ibv_exp_wc, status) == 8
-	&& sizeof(((struct ibv_exp_wc *)0)->status) == 4
-	&& offsetof(struct ibv_exp_wc, byte_len) == 12
-	&& sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4
-	&& sizeof(struct ibv_sge) == 16
-	&& _Alignof(struct ibv_sge) == 8
-	&& offsetof(struct ibv_sge, addr) == 0
-	&& sizeof(((struct ibv_sge *)0)->addr) == 8
-	&& offsetof(struct ibv_sge, length) == 8
-	&& sizeof(((struct ibv_sge *)0)->length) == 4
-	&& offsetof(struct ibv_sge, lkey) == 12
-	&& sizeof(((struct ibv_sge *)0)->lkey) == 4
-	&& sizeof(struct ibv_device) == 8
-	&& _Alignof(struct ibv_device) == 1
-	&& offsetof(struct ibv_device, name) == 0
-	&& sizeof(((struct ibv_device *)0)->name) == 8, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on arm64:");
-_Static_assert(sizeof(struct ibv_cq) == 4, "struct ibv_cq: size is not 4 on arm64");
-_Static_assert(_Alignof(struct ibv_cq) == 4, "struct ibv_cq: alignment is not 4 on arm64");
-_Static_assert(offsetof(struct ibv_cq, ready) == 0, "struct ibv_cq.ready: offset is not 0 on arm64");
-_Static_assert(sizeof(((struct ibv_cq *)0)->ready) == 4, "struct ibv_cq.ready: size is not 4 on arm64");
-_Static_assert(sizeof(struct ibv_wc) == 16, "struct ibv_wc: size is not 16 on arm64");
-_Static_assert(_Alignof(struct ibv_wc) == 8, "struct ibv_wc: alignment is not 8 on arm64");
-_Static_assert(offsetof(struct ibv_wc, wr_id) == 0, "struct ibv_wc.wr_id: offset is not 0 on arm64");
-_Static_assert(sizeof(((struct ibv_wc *)0)->wr_id) == 8, "struct ibv_wc.wr_id: size is not 8 on arm64");
-_Static_assert(offsetof(struct ibv_wc, status) == 8, "struct ibv_wc.status: offset is not 8 on arm64");
-_Static_assert(sizeof(((struct ibv_wc *)0)->status) == 4, "struct ibv_wc.status: size is not 4 on arm64");
-_Static_assert(sizeof(struct ibv_exp_wc) == 16, "struct ibv_exp_wc: size is not 16 on arm64");
-_Static_assert(_Alignof(struct ibv_exp_wc) == 8, "struct ibv_exp_wc: alignment is not 8 on arm64");
-_Static_assert(offsetof(struct ibv_exp_wc, wr_id) == 0, "struct ibv_exp_wc.wr_id: offset is not 0 on arm64");
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8, "struct ibv_exp_wc.wr_id: size is not 8 on arm64");
-_Static_assert(offsetof(struct ibv_exp_wc, status) == 8, "struct ibv_exp_wc.status: offset is not 8 on arm64");
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->status) == 4, "struct ibv_exp_wc.status: size is not 4 on arm64");
-_Static_assert(offsetof(struct ibv_exp_wc, byte_len) == 12, "struct ibv_exp_wc.byte_len: offset is not 12 on arm64");
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4, "struct ibv_exp_wc.byte_len: size is not 4 on arm64");
-_Static_assert(sizeof(struct ibv_sge) == 16, "struct ibv_sge: size is not 16 on arm64");
-_Static_assert(_Alignof(struct ibv_sge) == 8, "struct ibv_sge: alignment is not 8 on arm64");
-_Static_assert(offsetof(struct ibv_sge, addr) == 0, "struct ibv_sge.addr: offset is not 0 on arm64");
-_Static_assert(sizeof(((struct ibv_sge *)0)->addr) == 8, "struct ibv_sge.addr: size is not 8 on arm64");
-_Static_assert(offsetof(struct ibv_sge, length) == 8, "struct ibv_sge.length: offset is not 8 on arm64");
-_Static_assert(sizeof(((struct ibv_sge *)0)->length) == 4, "struct ibv_sge.length: size is not 4 on arm64");
-_Static_assert(offsetof(struct ibv_sge, lkey) == 12, "struct ibv_sge.lkey: offset is not 12 on arm64");
-_Static_assert(sizeof(((struct ibv_sge *)0)->lkey) == 4, "struct ibv_sge.lkey: size is not 4 on arm64");
-_Static_assert(sizeof(struct ibv_device) == 8, "struct ibv_device: size is not 8 on arm64");
-_Static_assert(_Alignof(struct ibv_device) == 1, "struct ibv_device: alignment is not 1 on arm64");
-_Static_assert(offsetof(struct ibv_device, name) == 0, "struct ibv_device.name: offset is not 0 on arm64");
-_Static_assert(sizeof(((struct ibv_device *)0)->name) == 8, "struct ibv_device.name: size is not 8 on arm64");
-#endif
+_Static_assert(sizeof(struct ibv_cq) == 4, "struct ibv_cq: size is not 4 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct ibv_cq) == 4, "struct ibv_cq: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_cq, ready) == 0, "struct ibv_cq.ready: offset is not 0 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_cq *)0)->ready) == 4, "struct ibv_cq.ready: size is not 4 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(struct ibv_wc) == 16, "struct ibv_wc: size is not 16 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct ibv_wc) == 8, "struct ibv_wc: alignment is not 8 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_wc, wr_id) == 0, "struct ibv_wc.wr_id: offset is not 0 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_wc *)0)->wr_id) == 8, "struct ibv_wc.wr_id: size is not 8 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_wc, status) == 8, "struct ibv_wc.status: offset is not 8 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_wc *)0)->status) == 4, "struct ibv_wc.status: size is not 4 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(struct ibv_exp_wc) == 16, "struct ibv_exp_wc: size is not 16 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct ibv_exp_wc) == 8, "struct ibv_exp_wc: alignment is not 8 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_exp_wc, wr_id) == 0, "struct ibv_exp_wc.wr_id: offset is not 0 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8, "struct ibv_exp_wc.wr_id: size is not 8 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_exp_wc, status) == 8, "struct ibv_exp_wc.status: offset is not 8 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->status) == 4, "struct ibv_exp_wc.status: size is not 4 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_exp_wc, byte_len) == 12, "struct ibv_exp_wc.byte_len: offset is not 12 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4, "struct ibv_exp_wc.byte_len: size is not 4 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(struct ibv_sge) == 16, "struct ibv_sge: size is not 16 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct ibv_sge) == 8, "struct ibv_sge: alignment is not 8 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_sge, addr) == 0, "struct ibv_sge.addr: offset is not 0 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_sge *)0)->addr) == 8, "struct ibv_sge.addr: size is not 8 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_sge, length) == 8, "struct ibv_sge.length: offset is not 8 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_sge *)0)->length) == 4, "struct ibv_sge.length: size is not 4 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_sge, lkey) == 12, "struct ibv_sge.lkey: offset is not 12 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_sge *)0)->lkey) == 4, "struct ibv_sge.lkey: size is not 4 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(struct ibv_device) == 8, "struct ibv_device: size is not 8 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct ibv_device) == 1, "struct ibv_device: alignment is not 1 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_device, name) == 0, "struct ibv_device.name: offset is not 0 on arm64" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_device *)0)->name) == 8, "struct ibv_device.name: size is not 8 on arm64" VERBSEXP_REGENERATE);
 #elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
-#ifndef VERBSEXP_ABI_DIFFERS
-_Static_assert(1
-	&& sizeof(struct ibv_cq) == 4
-	&& _Alignof(struct ibv_cq) == 4
-	&& offsetof(struct ibv_cq, ready) == 0
-	&& sizeof(((struct ibv_cq *)0)->ready) == 4
-	&& sizeof(struct ibv_wc) == 16
-	&& _Alignof(struct ibv_wc) == 8
-	&& offsetof(struct ibv_wc, wr_id) == 0
-	&& sizeof(((struct ibv_wc *)0)->wr_id) == 8
-	&& offsetof(struct ibv_wc, status) == 8
-	&& sizeof(((struct ibv_wc *)0)->status) == 4
-	&& sizeof(struct ibv_exp_wc) == 16
-	&& _Alignof(struct ibv_exp_wc) == 8
-	&& offsetof(struct ibv_exp_wc, wr_id) == 0
-	&& sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8
-	&& offsetof(struct ibv_exp_wc, status) == 8
-	&& sizeof(((struct ibv_exp_wc *)0)->status) == 4
-	&& offsetof(struct ibv_exp_wc, byte_len) == 12
-	&& sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4
-	&& sizeof(struct ibv_sge) == 16
-	&& _Alignof(struct ibv_sge) == 8
-	&& offsetof(struct ibv_sge, addr) == 0
-	&& sizeof(((struct ibv_sge *)0)->addr) == 8
-	&& offsetof(struct ibv_sge, length) == 8
-	&& sizeof(((struct ibv_sge *)0)->length) == 4
-	&& offsetof(struct ibv_sge, lkey) == 12
-	&& sizeof(((struct ibv_sge *)0)->lkey) == 4
-	&& sizeof(struct ibv_device) == 8
-	&& _Alignof(struct ibv_device) == 1
-	&& offsetof(struct ibv_device, name) == 0
-	&& sizeof(((struct ibv_device *)0)->name) == 8, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on ppc64le:");
-_Static_assert(sizeof(struct ibv_cq) == 4, "struct ibv_cq: size is not 4 on ppc64le");
-_Static_assert(_Alignof(struct ibv_cq) == 4, "struct ibv_cq: alignment is not 4 on ppc64le");
-_Static_assert(offsetof(struct ibv_cq, ready) == 0, "struct ibv_cq.ready: offset is not 0 on ppc64le");
-_Static_assert(sizeof(((struct ibv_cq *)0)->ready) == 4, "struct ibv_cq.ready: size is not 4 on ppc64le");
-_Static_assert(sizeof(struct ibv_wc) == 16, "struct ibv_wc: size is not 16 on ppc64le");
-_Static_assert(_Alignof(struct ibv_wc) == 8, "struct ibv_wc: alignment is not 8 on ppc64le");
-_Static_assert(offsetof(struct ibv_wc, wr_id) == 0, "struct ibv_wc.wr_id: offset is not 0 on ppc64le");
-_Static_assert(sizeof(((struct ibv_wc *)0)->wr_id) == 8, "struct ibv_wc.wr_id: size is not 8 on ppc64le");
-_Static_assert(offsetof(struct ibv_wc, status) == 8, "struct ibv_wc.status: offset is not 8 on ppc64le");
-_Static_assert(sizeof(((struct ibv_wc *)0)->status) == 4, "struct ibv_wc.status: size is not 4 on ppc64le");
-_Static_assert(sizeof(struct ibv_exp_wc) == 16, "struct ibv_exp_wc: size is not 16 on ppc64le");
-_Static_assert(_Alignof(struct ibv_exp_wc) == 8, "struct ibv_exp_wc: alignment is not 8 on ppc64le");
-_Static_assert(offsetof(struct ibv_exp_wc, wr_id) == 0, "struct ibv_exp_wc.wr_id: offset is not 0 on ppc64le");
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8, "struct ibv_exp_wc.wr_id: size is not 8 on ppc64le");
-_Static_assert(offsetof(struct ibv_exp_wc, status) == 8, "struct ibv_exp_wc.status: offset is not 8 on ppc64le");
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->status) == 4, "struct ibv_exp_wc.status: size is not 4 on ppc64le");
-_Static_assert(offsetof(struct ibv_exp_wc, byte_len) == 12, "struct ibv_exp_wc.byte_len: offset is not 12 on ppc64le");
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4, "struct ibv_exp_wc.byte_len: size is not 4 on ppc64le");
-_Static_assert(sizeof(struct ibv_sge) == 16, "struct ibv_sge: size is not 16 on ppc64le");
-_Static_assert(_Alignof(struct ibv_sge) == 8, "struct ibv_sge: alignment is not 8 on ppc64le");
-_Static_assert(offsetof(struct ibv_sge, addr) == 0, "struct ibv_sge.addr: offset is not 0 on ppc64le");
-_Static_assert(sizeof(((struct ibv_sge *)0)->addr) == 8, "struct ibv_sge.addr: size is not 8 on ppc64le");
-_Static_assert(offsetof(struct ibv_sge, length) == 8, "struct ibv_sge.length: offset is not 8 on ppc64le");
-_Static_assert(sizeof(((struct ibv_sge *)0)->length) == 4, "struct ibv_sge.length: size is not 4 on ppc64le");
-_Static_assert(offsetof(struct ibv_sge, lkey) == 12, "struct ibv_sge.lkey: offset is not 12 on ppc64le");
-_Static_assert(sizeof(((struct ibv_sge *)0)->lkey) == 4, "struct ibv_sge.lkey: size is not 4 on ppc64le");
-_Static_assert(sizeof(struct ibv_device) == 8, "struct ibv_device: size is not 8 on ppc64le");
-_Static_assert(_Alignof(struct ibv_device) == 1, "struct ibv_device: alignment is not 1 on ppc64le");
-_Static_assert(offsetof(struct ibv_device, name) == 0, "struct ibv_device.name: offset is not 0 on ppc64le");
-_Static_assert(sizeof(((struct ibv_device *)0)->name) == 8, "struct ibv_device.name: size is not 8 on ppc64le");
-#endif
+_Static_assert(sizeof(struct ibv_cq) == 4, "struct ibv_cq: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct ibv_cq) == 4, "struct ibv_cq: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_cq, ready) == 0, "struct ibv_cq.ready: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_cq *)0)->ready) == 4, "struct ibv_cq.ready: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(struct ibv_wc) == 16, "struct ibv_wc: size is not 16 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct ibv_wc) == 8, "struct ibv_wc: alignment is not 8 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_wc, wr_id) == 0, "struct ibv_wc.wr_id: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_wc *)0)->wr_id) == 8, "struct ibv_wc.wr_id: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_wc, status) == 8, "struct ibv_wc.status: offset is not 8 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_wc *)0)->status) == 4, "struct ibv_wc.status: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(struct ibv_exp_wc) == 16, "struct ibv_exp_wc: size is not 16 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct ibv_exp_wc) == 8, "struct ibv_exp_wc: alignment is not 8 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_exp_wc, wr_id) == 0, "struct ibv_exp_wc.wr_id: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8, "struct ibv_exp_wc.wr_id: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_exp_wc, status) == 8, "struct ibv_exp_wc.status: offset is not 8 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->status) == 4, "struct ibv_exp_wc.status: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_exp_wc, byte_len) == 12, "struct ibv_exp_wc.byte_len: offset is not 12 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4, "struct ibv_exp_wc.byte_len: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(struct ibv_sge) == 16, "struct ibv_sge: size is not 16 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct ibv_sge) == 8, "struct ibv_sge: alignment is not 8 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_sge, addr) == 0, "struct ibv_sge.addr: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_sge *)0)->addr) == 8, "struct ibv_sge.addr: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_sge, length) == 8, "struct ibv_sge.length: offset is not 8 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_sge *)0)->length) == 4, "struct ibv_sge.length: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_sge, lkey) == 12, "struct ibv_sge.lkey: offset is not 12 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_sge *)0)->lkey) == 4, "struct ibv_sge.lkey: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(struct ibv_device) == 8, "struct ibv_device: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(_Alignof(struct ibv_device) == 1, "struct ibv_device: alignment is not 1 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(offsetof(struct ibv_device, name) == 0, "struct ibv_device.name: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
+_Static_assert(sizeof(((struct ibv_device *)0)->name) == 8, "struct ibv_device.name: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
 #else
 #error "verbsexp: no layouts were generated for this architecture"
 #endif
 
-#ifndef VERBSEXP_ABI_DIFFERS
 // Trampolines return errno with the result in one value, read once by Go:
 // verbsexp_packed puts an int result in the low 32 bits and, when it is -1,
 // errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.
@@ -285,8 +184,6 @@ static inline struct verbsexp_ret_list verbsexp_GetDeviceList(void *verbsexp_fn)
 	void *verbsexp_r = (void *)((__typeof__(&ibv_get_device_list))verbsexp_fn)(&verbsexp_n);
 	return (struct verbsexp_ret_list){verbsexp_r, verbsexp_n, verbsexp_r == NULL ? errno : 0};
 }
-#endif // VERBSEXP_ABI_DIFFERS
-#endif // VERBSEXP_HEADERS_REFUSED
 */
 import "C"
 
@@ -306,9 +203,6 @@ type DeviceList = abiutil.List[Device]
 // It returns the count C returns, or a *abiutil.CallError wrapping the errno when C fails.
 // PollCQ is its form with a slice.
 func PollCQRaw(cq *CQ, numEntries int32, wc *WC) (int32, error) {
-	if err := CheckHeaders(); err != nil {
-		return 0, err
-	}
 	if cq == nil {
 		return 0, abiutil.NilArg("ibv_poll_cq", "cq")
 	}
@@ -345,9 +239,6 @@ func PollCQ(cq *CQ, wc []WC) (int, error) {
 // It returns the count C returns, or a *abiutil.CallError wrapping the errno when C fails.
 // ExpPollCQ is its form with a slice.
 func ExpPollCQRaw(ibcq *CQ, numEntries int32, wc *ExpWC, wcSize uint32) (int32, error) {
-	if err := CheckHeaders(); err != nil {
-		return 0, err
-	}
 	if ibcq == nil {
 		return 0, abiutil.NilArg("ibv_exp_poll_cq", "ibcq")
 	}
@@ -384,9 +275,6 @@ func ExpPollCQ(ibcq *CQ, wc []ExpWC) (int, error) {
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // Sum is its form with a slice.
 func SumRaw(cq *CQ, total *uint64, sgList *SGE, numSGE uint16) error {
-	if err := CheckHeaders(); err != nil {
-		return err
-	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_sum", "cq")
 	}
@@ -417,9 +305,6 @@ func Sum(cq *CQ, total *uint64, sgList []SGE) error {
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // Count is its form with a slice.
 func CountRaw(cq *CQ, count uint64, sge *SGE) error {
-	if err := CheckHeaders(); err != nil {
-		return err
-	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_count", "cq")
 	}
@@ -447,9 +332,6 @@ func Count(cq *CQ, sge []SGE) error {
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // Named is its form with a slice.
 func NamedRaw(cq *CQ, numDevices uint64, devices **Device) error {
-	if err := CheckHeaders(); err != nil {
-		return err
-	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_named", "cq")
 	}
@@ -473,9 +355,6 @@ func Named(cq *CQ, devices []*Device) error {
 // Between calls arrays_between (arrays.h:67:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func Between(cq *CQ, a *SGE, numSGE int32, b *WC) error {
-	if err := CheckHeaders(); err != nil {
-		return err
-	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_between", "cq")
 	}
@@ -492,9 +371,6 @@ func Between(cq *CQ, a *SGE, numSGE int32, b *WC) error {
 // Things calls arrays_things (arrays.h:69:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func Things(cq *CQ, things *Thing, numThings int32) error {
-	if err := CheckHeaders(); err != nil {
-		return err
-	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_things", "cq")
 	}
@@ -508,9 +384,6 @@ func Things(cq *CQ, things *Thing, numThings int32) error {
 // Values calls arrays_values (arrays.h:71:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func Values(cq *CQ, values *uint64, nvalues uint32) error {
-	if err := CheckHeaders(); err != nil {
-		return err
-	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_values", "cq")
 	}
@@ -521,9 +394,6 @@ func Values(cq *CQ, values *uint64, nvalues uint32) error {
 // Ack calls arrays_ack (arrays.h:73:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func Ack(cq *CQ, nevents uint32) error {
-	if err := CheckHeaders(); err != nil {
-		return err
-	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_ack", "cq")
 	}
@@ -534,9 +404,6 @@ func Ack(cq *CQ, nevents uint32) error {
 // At calls arrays_at (arrays.h:74:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func At(cq *CQ, index int32, wc *WC) error {
-	if err := CheckHeaders(); err != nil {
-		return err
-	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_at", "cq")
 	}
@@ -553,9 +420,6 @@ var symGetDeviceListRaw = dynlib.Sym{Name: "ibv_get_device_list"}
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 // GetDeviceList is its form with a list (no count to pass or keep).
 func GetDeviceListRaw(numDevices *int32) (**Device, error) {
-	if err := CheckHeaders(); err != nil {
-		return nil, err
-	}
 	fn, err := libibverbs.Lookup(&symGetDeviceListRaw)
 	if err != nil {
 		return nil, err
@@ -594,9 +458,6 @@ var symFreeDeviceListRaw = dynlib.Sym{Name: "ibv_free_device_list"}
 // The error reports only arguments and symbol resolution.
 // FreeDeviceList is its form with a list (a second free is an error).
 func FreeDeviceListRaw(list **Device) error {
-	if err := CheckHeaders(); err != nil {
-		return err
-	}
 	fn, err := libibverbs.Lookup(&symFreeDeviceListRaw)
 	if err != nil {
 		return err
@@ -627,9 +488,6 @@ var symList = dynlib.Sym{Name: "arrays_list"}
 // List calls arrays_list (arrays.h:80:19), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func List(numDevices *int32) (**Device, error) {
-	if err := CheckHeaders(); err != nil {
-		return nil, err
-	}
 	fn, err := libibverbs.Lookup(&symList)
 	if err != nil {
 		return nil, err
