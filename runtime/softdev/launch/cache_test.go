@@ -180,6 +180,72 @@ func TestCacheChecked(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(root), ".unpack-*")); len(left) != 0 {
 		t.Errorf("the second unpack left %v", left)
 	}
+	// A cache without its manifest (an unpack of an earlier launcher, a
+	// directory made by hand) is not followed, nor does it stop the
+	// unpack (before, a directory without .complete failed every launch:
+	// rename … file exists).
+	if err := os.Remove(filepath.Join(root, ".manifest")); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := launch.UnpackDebs(debs); err != nil {
+		t.Errorf("a cache without its manifest: %v", err)
+	} else if _, err := os.Stat(filepath.Join(again, ".manifest")); err != nil {
+		t.Errorf("a cache without its manifest was used as it was: %v", err)
+	}
+}
+
+// TestDebsPinned: where a SHA256SUMS beside the packages (or in their
+// parent, as in the shared MLNX_OFED copy) lists them, a package that
+// does not match it, or one it does not list, is refused before
+// anything is unpacked.
+func TestDebsPinned(t *testing.T) {
+	needVendor(t)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	src, err := filepath.Glob(filepath.Join(vendortest.DebsDir(), "*.deb"))
+	if err != nil || len(src) < 2 {
+		t.Fatalf("the vendor's packages: %v %v", src, err)
+	}
+	top := t.TempDir()
+	debs := filepath.Join(top, "debs")
+	if err := os.Mkdir(debs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var sums strings.Builder
+	for _, d := range src {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(debs, filepath.Base(d)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		fmt.Fprintf(&sums, "%x  debs/%s\n", sum, filepath.Base(d))
+	}
+	writeSums := func(s string) {
+		if err := os.WriteFile(filepath.Join(top, "SHA256SUMS"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wrong := []byte(sums.String())
+	wrong[0] ^= 1 // '0'-'9' and 'a'-'f' stay hex digits, the first package's sum another
+	if wrong[0] == 'g' || wrong[0] == '`' {
+		wrong[0] = '0'
+	}
+	for _, tc := range []struct {
+		what, sums, says string
+	}{
+		{"a package that does not match", string(wrong), "does not match its SHA-256 in"},
+		{"a package not listed", strings.Join(strings.Split(sums.String(), "\n")[1:], "\n"), "is not listed in"},
+	} {
+		writeSums(tc.sums)
+		if _, err := launch.UnpackDebs(debs); err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v, want it refused (%q)", tc.what, err, tc.says)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_CACHE_HOME"), "verbsexp", "ofed-*")); len(left) != 0 {
+		t.Errorf("refused packages were unpacked: %v", left)
+	}
 }
 
 // TestKilledUnpack: a launcher killed while it unpacks leaves its
