@@ -221,7 +221,9 @@ func Join(addr string, rank, size int, opts Options) (*Rendezvous, error) {
 	}
 	ln, err := net.Listen("tcp", addr)
 	if errors.Is(err, syscall.EADDRINUSE) {
-		if other := r.whoListens(); other != "" {
+		if other, stranger := r.whoListens(); stranger {
+			return nil, fmt.Errorf("rendezvous: rank 0 of %s cannot listen at %s: %s: give the job another port: %w", jobName(opts.Job), addr, other, err)
+		} else if other != "" {
 			return nil, fmt.Errorf("rendezvous: rank 0 of %s cannot listen at %s: %s: two jobs were given one address (MASTER_ADDR:MASTER_PORT): give each its own port: %w",
 				jobName(opts.Job), addr, other, err)
 		}
@@ -253,33 +255,38 @@ func jobName(job string) string {
 }
 
 // whoListens says what listens at the address this rank 0 could not
-// listen at, when it is another rendezvous: its job and rank 0, or "".
+// listen at, when it is another rendezvous: its job and rank 0, or "";
+// stranger: a process of another user listens there (a job without a
+// token tells it nothing).
 // It tells that rendezvous it is a rank 0 too (a hello as rank 0): a
 // root of the same job, or of one without an identity like this, then
 // fails its job, which may otherwise go on with this job's ranks.
-func (r *Rendezvous) whoListens() string {
+func (r *Rendezvous) whoListens() (other string, stranger bool) {
 	c, err := net.DialTimeout("tcp", r.addr, time.Second)
 	if err != nil {
-		return ""
+		return "", false
 	}
 	defer c.Close()
 	if len(r.opts.Token) == 0 {
-		if uid, err := peerUID(c); err != nil || !trustedUID(uid) {
-			return "" // not this user's: told nothing (its owner is named when ranks connect)
+		uid, err := peerUID(c)
+		switch {
+		case err != nil:
+			return "", false
+		case !trustedUID(uid):
+			return fmt.Sprintf("a process of another user (uid %d) listens there", uid), true
 		}
 	}
 	c.SetDeadline(time.Now().Add(time.Second)) // a root answers at once
 	s := &session{key: r.opts.Token}
 	ch, err := readChallenge(c, s)
-	var other string
 	var refused *refusedError
 	switch {
 	case errors.As(err, &refused):
-		return fmt.Sprintf("a rendezvous listens there and refused this process: %v", err)
+		return fmt.Sprintf("a rendezvous listens there and refused this process: %v", err), false
 	case ch == nil:
-		return "" // not a rendezvous, or one of another version
+		return "", false // not a rendezvous, or one of another version
 	case err != nil:
-		return fmt.Sprintf("the rendezvous of %s (rank 0 is pid %d) listens there, and its messages do not authenticate with this job's token", jobName(ch.job), ch.pid)
+		return fmt.Sprintf("the rendezvous of %s (rank 0 is pid %d) listens there, and its messages do not authenticate with this job's token", jobName(ch.job), ch.pid), false
 	case ch.job != r.opts.Job:
 		other = fmt.Sprintf("the rendezvous of %s (rank 0 is pid %d) listens there", jobName(ch.job), ch.pid)
 	case ch.job == "":
@@ -293,7 +300,7 @@ func (r *Rendezvous) whoListens() string {
 		tc.CloseWrite()
 	}
 	io.Copy(io.Discard, io.LimitReader(c, maxMessage+headerLen+macLen)) // its answer, until it closes
-	return other
+	return other, false
 }
 
 // hello is this rank's hello on a connection whose nonce is nonce.

@@ -307,6 +307,9 @@ func TestStrangerUser(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "what listens at "+addr+" is a process of uid 65534") {
 			t.Errorf("rank 1 with a stranger listening at the job's address: %q %v; want it to refuse the stranger, saying so", all, err)
 		}
+		if _, err := rendezvous.Join(addr, 0, 2, rendezvous.Options{Job: job}); err == nil || !strings.Contains(err.Error(), "a process of another user (uid 65534) listens there") {
+			t.Errorf("rank 0 where a stranger listens: %v; want it to say so", err)
+		}
 		in.Close()
 	})
 }
