@@ -313,7 +313,7 @@ func run(cfg *config, out io.Writer) (err error) {
 		if s.vdev, err = device.Open(cfg.ibDev); err != nil {
 			return fmt.Errorf("-d %s: %w", cfg.ibDev, err)
 		}
-		s.ctx = s.vdev.Context
+		s.ctx = s.vdev.Context()
 	}
 	defer func() { err = errors.Join(err, s.close()) }()
 	ctx := s.ctx

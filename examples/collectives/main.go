@@ -257,7 +257,7 @@ func runRank(cfg config, out io.Writer) (err error) {
 		if w.vdev, err = device.Open(strings.TrimPrefix(name, ":")); err != nil {
 			return errors.Join(err, job.Close())
 		}
-		ctx = w.vdev.Context
+		ctx = w.vdev.Context()
 	default:
 		return errors.Join(fmt.Errorf(`-device %q: want "", "verbs" or "verbs:NAME"`, cfg.device), job.Close())
 	}
@@ -305,7 +305,7 @@ func runRank(cfg config, out io.Writer) (err error) {
 		}
 		if c.Rank() == 0 {
 			fmt.Fprintf(out, "%d ranks, one per process (%s), each on device %s through libibverbs (no stand-in); New took %v; %d runs of each collective, every result checked on every rank; rank 0's times:\n",
-				cfg.ranks, job.Launcher, w.vdev.Name, boot.Round(time.Microsecond), cfg.iters)
+				cfg.ranks, job.Launcher, w.vdev.Name(), boot.Round(time.Microsecond), cfg.iters)
 			w.table(out)
 		}
 		return nil

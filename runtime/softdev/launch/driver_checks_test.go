@@ -78,7 +78,7 @@ func TestDriverRegMRChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	pd, err := verbs.AllocPD(dev.Context)
+	pd, err := verbs.AllocPD(dev.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestDriverContextsChild(t *testing.T) {
 			t.Fatalf("second ibv_open_device: %v, want EBUSY (or a second context that works)", err)
 		}
 		fmt.Printf("second open: refused: %v\n", err)
-		sendBetween(t, first.Context, first.Context) // the first one still works
+		sendBetween(t, first.Context(), first.Context()) // the first one still works
 		if err := first.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func TestDriverContextsChild(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ibv_open_device after the first context was closed: %v", err)
 		}
-		sendBetween(t, again.Context, again.Context)
+		sendBetween(t, again.Context(), again.Context())
 		if err := again.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +178,7 @@ func TestDriverContextsChild(t *testing.T) {
 		return
 	}
 	fmt.Println("second open: accepted")
-	sendBetween(t, first.Context, second.Context)
+	sendBetween(t, first.Context(), second.Context())
 	second.Close()
 	first.Close()
 	fmt.Println("child: done")

@@ -39,8 +39,8 @@ func TestRuntimeChild(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	t.Run("task and lease", func(t *testing.T) { taskAndLease(t, dev.Context) })
-	t.Run("coll", func(t *testing.T) { collectives(t, dev.Context) })
+	t.Run("task and lease", func(t *testing.T) { taskAndLease(t, dev.Context()) })
+	t.Run("coll", func(t *testing.T) { collectives(t, dev.Context()) })
 	if n := dynlib.ProvidedCount(); n != 0 {
 		t.Errorf("%d functions served by stand-ins, want none", n)
 	}

@@ -453,7 +453,7 @@ func postPollPeer(c peerConfig) (err error) {
 	for _, w := range []struct {
 		name string
 		ctx  *verbs.Context
-	}{{"in-process", in.Context()}, {"provider", lib.Context}} {
+	}{{"in-process", in.Context()}, {"provider", lib.Context()}} {
 		p, err := newPostPoll(w.ctx)
 		if err != nil {
 			return fmt.Errorf("%s: %w", w.name, err)

@@ -84,10 +84,10 @@ func openDUT(t testing.TB, p pathKind) *dut {
 		if err != nil {
 			t.Fatalf("runtime/device.Open under softdev exec: %v", err)
 		}
-		if dev.Name != "softdev0" {
-			t.Fatalf("libibverbs opened %s, want the launcher's softdev0", dev.Name)
+		if dev.Name() != "softdev0" {
+			t.Fatalf("libibverbs opened %s, want the launcher's softdev0", dev.Name())
 		}
-		d.ctx, d.close = dev.Context, dev.Close
+		d.ctx, d.close = dev.Context(), dev.Close
 	}
 	port := cAlloc[verbs.PortAttr](d)
 	if err := verbs.QueryPort(d.ctx, 1, port); err != nil {
