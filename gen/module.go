@@ -30,25 +30,28 @@ const moduleWrittenBy = "Written by: "
 
 const moduleUsage = `usage: gen module -I DIR -o OUTDIR
 
-Writes a copy of the module ` + ModulePath + ` (the version your
-module requires: go list -m) into OUTDIR whose generated/ package is
-generated from DIR and whose headers/ is a link to DIR, so that the whole
-runtime (runtime/task, lease, softdev, coll) and your program use one
-package laid out as your headers say. Use it for a release whose ABI
-differs from the committed package's (MLNX_OFED 3.1 … 4.3; 4.6 and 4.9
-need nothing: the committed package builds against them):
+Gives the verbsexp runtime (runtime/task, lease, softdev, coll, device)
+a package laid out as your headers say: writes into OUTDIR a copy of the
+module ` + ModulePath + ` (the version your module requires:
+go list -m) with only what builds its packages (no tests, no test data,
+no docs), whose generated/verbs is generated from DIR and whose headers/
+links to DIR (relative when DIR is), so that the package, the runtime's C
+(softdev's provider, the inline ibv_exp_post_task) and your program all
+read one ABI. Then one replace directive puts it in place of the module:
 
   go tool gen module -I /usr/include -o third_party/verbsexp
   go mod edit -replace ` + ModulePath + `=./third_party/verbsexp
 
-Every package of the copy must build where it is written (cgo, with the
-copy's own -I only); otherwise the previous OUTDIR is put back (or none
-is left) and the compiler's first errors are shown. OUTDIR must be
-absent, empty, or written by gen module; it is replaced as a whole, so
-DIR may not lie inside it (DIR may be OUTDIR/headers, the link to the
-headers: the copy links to where it points). Run the same command again
-after the headers change; go tool gen check OUTDIR/generated tells when
-that is due.
+Your program keeps its imports (` + ModulePath + `/generated/verbs,
+/runtime/...). Every package of the copy must build where it is written
+(cgo, with the copy's own headers only); otherwise the previous OUTDIR is
+put back (or none is left) and the compiler's first errors are shown.
+OUTDIR must be absent, empty, or written by gen module; it is replaced as
+a whole, so DIR may not lie inside it (DIR may be OUTDIR/headers, the
+link to the headers: the copy links to where it points). Run the same
+command again after the headers change or after you update the module's
+requirement; go tool gen check OUTDIR/generated/verbs tells when that is
+due.
 
 Flags:
 `
@@ -146,7 +149,7 @@ func (m *moduler) run() error {
 	if err := copyModule(src, scratch, dst); err != nil {
 		return fmt.Errorf("copying %s from %s: %v (nothing was written to %s)", ModulePath, src, err, dst)
 	}
-	if err := os.Symlink(inc, filepath.Join(scratch, "headers")); err != nil {
+	if err := os.Symlink(headersLink(m.include, inc, dst), filepath.Join(scratch, "headers")); err != nil {
 		return err
 	}
 	// generated/verbs as make generate writes it: -I ../../headers, recorded as
@@ -171,11 +174,11 @@ func (m *moduler) run() error {
 		return err
 	}
 	if !m.quiet {
-		fmt.Fprintf(m.stdout, "gen module: generated/ from %s: %d records, %d constants, %d functions; building every package of the copy against it …\n",
+		fmt.Fprintf(m.stdout, "gen module: generated/verbs from %s: %d records, %d constants, %d functions; building every package of the copy against it …\n",
 			m.include, len(res.Pkg.Records), countConsts(res.Pkg), len(res.Pkg.Funcs))
 	}
 	cmd := fmt.Sprintf("go tool gen module -I %s -o %s", gencmd.Quote(m.include), gencmd.Quote(m.out))
-	note := fmt.Sprintf("This directory is %s %s with generated/ regenerated from %s, and headers/ a link to it.\n"+moduleWrittenBy+"%s\nRun it again after the headers change (go tool gen check %s/generated/verbs says when).\nUse it with: go mod edit -replace %s=%s\n",
+	note := fmt.Sprintf("This directory is %s %s, only what builds its packages, with generated/verbs generated from %s, and headers/ a link to it.\n"+moduleWrittenBy+"%s\nRun it again after the headers change (go tool gen check %s/generated/verbs says when).\nUse it with: go mod edit -replace %s=%s\n",
 		ModulePath, version, inc, cmd, m.out, ModulePath, replacePath(m.out))
 	if err := os.WriteFile(filepath.Join(scratch, moduleMarker), []byte(note), 0o644); err != nil {
 		return err
@@ -199,7 +202,7 @@ func (m *moduler) run() error {
 		os.RemoveAll(old)
 	}
 	if !m.quiet {
-		fmt.Fprintf(m.stdout, "gen module: wrote %s: %s %s, generated/ from %s; every package builds against it\n", m.out, ModulePath, version, m.include)
+		fmt.Fprintf(m.stdout, "gen module: wrote %s: %s %s, generated/verbs from %s; every package builds against it\n", m.out, ModulePath, version, m.include)
 		fmt.Fprintf(m.stdout, "gen module: use it:      go mod edit -replace %s=%s && go mod tidy\n", ModulePath, replacePath(m.out))
 		fmt.Fprintf(m.stdout, "gen module: check it:    go tool gen check %s/generated/verbs\n", strings.TrimSuffix(m.out, "/"))
 	}
@@ -244,10 +247,20 @@ func checkModuleDir(dst string) error {
 	return nil
 }
 
-// copyModule copies the module's files from src to dst, leaving out what
-// the copy makes anew (generated/, headers/), version control and
-// scratch space, and skip (the copy's destination, which may lie inside
-// src). Files of the module cache are read-only; the copy is writable.
+// leftOut are the module's top-level entries a copy does without: what
+// it makes anew (generated/, headers/), version control and scratch
+// space, and what only develops the module (its tests of the committed
+// package, docs, scripts, CI, and internal/tools, a module of its own).
+var leftOut = map[string]bool{
+	"generated": true, "headers": true, ".git": true, ".tmp": true, moduleMarker: true,
+	"tests": true, "docs": true, "scripts": true, ".ci": true, ".gitignore": true, "README.md": true, "Makefile": true,
+}
+
+// copyModule copies what builds the module's packages from src to dst:
+// every package's sources and the files they embed, without tests and
+// test data (testdata/, *_test.go) and without leftOut; skip is the
+// copy's destination, which may lie inside src. Files of the module
+// cache are read-only; the copy is writable.
 func copyModule(src, dst, skip string) error {
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -264,7 +277,8 @@ func copyModule(src, dst, skip string) error {
 		switch {
 		case p == skip || strings.HasPrefix(p, skip+string(filepath.Separator)):
 			return filepath.SkipDir
-		case rel == top && (top == "generated" || top == "headers" || top == ".git" || top == ".tmp" || top == moduleMarker):
+		case rel == top && leftOut[top], filepath.ToSlash(rel) == "internal/tools",
+			d.IsDir() && d.Name() == "testdata", !d.IsDir() && strings.HasSuffix(d.Name(), "_test.go"):
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
@@ -335,6 +349,24 @@ func resolveInclude(include, dst string) (string, error) {
 		return "", fmt.Errorf("-I %s is %s, inside -o %s, which gen module replaces as a whole: pass a directory of headers outside it (the one the copy's headers/ links to, for a copy gen module wrote)", include, inc, dst)
 	}
 	return inc, nil
+}
+
+// headersLink is where the copy's headers/ points: the directory -I
+// names, every link followed (inc), as the user gave it: relative to the
+// copy (dst) for a relative -I, so that the module still builds when its
+// checkout moves; absolute for an absolute one (/usr/include).
+func headersLink(include, inc, dst string) string {
+	if filepath.IsAbs(include) {
+		return inc
+	}
+	base := dst
+	if real, err := filepath.EvalSymlinks(filepath.Dir(dst)); err == nil {
+		base = filepath.Join(real, filepath.Base(dst))
+	}
+	if rel, err := filepath.Rel(base, inc); err == nil {
+		return rel
+	}
+	return inc
 }
 
 // swapIn moves the finished copy in scratch to dst, setting the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,29 +124,45 @@ func TestModuleRerunOnItsOwnOutput(t *testing.T) {
 		code := run([]string{"module", "-I", include, "-o", o}, &stdout, &stderr)
 		return code, stdout.String(), stderr.String()
 	}
-	// linked checks the copy: headers/ links to the real headers (and
-	// so reads them), generated/ is current against them.
-	linked := func(what string) {
+	// linked checks the copy: headers/ links to the real headers as -I
+	// named them (relative for a relative -I, so that the user's checkout
+	// may move; absolute for an absolute one), and so reads them;
+	// generated/verbs is current against them; the copy holds no tests
+	// and no test data.
+	linked := func(what string, absolute bool) {
 		t.Helper()
-		if target, err := os.Readlink(filepath.Join(out, "headers")); err != nil || target != inc {
-			t.Errorf("%s: %s/headers links to %q (%v), want %s", what, out, target, err, inc)
+		want := "../../include"
+		if absolute {
+			want = inc
 		}
+		if target, err := os.Readlink(filepath.Join(out, "headers")); err != nil || target != want {
+			t.Errorf("%s: %s/headers links to %q (%v), want %s", what, out, target, err, want)
+		}
+		filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && (strings.HasSuffix(p, "_test.go") || d.IsDir() && d.Name() == "testdata") {
+				t.Errorf("%s: the copy holds %s: it should hold what builds the module's packages only", what, p)
+			}
+			return nil
+		})
 		if b, err := os.ReadFile(filepath.Join(out, "headers", "infiniband", "verbs_exp.h")); err != nil || !bytes.Equal(b, entry) {
 			t.Errorf("%s: the headers do not read through %s/headers: %v", what, out, err)
 		}
 		var stdout, stderr bytes.Buffer
-		if code := run([]string{"check", out + "/generated"}, &stdout, &stderr); code != 0 {
-			t.Errorf("%s: gen check %s/generated: exit %d\n%s%s", what, out, code, stdout.String(), stderr.String())
+		if code := run([]string{"check", out + "/generated/verbs"}, &stdout, &stderr); code != 0 {
+			t.Errorf("%s: gen check %s/generated/verbs: exit %d\n%s%s", what, out, code, stdout.String(), stderr.String())
 		}
 	}
 	if code, o, e := module("include", out); code != 0 {
 		t.Fatalf("first run: exit %d\n%s%s", code, o, e)
 	}
-	linked("first run")
+	linked("first run", false)
 
-	for _, c := range []struct{ what, include, out string }{
-		{"-I the copy's headers/, relative", "./" + out + "/headers/", out},
-		{"-I a link to the copy's headers/, absolute", "mine", filepath.Join(base, out)},
+	for _, c := range []struct {
+		what, include, out string
+		absolute           bool
+	}{
+		{"-I the copy's headers/, relative", "./" + out + "/headers/", out, false},
+		{"-I a link to the copy's headers/, absolute", "mine", filepath.Join(base, out), true},
 	} {
 		if c.include == "mine" {
 			c.include = filepath.Join(base, "mine")
@@ -161,7 +178,7 @@ func TestModuleRerunOnItsOwnOutput(t *testing.T) {
 		if !strings.Contains(o, "every package builds against it") {
 			t.Errorf("%s: output:\n%s", c.what, o)
 		}
-		linked(c.what)
+		linked(c.what, c.absolute)
 	}
 
 	// Refused, nothing changed: headers really inside -o, and the copy
