@@ -126,7 +126,7 @@ func TestPackageNamesUnstutter(t *testing.T) {
 		Enums: []*parse.Enum{{Tag: "mlx5dv_flags", Size: 4, Enumerators: []*parse.Enumerator{
 			{Name: "MLX5DV_FLAGS_A", Pos: pos}, {Name: "MLX5DV_DR_TABLE", Pos: pos}}}},
 		Macros: []*parse.Macro{{Name: "MLX5DV_9", Pos: pos}},
-		Funcs: []*parse.Func{{Name: "mlx5dv_dr_table_create", Pos: pos, Sig: &parse.Signature{Result: &parse.Type{Kind: parse.Void}}}},
+		Funcs:  []*parse.Func{{Name: "mlx5dv_dr_table_create", Pos: pos, Sig: &parse.Signature{Result: &parse.Type{Kind: parse.Void}}}},
 	}
 	p, err := Build("mlx5dv", []*parse.Unit{u})
 	if err != nil {
