@@ -148,19 +148,9 @@ func (x *exchange) run(out io.Writer, routs int) error {
 		}
 		pending |= sendWRID
 	}
-	if cfg.events {
-		if err := s.arm(); err != nil {
-			return err
-		}
-	}
 	start := time.Now()
 	scnt, rcnt := 0, 0
 	for rcnt < cfg.iters || scnt < cfg.iters {
-		if cfg.events {
-			if err := s.awaitEvent(); err != nil {
-				return err
-			}
-		}
 		if cfg.mqePoll {
 			if err := s.postWait(); err != nil {
 				return fmt.Errorf("CQE_WAIT on the manager QP: ibv_exp_post_send: %w", err)

@@ -14,6 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // The handshake trades what an RC connection needs over a TCP connection
@@ -48,12 +51,11 @@ const (
 	handshakeTime  = 30 * time.Second // for the whole exchange, once connected
 )
 
-// endpoint is what one side tells the other.
+// endpoint is what one side tells the other: its QP's device.Endpoint
+// (LID, GID, QP number, PSN; the MTU is the path MTU, -m) and what the
+// exchange runs.
 type endpoint struct {
-	lid      uint16
-	qpn, psn uint32
-	gid      [16]byte
-	mtu      int // path MTU in bytes
+	device.Endpoint
 	size     int // -s
 	iters    int // -n
 	calc     string
@@ -61,13 +63,16 @@ type endpoint struct {
 	operands []operand // none without -c
 }
 
+// mtu is the path MTU in bytes.
+func (e endpoint) mtu() int { return 128 << e.MTU }
+
 func (e endpoint) String() string {
 	ops := make([]string, len(e.operands))
 	for i, o := range e.operands {
 		ops[i] = fmt.Sprintf("%016x%016x", o.value, o.id)
 	}
 	return fmt.Sprintf("%s lid=%#04x qpn=%#06x psn=%#06x gid=%s mtu=%d size=%d iters=%d calc=%s type=%s operands=%s",
-		handshakeMagic, e.lid, e.qpn, e.psn, hex.EncodeToString(e.gid[:]), e.mtu, e.size, e.iters, e.calc, e.typ, strings.Join(ops, ","))
+		handshakeMagic, e.LID, e.QPNum, e.PSN, hex.EncodeToString(e.GID[:]), e.mtu(), e.size, e.iters, e.calc, e.typ, strings.Join(ops, ","))
 }
 
 // parseEndpoint reads a peer's line: every field once, nothing else.
@@ -87,22 +92,23 @@ func parseEndpoint(line string) (endpoint, error) {
 		var err error
 		switch k {
 		case "lid":
-			e.lid, err = parseUint[uint16](v, 16)
+			e.LID, err = parseUint[uint16](v, 16)
 		case "qpn":
-			e.qpn, err = parseUint[uint32](v, 24)
+			e.QPNum, err = parseUint[uint32](v, 24)
 		case "psn":
-			e.psn, err = parseUint[uint32](v, 24)
+			e.PSN, err = parseUint[uint32](v, 24)
 		case "gid":
 			var b []byte
 			if b, err = hex.DecodeString(v); err == nil && len(b) != 16 {
 				err = errors.New("want 32 hex digits")
 			}
-			copy(e.gid[:], b)
+			copy(e.GID[:], b)
 		case "mtu":
-			e.mtu, err = parseInt(v)
-			if err == nil && mtuEnum(e.mtu) < 0 {
+			var m int
+			if m, err = parseInt(v); err == nil && mtuEnum(m) < 0 {
 				err = errors.New("not 256, 512, 1024, 2048 or 4096")
 			}
+			e.MTU = verbs.MTU(mtuEnum(m))
 		case "size":
 			e.size, err = parseInt(v)
 		case "iters":
@@ -180,7 +186,7 @@ func agree(srv, cli endpoint) error {
 		}
 	}
 	differ(fmt.Sprintf("-n %d", srv.iters), fmt.Sprintf("-n %d", cli.iters))
-	differ(fmt.Sprintf("-m %d", srv.mtu), fmt.Sprintf("-m %d", cli.mtu))
+	differ(fmt.Sprintf("-m %d", srv.mtu()), fmt.Sprintf("-m %d", cli.mtu()))
 	differ("-c "+srv.calc+" -t "+srv.typ, "-c "+cli.calc+" -t "+cli.typ)
 	if srv.calc == "none" && cli.calc == "none" { // plain messages fill the receiver's buffer
 		differ(fmt.Sprintf("-s %d", srv.size), fmt.Sprintf("-s %d", cli.size))
@@ -313,7 +319,7 @@ func dial(host string, port int, local endpoint, vendor bool) (endpoint, error) 
 const vendorMsg = len("0000:000000:000000") + 1
 
 func vendorBytes(e endpoint) []byte {
-	return append([]byte(fmt.Sprintf("%04x:%06x:%06x", e.lid, e.qpn&0xffffff, e.psn&0xffffff)), 0)
+	return append([]byte(fmt.Sprintf("%04x:%06x:%06x", e.LID, e.QPNum&0xffffff, e.PSN&0xffffff)), 0)
 }
 
 // parseVendor reads the vendor's message; the rest of the peer's
@@ -326,7 +332,7 @@ func parseVendor(b []byte, local endpoint) (endpoint, error) {
 		return endpoint{}, fmt.Errorf("handshake: the peer sent %q, neither this program's line nor the vendor's LID:QPN:PSN", clip(s))
 	}
 	e := local
-	e.lid, e.qpn, e.psn, e.gid = uint16(lid), qpn, psn, [16]byte{}
+	e.LID, e.QPNum, e.PSN, e.GID = uint16(lid), qpn, psn, [16]byte{}
 	return e, nil
 }
 

@@ -2,8 +2,9 @@
 
 // Command ccpingpong is a ping-pong between two processes over RC queue
 // pairs, a port of the semantics of the vendor's cc_pingpong (libibverbs
-// 1.2.1mlnx1): a server and a client trade their QPs' addresses over TCP,
-// connect them with real attributes and bounce -n messages. With -c each
+// 1.2.1mlnx1): a server and a client trade their QPs' endpoints over TCP,
+// connect them with real attributes (runtime/device: device.Connect)
+// and bounce -n messages. With -c each
 // message is a SEND WITH_CALC: the device reduces the sender's operands
 // (the result it last received, then the rest of its -o list) and delivers
 // only the result, which lands on the receiver's first operand for its
@@ -57,9 +58,10 @@
 // share a small host.
 //
 // The other flags: -l sets the service level in the address vector, which
-// the software device does not use; -e sleeps on a completion channel
-// shared by both CQs, re-arming the ping-pong's CQ after each event, as
-// the vendor's program does; -i and -g go to ibv_query_port and
+// the software device does not use; -e sleeps on the ping-pong CQ's
+// completion channel (device.Device.WaitCQ: the CQ armed, polled once
+// more, the goroutine parked in Go's poller until the event), where the
+// vendor's program blocks a thread in ibv_get_cq_event; -i and -g go to ibv_query_port and
 // ibv_query_gid, so only port 1 and GID index 0 pass; -G replaces the GID
 // the handshake gave (one nobody has ends in IBV_WC_RETRY_EXC_ERR);
 // -addr sets the device's address. The exit code is 0 when every result
@@ -71,14 +73,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/cmem"
 	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 )
@@ -299,63 +300,76 @@ func ccpingpong(args []string, stdout, stderr io.Writer) int {
 
 func run(cfg *config, out io.Writer) (err error) {
 	s := &side{}
+	var soft *softdev.Device
 	if cfg.ibDev == "" || cfg.ibDev == "softdev" {
 		var opts []softdev.DeviceOption
 		if cfg.addr != "" {
 			opts = append(opts, softdev.Address(cfg.addr))
 		}
 		// Like an HCA, the device runs its queues on its own.
-		if s.dev, err = softdev.Open(append(opts, softdev.Autonomous())...); err != nil {
+		if soft, err = softdev.Open(append(opts, softdev.Autonomous())...); err != nil {
 			return err
 		}
-		s.ctx = s.dev.Context()
-	} else {
-		if s.vdev, err = device.Open(cfg.ibDev); err != nil {
-			return fmt.Errorf("-d %s: %w", cfg.ibDev, err)
-		}
-		s.ctx = s.vdev.Context()
+		s.dev = soft.Device
+	} else if s.dev, err = device.Open(cfg.ibDev, device.Port(uint8(max(cfg.ibPort, 1)))); err != nil {
+		return fmt.Errorf("-d %s: %w", cfg.ibDev, err)
 	}
 	defer func() { err = errors.Join(err, s.close()) }()
-	ctx := s.ctx
-	local, global, err := portInfo(ctx, cfg)
-	if err != nil {
+	if err := checkPort(s.dev, cfg); err != nil {
 		return err
 	}
-	if err := checkDevice(ctx, cfg); err != nil {
+	if err := checkDevice(s.dev.Context(), cfg); err != nil {
 		return err
 	}
 	if err := s.open(cfg); err != nil {
 		return fmt.Errorf("setting up the QPs (-r %d, -s %d): %w", cfg.rxDepth, cfg.size, err)
 	}
 	ex := newExchange(cfg, s)
-	routs, err := s.postRecvs(cfg.rxDepth)
-	if err != nil {
-		return fmt.Errorf("posted %d of -r %d receives: %w", routs, cfg.rxDepth, err)
+	local := endpoint{size: cfg.size, iters: cfg.iters, calc: "none", typ: "none", operands: cfg.ops}
+	if local.Endpoint, err = s.dev.Endpoint(s.qp); err != nil {
+		return err
 	}
-	local.qpn, local.psn = s.qp.QPNum, rand.Uint32()&0xffffff
-	local.mtu, local.size, local.iters = cfg.mtu, cfg.size, cfg.iters
-	local.calc, local.typ, local.operands = "none", "none", cfg.ops
+	local.MTU = verbs.MTU(mtuEnum(cfg.mtu)) // -m: the path MTU both sides ask for
+	local.GIDIndex = uint8(cfg.gidIndex)
+	if local.GID, err = s.dev.QueryGID(uint8(cfg.ibPort), cfg.gidIndex); err != nil && local.Ethernet() {
+		return fmt.Errorf("-g %d: %w", cfg.gidIndex, err)
+	}
 	if cfg.calc != nil {
 		local.calc, local.typ = cfg.calc.op.name, cfg.calc.typ.name
 	}
 	fmt.Fprintf(out, "  local address:  LID %#04x, QPN %#06x, PSN %#06x, GID %s : MQPN %#06x\n",
-		local.lid, local.qpn, local.psn, netip.AddrFrom16(local.gid), s.mqp.QPNum)
+		local.LID, local.QPNum, local.PSN, netip.AddrFrom16(local.GID), s.mqp.QPNum)
 
+	// The receives go in as soon as the QP is connected, before the
+	// server answers the handshake, before the client sends.
+	var routs int
+	opts := []device.ConnectOption{device.ServiceLevel(uint8(cfg.sl))}
+	if cfg.peerGID != nil {
+		opts = append(opts, device.GRH()) // on InfiniBand too, as the vendor's -G does
+	}
 	connect := func(r endpoint) error {
-		p := path{dlid: r.lid, dgid: r.gid, qpn: r.qpn, psn: r.psn}
+		remote := r.Endpoint
+		remote.Port, remote.LinkLayer = local.Port, local.LinkLayer // one fabric
 		if cfg.peerGID != nil {
-			p.dgid = *cfg.peerGID
+			remote.GID = *cfg.peerGID
 		}
-		if !global && r.lid == 0 {
+		if !local.Ethernet() && cfg.peerGID == nil && remote.LID == 0 {
 			return errors.New("the peer's LID is 0 on an InfiniBand port")
 		}
-		return s.connect(s.qp, cfg, p, local.psn, global)
+		if err := device.Connect(s.qp, local.Endpoint, remote, opts...); err != nil {
+			return err
+		}
+		var err error
+		if routs, err = s.postRecvs(cfg.rxDepth); err != nil {
+			return fmt.Errorf("posted %d of -r %d receives: %w", routs, cfg.rxDepth, err)
+		}
+		return nil
 	}
 	var remote endpoint
 	if cfg.server == "" {
 		at := netip.IPv4Unspecified() // through libibverbs: every address, as the vendor's program
-		if s.dev != nil {
-			at = s.dev.Addr()
+		if soft != nil {
+			at = soft.Addr()
 		}
 		ln, err := listen(at, cfg.port)
 		if err != nil {
@@ -367,22 +381,23 @@ func run(cfg *config, out io.Writer) (err error) {
 		}
 	} else {
 		// The vendor's handshake wherever it serves (see handshake.go).
-		vendor := !global || cfg.peerGID != nil
+		vendor := !local.Ethernet() || cfg.peerGID != nil
 		if remote, err = dial(cfg.server, cfg.port, local, vendor); err != nil {
 			return err
 		}
 	}
 	fmt.Fprintf(out, "  remote address: LID %#04x, QPN %#06x, PSN %#06x, GID %s\n",
-		remote.lid, remote.qpn, remote.psn, netip.AddrFrom16(remote.gid))
+		remote.LID, remote.QPNum, remote.PSN, netip.AddrFrom16(remote.GID))
 	if cfg.server != "" {
 		if err := connect(remote); err != nil {
 			return err
 		}
 	}
 	if cfg.mqePoll {
-		// The manager talks to itself: its own GID, QP and PSN.
-		self := path{dlid: local.lid, dgid: local.gid, qpn: s.mqp.QPNum, psn: local.psn}
-		if err := s.connect(s.mqp, cfg, self, local.psn, global); err != nil {
+		// The manager talks to itself: its own address and QP.
+		self := local.Endpoint
+		self.QPNum = s.mqp.QPNum
+		if err := device.Connect(s.mqp, self, self, opts...); err != nil {
 			return fmt.Errorf("the manager QP to RTS: %w", err)
 		}
 	}
@@ -390,30 +405,23 @@ func run(cfg *config, out io.Writer) (err error) {
 	return ex.run(out, routs)
 }
 
-// portInfo queries the port (-i) and its GID (-g) as the vendor's program
-// does, and says whether paths need a GRH (RoCE: link layer Ethernet).
-func portInfo(ctx *verbs.Context, cfg *config) (endpoint, bool, error) {
-	var e endpoint
-	pa := softdev.Calloc[verbs.PortAttr]()
-	defer softdev.Free(unsafe.Pointer(pa))
-	if err := verbs.QueryPort(ctx, uint8(cfg.ibPort), pa); err != nil {
-		return e, false, fmt.Errorf("-i %d: %w (the software device has port 1)", cfg.ibPort, err)
+// checkPort queries the port (-i) and its GID (-g) as the vendor's
+// program does.
+func checkPort(dev *device.Device, cfg *config) error {
+	pa, err := dev.QueryPort(uint8(cfg.ibPort))
+	if err != nil {
+		return fmt.Errorf("-i %d: %w (the software device has port 1)", cfg.ibPort, err)
 	}
 	if active := 128 << pa.ActiveMTU; cfg.mtu > active {
-		return e, false, fmt.Errorf("-m %d: port %d's active MTU is %d (its interface's MTU less the RoCE headers); give -m %d or less", cfg.mtu, cfg.ibPort, active, active)
+		return fmt.Errorf("-m %d: port %d's active MTU is %d (its interface's MTU less the RoCE headers); give -m %d or less", cfg.mtu, cfg.ibPort, active, active)
 	}
-	e.lid = pa.LID
-	gid := softdev.Calloc[verbs.GID]()
-	defer softdev.Free(unsafe.Pointer(gid))
-	if err := verbs.QueryGID(ctx, uint8(cfg.ibPort), int32(cfg.gidIndex), gid); err != nil {
-		return e, false, fmt.Errorf("-g %d: %w (port %d has %d GIDs)", cfg.gidIndex, err, cfg.ibPort, pa.GIDTblLen)
+	if _, err := dev.QueryGID(uint8(cfg.ibPort), cfg.gidIndex); err != nil {
+		return fmt.Errorf("-g %d: %w (port %d has %d GIDs)", cfg.gidIndex, err, cfg.ibPort, pa.GIDTblLen)
 	}
-	e.gid = *gid.Raw()
-	global := pa.LinkLayer == verbs.LinkLayerEthernet || cfg.peerGID != nil
-	if !global && e.lid == 0 {
-		return e, false, fmt.Errorf("port %d has no LID", cfg.ibPort)
+	if pa.LinkLayer != verbs.LinkLayerEthernet && cfg.peerGID == nil && pa.LID == 0 {
+		return fmt.Errorf("port %d has no LID", cfg.ibPort)
 	}
-	return e, global, nil
+	return nil
 }
 
 // checkDevice asks the device (ibv_exp_query_device) whether the queues
@@ -421,8 +429,11 @@ func portInfo(ctx *verbs.Context, cfg *config) (endpoint, bool, error) {
 // (calc_cap). MAXLOC is not reported there (the providers do not), so
 // the keyed operations are left to the post.
 func checkDevice(ctx *verbs.Context, cfg *config) error {
-	a := softdev.Calloc[verbs.ExpDeviceAttr]()
-	defer softdev.Free(unsafe.Pointer(a))
+	a, err := cmem.New[verbs.ExpDeviceAttr]()
+	if err != nil {
+		return err
+	}
+	defer cmem.Free(a)
 	a.CompMask = uint32(verbs.ExpDeviceAttrCalcCap)
 	if err := verbs.ExpQueryDevice(ctx, a); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/runtime/coll"
+	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 )
 
@@ -151,15 +152,15 @@ func TestMaxlocTies(t *testing.T) {
 // TestHandshakeLine: a line reads back as it was written; damaged lines
 // are refused with the field.
 func TestHandshakeLine(t *testing.T) {
-	e := endpoint{lid: 0x12, qpn: 0x101, psn: 0xabcdef, mtu: 2048, size: 4096, iters: 77, calc: "MAXLOC", typ: "UINT64",
+	e := endpoint{Endpoint: device.Endpoint{LID: 0x12, QPNum: 0x101, PSN: 0xabcdef, MTU: verbs.MTU2048}, size: 4096, iters: 77, calc: "MAXLOC", typ: "UINT64",
 		operands: []operand{{0x1122334455667788, 1}, {9, 1}}}
-	e.gid[10], e.gid[11], e.gid[12], e.gid[15] = 0xff, 0xff, 127, 2
+	e.GID[10], e.GID[11], e.GID[12], e.GID[15] = 0xff, 0xff, 127, 2
 	line := e.String()
 	got, err := parseEndpoint(line)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.String() != line || got.qpn != e.qpn || got.psn != e.psn || got.gid != e.gid || len(got.operands) != 2 || got.operands[0] != e.operands[0] {
+	if got.String() != line || got.QPNum != e.QPNum || got.PSN != e.PSN || got.GID != e.GID || got.MTU != e.MTU || len(got.operands) != 2 || got.operands[0] != e.operands[0] {
 		t.Fatalf("%q read back as %+v", line, got)
 	}
 	for _, c := range []struct{ line, want string }{
@@ -183,7 +184,7 @@ func TestHandshakeLine(t *testing.T) {
 // TestAgree: what the two sides must share, and the message naming each
 // side's flags.
 func TestAgree(t *testing.T) {
-	base := endpoint{mtu: 1024, size: 4096, iters: 10, calc: "ADD", typ: "INT64"}
+	base := endpoint{Endpoint: device.Endpoint{MTU: verbs.MTU1024}, size: 4096, iters: 10, calc: "ADD", typ: "INT64"}
 	other := base
 	other.size, other.operands = 16, []operand{{1, 0}} // calc messages do not depend on -s
 	if err := agree(base, other); err != nil {
@@ -195,7 +196,7 @@ func TestAgree(t *testing.T) {
 	if err == nil || err.Error() != "the server runs -n 10, -c ADD -t INT64, the client -n 11, -c ADD -t UINT64: give both the same" {
 		t.Fatalf("%v", err)
 	}
-	plain := endpoint{mtu: 1024, size: 64, iters: 10, calc: "none", typ: "none"}
+	plain := endpoint{Endpoint: device.Endpoint{MTU: verbs.MTU1024}, size: 64, iters: 10, calc: "none", typ: "none"}
 	big := plain
 	big.size = 128
 	if err := agree(plain, big); err == nil || !strings.Contains(err.Error(), "-s 64, the client -s 128") {

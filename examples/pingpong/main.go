@@ -36,10 +36,11 @@ import (
 	"io"
 	"os"
 	"time"
-	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/internal/examplecli"
+	"github.com/verbsexp/verbsexp/runtime/cmem"
+	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 	"github.com/verbsexp/verbsexp/runtime/task"
@@ -76,8 +77,11 @@ func (e *LimitError) Error() string {
 // checkLimits asks the device (ibv_exp_query_device, as with an HCA)
 // whether the schedule fits.
 func checkLimits(ctx *verbs.Context, rounds int) error {
-	attr := softdev.Calloc[verbs.ExpDeviceAttr]()
-	defer softdev.Free(unsafe.Pointer(attr))
+	attr, err := cmem.New[verbs.ExpDeviceAttr]()
+	if err != nil {
+		return err
+	}
+	defer cmem.Free(attr)
 	if err := verbs.ExpQueryDevice(ctx, attr); err != nil {
 		return err
 	}
@@ -130,7 +134,7 @@ func run(rounds, size int, limits softdev.Limits, out io.Writer) (err error) {
 		}
 		defer s.close(dev)
 	}
-	if err := softdev.Connect(ping.qp, pong.qp); err != nil {
+	if err := device.ConnectPair(ping.qp, pong.qp); err != nil {
 		return err
 	}
 	// The message of round i is i+1 repeated.
@@ -204,15 +208,15 @@ func run(rounds, size int, limits softdev.Limits, out io.Writer) (err error) {
 func (s *side) open(dev *softdev.Device, pd *verbs.PD, rounds, size int) error {
 	var err error
 	// Sends and waits are unsignaled: the send CQ only ever sees errors.
-	if s.scq, err = dev.CreateCQ(16, softdev.CrossChannelCQ()); err != nil {
+	if s.scq, err = dev.CreateCQ(16, device.CrossChannelCQ()); err != nil {
 		return err
 	}
 	// Every receive's CQE stays until the end: the CQ holds them all.
-	if s.rcq, err = dev.CreateCQ(rounds, softdev.CrossChannelCQ()); err != nil {
+	if s.rcq, err = dev.CreateCQ(rounds, device.CrossChannelCQ()); err != nil {
 		return err
 	}
-	caps := softdev.Caps{SendWR: 2 * rounds, RecvWR: rounds, SendSGE: 1, RecvSGE: 1}
-	if s.qp, err = dev.CreateQP(pd, s.scq, s.rcq, softdev.CrossChannel(), softdev.QPCaps(caps)); err != nil {
+	caps := device.Caps{SendWR: 2 * rounds, RecvWR: rounds, SendSGE: 1, RecvSGE: 1}
+	if s.qp, err = dev.CreateQP(pd, s.scq, s.rcq, device.CrossChannel(), device.QPCaps(caps)); err != nil {
 		return err
 	}
 	access := verbs.AccessLocalWrite | verbs.AccessRemoteWrite
@@ -220,7 +224,7 @@ func (s *side) open(dev *softdev.Device, pd *verbs.PD, rounds, size int) error {
 		if *b, err = lease.Alloc(rounds * size); err != nil {
 			return err
 		}
-		if s.mr[i], err = dev.RegMR(pd, (*b).Pointer(), (*b).Len(), access); err != nil {
+		if s.mr[i], err = dev.RegMR(pd, (*b).Bytes(), access); err != nil {
 			return err
 		}
 	}
@@ -248,8 +252,7 @@ func (s *side) sge(b *lease.Buffer, i, size, mr int) verbs.SGE {
 
 // drain polls cq until it is empty and checks every completion succeeded.
 func drain(cq *verbs.CQ, max int) (int, error) {
-	wc := softdev.CallocSlice[verbs.ExpWC](64)
-	defer softdev.Free(unsafe.Pointer(&wc[0]))
+	wc := make([]verbs.ExpWC, 64)
 	total := 0
 	for {
 		n, err := verbs.ExpPollCQ(cq, wc)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/runtime/coll/internal/ranklist"
+	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 )
 
@@ -544,38 +545,14 @@ func (c *Comm) connect(qp *verbs.QP, remote Endpoint, addr QPAddr, psn uint32) e
 	return connectRC(qp, c.opts.Port, c.eps[c.rank], remote, addr, psn)
 }
 
-// connectRC is Comm.connect for qp on port of the device local describes.
+// connectRC is Comm.connect for qp on port of the device local
+// describes: device.Connect with this rank's end and the peer's.
 func connectRC(qp *verbs.QP, port uint8, local, remote Endpoint, addr QPAddr, psn uint32) error {
-	attr, err := cmem[verbs.ExpQPAttr]()
-	if err != nil {
-		return err
-	}
-	defer free(unsafe.Pointer(attr))
-	*attr = verbs.ExpQPAttr{QPState: verbs.QpsInit, PortNum: port,
-		QPAccessFlags: int32(verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead)}
-	if err := verbs.ExpModifyQP(qp, attr, uint64(verbs.ExpQPState|verbs.ExpQPPkeyIndex|verbs.ExpQPPort|verbs.ExpQPAccessFlags)); err != nil {
-		return fmt.Errorf("to INIT: %w", err)
-	}
-	*attr = verbs.ExpQPAttr{QPState: verbs.QpsRtr, PathMTU: verbs.MTU(min(local.MTU, remote.MTU)),
-		DestQPNum: addr.QPNum, RQPSN: addr.PSN, MaxDestRdAtomic: 1, MinRnrTimer: 12}
-	attr.AHAttr.Dlid, attr.AHAttr.PortNum = remote.LID, port
-	if remote.LinkLayer == verbs.LinkLayerEthernet {
-		attr.AHAttr.IsGlobal = 1
-		*attr.AHAttr.GRH.Dgid.Raw() = remote.GID
-		attr.AHAttr.GRH.HopLimit = 64
-	}
-	if err := verbs.ExpModifyQP(qp, attr, uint64(verbs.ExpQPState|verbs.ExpQPAv|verbs.ExpQPPathMTU|verbs.ExpQPDestQPN|
-		verbs.ExpQPRQPSN|verbs.ExpQPMaxDestRdAtomic|verbs.ExpQPMinRnrTimer)); err != nil {
-		return fmt.Errorf("to RTR: %w", err)
-	}
-	// rnr_retry 7 retries forever: a peer that has not posted this run's
-	// receives yet is late, not gone.
-	*attr = verbs.ExpQPAttr{QPState: verbs.QpsRts, SQPSN: psn, Timeout: 14, RetryCnt: 7, RnrRetry: 7, MaxRdAtomic: 1}
-	if err := verbs.ExpModifyQP(qp, attr, uint64(verbs.ExpQPState|verbs.ExpQPTimeout|verbs.ExpQPRetryCnt|verbs.ExpQPRnrRetry|
-		verbs.ExpQPSQPSN|verbs.ExpQPMaxQPRdAtomic)); err != nil {
-		return fmt.Errorf("to RTS: %w", err)
-	}
-	return nil
+	me := device.Endpoint{Port: port, LinkLayer: local.LinkLayer, LID: local.LID, GID: local.GID,
+		QPNum: qp.QPNum, PSN: psn, MTU: verbs.MTU(local.MTU)}
+	peer := device.Endpoint{Port: remote.Port, LinkLayer: remote.LinkLayer, LID: remote.LID, GID: remote.GID,
+		QPNum: addr.QPNum, PSN: addr.PSN, MTU: verbs.MTU(remote.MTU)}
+	return device.Connect(qp, me, peer)
 }
 
 type qpOwner struct {

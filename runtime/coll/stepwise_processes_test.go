@@ -59,10 +59,11 @@ type stepReady struct {
 // random first PSN each way), so both sides of a benchmark meet the same
 // transport.
 func newStepProcess(dev *softdev.Device, rank, size int, planOf stepPlan, exchange Exchange) (w *stepWorld, err error) {
-	w = &stepWorld{dev: dev}
+	world := &stepWorld{dev: dev} // w is nil by the time a failure's defer runs
+	w = world
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, w.close())
+			err = errors.Join(err, world.close())
 			w = nil
 		}
 	}()

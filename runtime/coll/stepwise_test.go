@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 )
@@ -53,7 +54,7 @@ type stepWorld struct {
 	// and polls), polls the polls among them and empty the polls that
 	// found nothing.
 	calls, polls, empty int64
-	cmem                []unsafe.Pointer // from softdev.CallocSlice, freed at close
+	cfree               []func() error // frees the C memory of stepAlloc, at close
 	bufs                []*lease.Buffer
 	mrs                 []*verbs.MR
 	pds                 []*verbs.PD
@@ -203,7 +204,7 @@ func newStepWorld(size int, planOf stepPlan) (w *stepWorld, err error) {
 	for _, a := range w.ranks {
 		for p, qp := range a.qps {
 			if qp != nil && a.rank < p {
-				if err := softdev.Connect(qp, w.ranks[p].qps[a.rank]); err != nil {
+				if err := device.ConnectPair(qp, w.ranks[p].qps[a.rank]); err != nil {
 					return nil, fmt.Errorf("stepwise: connect ranks %d and %d: %w", a.rank, p, err)
 				}
 			}
@@ -212,10 +213,14 @@ func newStepWorld(size int, planOf stepPlan) (w *stepWorld, err error) {
 	return w, nil
 }
 
-// alloc is CallocSlice, freed at close.
+// stepAlloc is cmemSlice, freed at close; out of C memory the test
+// cannot go on.
 func stepAlloc[T any](w *stepWorld, n int) []T {
-	s := softdev.CallocSlice[T](n)
-	w.cmem = append(w.cmem, unsafe.Pointer(&s[0]))
+	s, err := cmemSlice[T](n)
+	if err != nil {
+		panic(err)
+	}
+	w.cfree = append(w.cfree, func() error { free(unsafe.Pointer(&s[0])); return nil })
 	return s
 }
 
@@ -264,7 +269,7 @@ func (w *stepWorld) newRank(rank, size int, pl *plan, need [2]int, scratch int) 
 			return nil, 0, err
 		}
 		w.bufs = append(w.bufs, buf)
-		mr, err := d.RegMR(pd, buf.Pointer(), n, verbs.AccessLocalWrite)
+		mr, err := d.RegMR(pd, buf.Bytes()[:n], verbs.AccessLocalWrite)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -570,8 +575,8 @@ func (w *stepWorld) close() error {
 	for _, pd := range w.pds {
 		errs = append(errs, w.dev.DeallocPD(pd))
 	}
-	for _, p := range w.cmem {
-		errs = append(errs, softdev.Free(p))
+	for _, free := range w.cfree {
+		errs = append(errs, free())
 	}
 	if w.ownDev {
 		errs = append(errs, w.dev.Close())

@@ -10,9 +10,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/cmem"
+	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 )
 
@@ -221,11 +222,14 @@ func TestMisusePoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.DestroyQP(qp)
-	if err := softdev.Connect(qp, qp); err != nil {
+	if err := device.ConnectPair(qp, qp); err != nil {
 		t.Fatal(err)
 	}
-	wr := softdev.Calloc[verbs.ExpSendWR]()
-	defer softdev.Free(unsafe.Pointer(wr))
+	wr, err := cmem.New[verbs.ExpSendWR]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cmem.Free(wr)
 	wr.WRID, wr.ExpOpcode, wr.ExpSendFlags = 5, verbs.ExpWRNop, uint64(verbs.ExpSendSignaled)
 	if err := verbs.ExpPostSend(qp, wr, nil); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // TestAllreduceSchedule: an N-rank allreduce by recursive doubling, each
@@ -33,7 +34,7 @@ func allreduce(t *testing.T, n int, op verbs.ExpCalcOp) {
 	for 1<<steps < n {
 		steps++
 	}
-	caps := QPCaps(Caps{SendWR: 16, RecvWR: 16, SendSGE: 2, RecvSGE: 1})
+	caps := device.QPCaps(device.Caps{SendWR: 16, RecvWR: 16, SendSGE: 2, RecvSGE: 1})
 	const slot = 16
 	type rank struct {
 		qps    []*verbs.QP
@@ -45,30 +46,30 @@ func allreduce(t *testing.T, n int, op verbs.ExpCalcOp) {
 		base   int // f.buf offset: A[0..steps] then R[0..steps-1], 16 bytes each
 	}
 	ranks := make([]rank, n)
-	quiet := f.cq(4096, CrossChannelCQ()) // send completions nobody polls
+	quiet := f.cq(4096, device.CrossChannelCQ()) // send completions nobody polls
 	for r := range ranks {
 		rk := &ranks[r]
 		rk.base = r * 512
 		for range steps {
-			cq := f.cq(16, CrossChannelCQ())
+			cq := f.cq(16, device.CrossChannelCQ())
 			rk.rcqs = append(rk.rcqs, cq)
-			rk.qps = append(rk.qps, f.qp(quiet, cq, ManagedSend(), caps))
+			rk.qps = append(rk.qps, f.qp(quiet, cq, device.ManagedSend(), caps))
 		}
-		rk.selfCQ = f.cq(16, CrossChannelCQ())
-		rk.self = f.qp(quiet, rk.selfCQ, CrossChannel(), ManagedSend(), caps) // calc needs cross-channel
+		rk.selfCQ = f.cq(16, device.CrossChannelCQ())
+		rk.self = f.qp(quiet, rk.selfCQ, device.CrossChannel(), device.ManagedSend(), caps) // calc needs cross-channel
 		rk.mgrCQ = f.cq(16)
-		rk.mgr = f.qp(rk.mgrCQ, rk.mgrCQ, CrossChannel(), QPCaps(Caps{SendWR: 64, RecvWR: 1}))
-		if err := Connect(rk.self, rk.self); err != nil {
+		rk.mgr = f.qp(rk.mgrCQ, rk.mgrCQ, device.CrossChannel(), device.QPCaps(device.Caps{SendWR: 64, RecvWR: 1}))
+		if err := device.ConnectPair(rk.self, rk.self); err != nil {
 			t.Fatal(err)
 		}
-		if err := Connect(rk.mgr, rk.mgr); err != nil {
+		if err := device.ConnectPair(rk.mgr, rk.mgr); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for r := range ranks {
 		for k := range steps {
 			if p := r ^ 1<<k; p > r {
-				if err := Connect(ranks[r].qps[k], ranks[p].qps[k]); err != nil {
+				if err := device.ConnectPair(ranks[r].qps[k], ranks[p].qps[k]); err != nil {
 					t.Fatal(err)
 				}
 			}

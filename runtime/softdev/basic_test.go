@@ -12,6 +12,7 @@ import (
 
 	"github.com/verbsexp/verbsexp/abiutil"
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // TestDispatch: the generated wrappers find this provider through the
@@ -245,9 +246,9 @@ func TestRDMA(t *testing.T) {
 func TestSignaled(t *testing.T) {
 	f := newFixture(t)
 	for _, sigAll := range []bool{false, true} {
-		var opts []QPOption
+		var opts []device.QPOption
 		if sigAll {
-			opts = append(opts, SigAll())
+			opts = append(opts, device.SigAll())
 		}
 		p := f.pair(opts, nil)
 		var ws []*verbs.ExpSendWR
@@ -311,7 +312,7 @@ func TestWRReuse(t *testing.T) {
 // TestPostValidation: errors the post path reports at once, with bad_wr.
 func TestPostValidation(t *testing.T) {
 	f := newFixture(t)
-	p := f.pair([]QPOption{QPCaps(Caps{SendWR: 8, RecvWR: 8, SendSGE: 2, RecvSGE: 2, Inline: 4})}, nil)
+	p := f.pair([]device.QPOption{device.QPCaps(device.Caps{SendWR: 8, RecvWR: 8, SendSGE: 2, RecvSGE: 2, Inline: 4})}, nil)
 	cq := f.cq(4)
 	plain := f.qp(cq, cq) // RESET, not cross-channel
 	sg := f.sges(f.mr.Lkey, [2]int{0, 8}, [2]int{8, 8}, [2]int{16, 8})
@@ -359,7 +360,7 @@ func TestPostValidation(t *testing.T) {
 // fails with ENOMEM and bad_wr names it; the ones before it stay posted.
 func TestRingFull(t *testing.T) {
 	f := newFixture(t)
-	p := f.pair([]QPOption{QPCaps(Caps{SendWR: 4, RecvWR: 2, SendSGE: 1, RecvSGE: 1})}, nil)
+	p := f.pair([]device.QPOption{device.QPCaps(device.Caps{SendWR: 4, RecvWR: 2, SendSGE: 1, RecvSGE: 1})}, nil)
 	var ws []*verbs.ExpSendWR
 	for i := range 6 {
 		w := f.send(uint64(i), verbs.ExpWRRDMAWrite, verbs.ExpSendSignaled, f.sges(f.mr.Lkey, [2]int{0, 8}), 1)
@@ -399,17 +400,17 @@ func TestOverrun(t *testing.T) {
 	for _, mode := range []string{"plain", "cross-channel", "ignore-overrun"} {
 		t.Run(mode, func(t *testing.T) {
 			f := newFixture(t)
-			var opts []CQOption
+			var opts []device.CQOption
 			switch mode {
 			case "cross-channel":
-				opts = append(opts, CrossChannelCQ())
+				opts = append(opts, device.CrossChannelCQ())
 			case "ignore-overrun":
-				opts = append(opts, IgnoreOverrun())
+				opts = append(opts, device.IgnoreOverrun())
 			}
 			cq := f.cq(1, opts...)
 			rcq := f.cq(4)
 			a, b := f.qp(cq, rcq), f.qp(rcq, rcq)
-			if err := Connect(a, b); err != nil {
+			if err := device.ConnectPair(a, b); err != nil {
 				t.Fatal(err)
 			}
 			for i := range 3 {
@@ -455,13 +456,13 @@ func TestQPLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	pd, _ := d.AllocPD()
-	buf := CallocSlice[byte](64)
-	defer Free(unsafe.Pointer(&buf[0]))
-	mr, err := d.RegMR(pd, unsafe.Pointer(&buf[0]), 64, verbs.AccessLocalWrite)
+	buf := callocSlice[byte](64)
+	defer cfree(unsafe.Pointer(&buf[0]))
+	mr, err := d.RegMR(pd, buf[:64], verbs.AccessLocalWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.RegMR(pd, unsafe.Pointer(&buf[0]), 64, verbs.AccessRemoteWrite); !isErrno(err, syscall.EINVAL) {
+	if _, err := d.RegMR(pd, buf[:64], verbs.AccessRemoteWrite); !isErrno(err, syscall.EINVAL) {
 		t.Errorf("remote write without local write: %v", err)
 	}
 	cq, _ := d.CreateCQ(8)

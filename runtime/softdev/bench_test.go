@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // benchWrites builds n linked, unsignaled 8-byte RDMA writes.
@@ -51,7 +52,7 @@ func BenchmarkPost(b *testing.B) {
 	for _, n := range []int{1, 64} {
 		b.Run(fmt.Sprintf("exp_post_send/%d", n), func(b *testing.B) {
 			f := newFixture(b)
-			p := f.pair([]QPOption{QPCaps(Caps{SendWR: ringDepth + 1, RecvWR: 1, SendSGE: 1, RecvSGE: 1})}, nil)
+			p := f.pair([]device.QPOption{device.QPCaps(device.Caps{SendWR: ringDepth + 1, RecvWR: 1, SendSGE: 1, RecvSGE: 1})}, nil)
 			ws := benchWrites(f, n)
 			bad := alloc[*verbs.ExpSendWR](f)
 			b.ReportAllocs()
@@ -76,7 +77,7 @@ func BenchmarkPost(b *testing.B) {
 			var qps []*verbs.QP
 			var cqs []*verbs.CQ
 			for range tasks {
-				p := f.pair([]QPOption{QPCaps(Caps{SendWR: per*(ringDepth/64) + 1, RecvWR: 1, SendSGE: 1, RecvSGE: 1})}, nil)
+				p := f.pair([]device.QPOption{device.QPCaps(device.Caps{SendWR: per*(ringDepth/64) + 1, RecvWR: 1, SendSGE: 1, RecvSGE: 1})}, nil)
 				qps, cqs = append(qps, p.a), append(cqs, p.cqa)
 			}
 			list := allocN[verbs.ExpTask](f, tasks)
@@ -112,7 +113,7 @@ func BenchmarkPost(b *testing.B) {
 // with the timer stopped, which frees the ring for the next round.
 func BenchmarkExecute(b *testing.B) {
 	f := newFixture(b)
-	p := f.pair([]QPOption{QPCaps(Caps{SendWR: 64, RecvWR: 1, SendSGE: 1, RecvSGE: 1})}, nil)
+	p := f.pair([]device.QPOption{device.QPCaps(device.Caps{SendWR: 64, RecvWR: 1, SendSGE: 1, RecvSGE: 1})}, nil)
 	ws := benchWrites(f, 64)
 	ws[63].ExpSendFlags = uint64(verbs.ExpSendSignaled)
 	bad := alloc[*verbs.ExpSendWR](f)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/internal/multiproc"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // BenchmarkWire: ping-pong latency and one-way bandwidth between this
@@ -59,7 +60,7 @@ type wireEnd struct {
 func newWireEnd(t testing.TB) *wireEnd {
 	e := &wireEnd{f: newFixture(t)}
 	e.cq = e.f.cq(4096)
-	e.qp = e.f.qp(e.cq, e.cq, QPCaps(Caps{SendWR: 256, RecvWR: 256, SendSGE: 1, RecvSGE: 1}))
+	e.qp = e.f.qp(e.cq, e.cq, device.QPCaps(device.Caps{SendWR: 256, RecvWR: 256, SendSGE: 1, RecvSGE: 1}))
 	e.buf = allocN[byte](e.f, echoMax*(echoRecvs+1))
 	e.mr = e.f.reg(e.buf, verbs.AccessLocalWrite)
 	e.wc = allocN[verbs.ExpWC](e.f, 64)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // Rule 13: the device reports its calc capabilities: INT, UINT and FLOAT
@@ -194,7 +195,7 @@ func TestRule13Calc(t *testing.T) {
 	cases := calcCases()
 	for _, wrOp := range []verbs.ExpWROpcode{verbs.ExpWRSend, verbs.ExpWRRDMAWriteWithImm} {
 		t.Run(fmt.Sprint(wrOp), func(t *testing.T) {
-			r := newRig(t, rigConfig{worker: []QPOption{CrossChannel()}})
+			r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel()}})
 			for _, c := range cases {
 				calcRounds(t, r, wrOp, c)
 			}
@@ -208,7 +209,7 @@ func TestRule13Calc(t *testing.T) {
 // MAXLOC works on UINT, as on mlx4 and mlx5: the largest value with its
 // id (the smallest id among equals), 16 bytes, big-endian.
 func TestRule13Maxloc(t *testing.T) {
-	r := newRig(t, rigConfig{worker: []QPOption{CrossChannel()}})
+	r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel()}})
 	vals := []uint64{5, 1<<63 + 7, 0xff00, 1<<63 + 7}
 	idsIn := []uint64{40, 31, 22, 13}
 	for i := range vals {
@@ -228,7 +229,7 @@ func TestRule13Maxloc(t *testing.T) {
 
 // What calc refuses at post time, with EINVAL and bad_wr.
 func TestRule13CalcRefusals(t *testing.T) {
-	r := newRig(t, rigConfig{worker: []QPOption{CrossChannel()}, sendWR: 64})
+	r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel()}, sendWR: 64})
 	mk := func(op verbs.ExpCalcOp, typ verbs.ExpCalcDataType, size verbs.ExpCalcDataSize, wrOp verbs.ExpWROpcode, lens ...int) *verbs.ExpSendWR {
 		var rs [][2]int
 		for i, n := range lens {
@@ -262,7 +263,7 @@ func TestRule13CalcRefusals(t *testing.T) {
 
 // A single operand is its own reduction (float, big-endian).
 func TestCalcSingleOperand(t *testing.T) {
-	r := newRig(t, rigConfig{worker: []QPOption{CrossChannel()}})
+	r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel()}})
 	binary.BigEndian.PutUint64(r.buf[page:], math.Float64bits(2.5))
 	w := r.send(2, verbs.ExpWRSend, verbs.ExpSendWithCalc, r.sges(r.mr.Lkey, [2]int{page, 16}), 1)
 	w.Op.Calc().CalcOp, w.Op.Calc().DataType = verbs.ExpCalcOpAdd, verbs.ExpCalcDataTypeFloat

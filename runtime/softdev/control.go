@@ -29,16 +29,3 @@ func (d *Device) ModifyQP(qp *verbs.QP, attr *verbs.QPAttr, mask verbs.QPAttrMas
 			(*C.struct_ibv_qp_attr)(unsafe.Pointer(attr)), C.int(mask)))
 	})
 }
-
-// QueryPort returns a port's attributes as ibv_query_port does, through
-// the context's query_port operation. The device has one port, 1 (see
-// the package doc: Ethernet, or InfiniBand with a LID under the
-// InfiniBandPort option); any other is EINVAL.
-// verbs.QueryPort and verbs.IbvQueryPort reach the same code.
-func (d *Device) QueryPort(port uint8) (verbs.PortAttr, error) {
-	var a verbs.PortAttr
-	err := d.use(func() error {
-		return callErr("query_port", C.sd_query_port(d.ctx, C.uint8_t(port), (*C.struct_ibv_port_attr)(unsafe.Pointer(&a))))
-	})
-	return a, err
-}

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // write builds a signaled 8-byte RDMA write within f.buf.
@@ -38,8 +39,8 @@ func (f *fixture) progressBlocked() *DeadlockError {
 // the wait blocks the rest of the manager's queue meanwhile.
 func TestWaitEnableChain(t *testing.T) {
 	f := newFixture(t)
-	trigger := f.pair(nil, nil)                       // x -> y: completions on trigger.cqa
-	managed := f.pair([]QPOption{ManagedSend()}, nil) // a's sends wait for enables
+	trigger := f.pair(nil, nil)                                     // x -> y: completions on trigger.cqa
+	managed := f.pair([]device.QPOption{device.ManagedSend()}, nil) // a's sends wait for enables
 	m, mcq := f.mgr()
 
 	// Three writes on the managed queue: nothing runs yet.
@@ -97,7 +98,7 @@ func TestWaitEnableChain(t *testing.T) {
 // managed is refused.
 func TestEnableCountZero(t *testing.T) {
 	f := newFixture(t)
-	managed := f.pair([]QPOption{ManagedSend()}, nil)
+	managed := f.pair([]device.QPOption{device.ManagedSend()}, nil)
 	m, _ := f.mgr()
 	f.postSend(managed.a, f.write(1, 0, 100), f.write(2, 0, 100))
 	f.postSend(m, f.enable(10, verbs.ExpWRSendEnable, managed.a, 0, verbs.ExpSendWaitEnLast))
@@ -122,7 +123,7 @@ func TestEnableCountZero(t *testing.T) {
 // RECV_ENABLE lets the receive WQE take data.
 func TestRecvEnable(t *testing.T) {
 	f := newFixture(t)
-	p := f.pair(nil, []QPOption{ManagedRecv()})
+	p := f.pair(nil, []device.QPOption{device.ManagedRecv()})
 	m, _ := f.mgr()
 	copy(f.buf, "payload!")
 	f.postRecv(p.b, f.recv(1, f.sges(f.mr.Lkey, [2]int{1000, 8}), 1))
@@ -190,7 +191,7 @@ func TestDeadlock(t *testing.T) {
 // the failing WR, and what came before stays posted.
 func TestPostTask(t *testing.T) {
 	f := newFixture(t)
-	p := f.pair([]QPOption{QPCaps(Caps{SendWR: 3, RecvWR: 8, SendSGE: 1, RecvSGE: 1})}, nil)
+	p := f.pair([]device.QPOption{device.QPCaps(device.Caps{SendWR: 3, RecvWR: 8, SendSGE: 1, RecvSGE: 1})}, nil)
 	m, _ := f.mgr()
 	tasks := allocN[verbs.ExpTask](f, 4)
 	bad := alloc[*verbs.ExpTask](f)
@@ -304,7 +305,7 @@ func TestReferences(t *testing.T) {
 	f := newFixture(t)
 	other := newFixture(t)
 	m, _ := f.mgr()
-	target := f.pair([]QPOption{ManagedSend()}, nil)
+	target := f.pair([]device.QPOption{device.ManagedSend()}, nil)
 	cq := f.cq(8)
 	f.postSend(target.a, f.write(1, 0, 64))
 	f.postSend(m, f.wait(1, cq, 1, 0), f.enable(2, verbs.ExpWRSendEnable, target.a, 1, 0))
@@ -320,7 +321,7 @@ func TestReferences(t *testing.T) {
 	if err := verbs.ExpPostSend(m, w, bad); !isErrno(err, syscall.EINVAL) || *bad != w {
 		t.Fatalf("wait on another device's CQ: %v", err)
 	}
-	e := f.enable(4, verbs.ExpWRRecvEnable, other.pair(nil, []QPOption{ManagedRecv()}).b, 0, 0)
+	e := f.enable(4, verbs.ExpWRRecvEnable, other.pair(nil, []device.QPOption{device.ManagedRecv()}).b, 0, 0)
 	if err := verbs.ExpPostSend(m, e, bad); !isErrno(err, syscall.EINVAL) || *bad != e {
 		t.Fatalf("enable of another device's QP: %v", err)
 	}

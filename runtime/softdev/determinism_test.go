@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // schedule posts a mixed cross-channel schedule on a fresh device and
@@ -15,19 +16,19 @@ import (
 // with the final contents of the data buffer.
 func schedule(t *testing.T) ([]wcSum, []byte) {
 	f := newFixture(t)
-	cq := f.cq(4096, CrossChannelCQ())
+	cq := f.cq(4096, device.CrossChannelCQ())
 	const ranks, rounds = 4, 4
 	var a, b []*verbs.QP
 	for range ranks {
-		x := f.qp(cq, cq, ManagedSend(), QPCaps(Caps{SendWR: 16, RecvWR: 16, SendSGE: 2, RecvSGE: 2}))
+		x := f.qp(cq, cq, device.ManagedSend(), device.QPCaps(device.Caps{SendWR: 16, RecvWR: 16, SendSGE: 2, RecvSGE: 2}))
 		y := f.qp(cq, cq)
-		if err := Connect(x, y); err != nil {
+		if err := device.ConnectPair(x, y); err != nil {
 			t.Fatal(err)
 		}
 		a, b = append(a, x), append(b, y)
 	}
-	m := f.qp(cq, cq, CrossChannel(), QPCaps(Caps{SendWR: 64, RecvWR: 1}))
-	if err := Connect(m, m); err != nil {
+	m := f.qp(cq, cq, device.CrossChannel(), device.QPCaps(device.Caps{SendWR: 64, RecvWR: 1}))
+	if err := device.ConnectPair(m, m); err != nil {
 		t.Fatal(err)
 	}
 	plain := f.pair(nil, nil)

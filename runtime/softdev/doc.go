@@ -58,11 +58,16 @@
 // 0). Calls in flight on a device finish before Close frees it; a
 // blocked ibv_get_async_event returns -1 with ECANCELED, and any verb
 // given a closed device's context or objects fails with ENODEV (it is
-// never forwarded to the library). Device offers
-// the same verbs as methods (AllocPD, RegMR, ModifyQP, QueryPort,
-// GetAsyncEvent, …), running the same code; CreateCQ and CreateQP go
-// through verbs.ExpCreateCQ and verbs.ExpCreateQP. Devices are not
-// listed by ibv_get_device_list: Open is how one is made.
+// never forwarded to the library). A Device is a device of the
+// runtime's resource layer (it embeds a *device.Device): AllocPD, RegMR,
+// CreateCQ, CreateQP, QueryPort, Endpoint, WaitCQ, … go through the
+// generated verbs as on an HCA, and device.Connect and
+// device.ConnectPair connect its QPs; the methods only a software device
+// has (ModifyQP, GetAsyncEvent, the SRQ verbs, …) run the same code as
+// the verbs. Devices are not listed by ibv_get_device_list: Open is how
+// one is made, or device.Open("softdev") ($VERBSEXP_DEVICE=softdev),
+// which opens one that runs by itself (Autonomous), for a program that
+// imports this package and otherwise runs on an HCA.
 //
 // # The C, in layers
 //
@@ -111,51 +116,50 @@
 //		log.Fatal(err) // it says why: an address or a port taken (and by whom), no file descriptors, …
 //	}
 //	pd, _ := d.AllocPD()
-//	buf := softdev.CallocSlice[byte](4096) // C memory, registered below
-//	mr, _ := d.RegMR(pd, unsafe.Pointer(&buf[0]), len(buf), verbs.AccessLocalWrite)
+//	buf, _ := lease.Alloc(4096) // C memory, registered below
+//	mr, _ := d.RegMR(pd, buf.Bytes(), verbs.AccessLocalWrite)
 //	cq, _ := d.CreateCQ(16) // 32 slots: 16 rounded up to a power of two above it
-//	mgr, _ := d.CreateQP(pd, cq, cq, softdev.CrossChannel())
-//	a, _ := d.CreateQP(pd, cq, cq, softdev.ManagedSend())
+//	mgr, _ := d.CreateQP(pd, cq, cq, device.CrossChannel())
+//	a, _ := d.CreateQP(pd, cq, cq, device.ManagedSend())
 //	b, _ := d.CreateQP(pd, cq, cq)
-//	softdev.Connect(a, b)     // RESET -> INIT -> RTR -> RTS, each with the other's qp_num
-//	softdev.Connect(mgr, mgr) // a QP may be connected to itself
+//	device.ConnectPair(a, b)     // RESET -> INIT -> RTR -> RTS, each with the other's qp_num
+//	device.ConnectPair(mgr, mgr) // a QP may be connected to itself
 //
-//	sge := softdev.CallocSlice[verbs.SGE](2)
-//	sge[0] = verbs.SGE{Addr: uint64(uintptr(unsafe.Pointer(&buf[0]))), Length: 8, Lkey: mr.Lkey}
-//	sge[1] = verbs.SGE{Addr: sge[0].Addr + 64, Length: 8, Lkey: mr.Lkey}
-//	recv := softdev.Calloc[verbs.RecvWR]()
+//	sge, _ := cmem.Slice[verbs.SGE](2)
+//	sge[0] = verbs.SGE{Addr: buf.Addr(), Length: 8, Lkey: mr.Lkey}
+//	sge[1] = verbs.SGE{Addr: buf.Addr() + 64, Length: 8, Lkey: mr.Lkey}
+//	recv, _ := cmem.New[verbs.RecvWR]()
 //	*recv = verbs.RecvWR{WRID: 1, SGList: &sge[1], NumSGE: 1}
-//	wrs := softdev.CallocSlice[verbs.ExpSendWR](2)
+//	wrs, _ := cmem.Slice[verbs.ExpSendWR](2)
 //	wrs[0] = verbs.ExpSendWR{WRID: 2, SGList: &sge[0], NumSGE: 1, ExpOpcode: verbs.ExpWRSend,
 //		ExpSendFlags: uint64(verbs.ExpSendSignaled)}
 //	wrs[1] = verbs.ExpSendWR{WRID: 3, ExpOpcode: verbs.ExpWRSendEnable,
 //		ExpSendFlags: uint64(verbs.ExpSendSignaled | verbs.ExpSendWaitEnLast)}
 //	wrs[1].Task.WQEEnable().QP, wrs[1].Task.WQEEnable().WQECount = a, 1
-//	badRecv, badSend := softdev.Calloc[*verbs.RecvWR](), softdev.Calloc[*verbs.ExpSendWR]()
-//	fmt.Println(verbs.PostRecv(b, recv, badRecv))         // the peer's receive
-//	fmt.Println(verbs.ExpPostSend(a, &wrs[0], badSend))   // held: a is managed
-//	fmt.Println(verbs.ExpPostSend(mgr, &wrs[1], badSend)) // releases it
-//	wc := softdev.CallocSlice[verbs.ExpWC](4)
+//	fmt.Println(verbs.PostRecv(b, recv, nil))         // the peer's receive
+//	fmt.Println(verbs.ExpPostSend(a, &wrs[0], nil))   // held: a is managed
+//	fmt.Println(verbs.ExpPostSend(mgr, &wrs[1], nil)) // releases it
+//	wc, _ := cmem.Slice[verbs.ExpWC](4)
 //	n, _ := verbs.ExpPollCQ(cq, wc) // runs the device
 //	for _, c := range wc[:n] {
 //		fmt.Println(c.WRID, c.Status, c.ExpOpcode)
 //	}
 //
-//	for _, p := range []unsafe.Pointer{unsafe.Pointer(&sge[0]), unsafe.Pointer(recv), unsafe.Pointer(&wrs[0]),
-//		unsafe.Pointer(badRecv), unsafe.Pointer(badSend), unsafe.Pointer(&wc[0])} {
-//		softdev.Free(p)
-//	}
+//	cmem.FreeSlice(sge)
+//	cmem.Free(recv)
+//	cmem.FreeSlice(wrs)
+//	cmem.FreeSlice(wc)
 //	d.DestroyQP(mgr)
 //	d.DestroyQP(a)
 //	d.DestroyQP(b)
 //	d.DestroyCQ(cq)
 //	d.DeregMR(mr)
-//	softdev.Free(unsafe.Pointer(&buf[0]))
+//	buf.Free()
 //	d.DeallocPD(pd)
 //	fmt.Println(d.Close()) // a *LeakError if something was left
 //
 // (runtime/task's ExampleList builds one with a task list.) QPs are RC
-// (the default), UC or UD (the Transport option): RC and UC connected to
+// (the default), UC or UD (device.Transport): RC and UC connected to
 // a QP of the same device (loopback) or of another device, in this
 // process or another, on this host or another (see The network device),
 // UD addressed per work request with an address handle. UC is RC without
@@ -166,7 +170,7 @@
 // each receive buffer starts with the 40-byte GRH area (written when the
 // datagram had a GRH: IBV_WC_GRH), byte_len counts it, and the
 // completion names the source QP (and LID, on an InfiniBand port). A QP
-// created with the SRQ option takes its receives from a shared receive
+// created with device.SRQ takes its receives from a shared receive
 // queue, a WQE at a message's first packet, completing in any order
 // among its QPs; an armed limit raises IBV_EVENT_SRQ_LIMIT_REACHED, and a
 // QP in error raises IBV_EVENT_QP_LAST_WQE_REACHED once its flush is
@@ -188,7 +192,8 @@
 // (not their rings), so a stale handle reads valid memory and fails
 // cleanly.
 // Each method looks its object up and uses it under one hold of the
-// device's lock, so the same object freed or destroyed from several
+// device's lock (the layer's methods under the layer's, which also keeps
+// what it created), so the same object freed or destroyed from several
 // goroutines at once is freed once (the others get EINVAL), and Close
 // from several goroutines closes once (the others get ErrClosed). A nil
 // *Device (what a failed Open returns) gives ErrNilDevice from every
@@ -199,11 +204,7 @@
 // object's record, for the life of the process), and every verb on them,
 // the headers' inline ones included (verbs.PostSend, verbs.PollCQ,
 // verbs.ExpPostTask, …, which reach the device without the Device),
-// fails with ENODEV, whatever the interleaving with Close. Free takes
-// back only what Calloc and CallocSlice gave and not yet freed (anything
-// else is EINVAL, where C's free would abort the process); CallocSlice
-// of no elements panics, as make does with a negative length. Connect
-// refuses nil QPs and QPs of two devices.
+// fails with ENODEV, whatever the interleaving with Close.
 //
 // Sizes are checked against the C fields before anything is truncated:
 // CreateCQ refuses a cqe outside 1..MaxInt32 and Caps fields outside
@@ -223,7 +224,7 @@
 // softdev exec make it too, so unmapped memory, a read-only mapping
 // registered for writing or a length past the buffer is EFAULT there as
 // on an HCA. The memory must then stay valid and unmoved
-// until DeregMR: C memory (Calloc, CallocSlice, package lease), or Go
+// until DeregMR: C memory (package lease, runtime/cmem), or Go
 // memory pinned by the caller; a device writing into memory freed or
 // unmapped while still registered corrupts or faults, as a DMA into it
 // would.
@@ -309,10 +310,11 @@
 // # The cross-channel rules
 //
 // A manager is a QP created with IBV_EXP_QP_CREATE_CROSS_CHANNEL
-// (CrossChannel); its send queue may hold CQE_WAIT, SEND_ENABLE and
-// RECV_ENABLE work requests, which coordinate other queues. A managed
-// queue is a send queue created with MANAGED_SEND (ManagedSend) or a
-// receive queue created with MANAGED_RECV (ManagedRecv).
+// (device.CrossChannel); its send queue may hold CQE_WAIT, SEND_ENABLE
+// and RECV_ENABLE work requests, which coordinate other queues. A
+// managed queue is a send queue created with MANAGED_SEND
+// (device.ManagedSend) or a receive queue created with MANAGED_RECV
+// (device.ManagedRecv).
 //
 //  1. The posting QP must be cross-channel: CQE_WAIT, SEND_ENABLE,
 //     RECV_ENABLE, and any WR with IBV_EXP_SEND_WITH_CALC, posted to a QP
@@ -392,7 +394,7 @@
 //   - RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ: the remote range must lie
 //     in an MR of the peer's PD whose rkey matches and which grants
 //     IBV_ACCESS_REMOTE_WRITE / REMOTE_READ, and the peer QP must grant the
-//     same access (Connect grants both). WRITE_WITH_IMM also consumes a
+//     same access (device.Connect grants both). WRITE_WITH_IMM also consumes a
 //     receive WQE (IBV_WC_RECV_RDMA_WITH_IMM) and waits for one as SEND
 //     does. Completions IBV_WC_RDMA_WRITE / IBV_WC_RDMA_READ with byte_len.
 //   - NOP: completes (IBV_WC_SEND).
@@ -456,10 +458,11 @@
 //     QP whose completion it was goes to the error state with
 //     IBV_EVENT_QP_FATAL. What the ring holds stays pollable; later CQEs
 //     for the CQ are lost too, each failing its QP the same way.
-//   - A CQ that ignores overruns (IgnoreOverrun, which sets
-//     IBV_EXP_CQ_IGNORE_OVERRUN with ibv_exp_modify_cq, or CrossChannelCQ:
-//     a CQ created with IBV_EXP_CQ_CREATE_CROSS_CHANNEL, as the mlx5
-//     driver treats it) raises no event and its QPs keep working: the CQE
+//   - A CQ that ignores overruns (device.IgnoreOverrun, which sets
+//     IBV_EXP_CQ_IGNORE_OVERRUN with ibv_exp_modify_cq, or
+//     device.CrossChannelCQ: a CQ created with
+//     IBV_EXP_CQ_CREATE_CROSS_CHANNEL, as the mlx5 driver treats it)
+//     raises no event and its QPs keep working: the CQE
 //     is written over the oldest unpolled one, and once the ring has
 //     wrapped, polls find nothing until the writer comes round again,
 //     exactly as on hardware. Size CQs you poll for what they must hold;
@@ -509,7 +512,7 @@
 // Open then fails at once with EADDRINUSE naming that listener and its
 // process (it used to try all 16.7 million addresses first, 90 s). A QP moved to RTR with a
 // GRH whose dgid is another device's GID (sgid_index 0, port 1: what
-// ibv_modify_qp on a RoCE port requires; Connect builds it) is connected
+// ibv_modify_qp on a RoCE port requires; device.Connect builds it) is connected
 // to that device's QP dest_qp_num, in this process or another, on this
 // host or another: the same attributes as between two hosts' HCAs. The
 // first RTR to a device opens the connection to it, so a peer that is

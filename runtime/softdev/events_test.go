@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // overrunRig: a plain worker whose send or receive CQ is 15 deep (16
@@ -16,9 +17,9 @@ import (
 // polled first, as in the vendor's CQ tests, and async_fd is made
 // non-blocking.
 func overrunRig(t *testing.T, onSend, ignore bool) *rig {
-	var opts []CQOption
+	var opts []device.CQOption
 	if ignore {
-		opts = append(opts, IgnoreOverrun())
+		opts = append(opts, device.IgnoreOverrun())
 	}
 	c := rigConfig{scq: 31, rcq: 31}
 	if onSend {

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // fixture is an open device with a PD and one registered C buffer; every
@@ -32,7 +33,17 @@ type fixture struct {
 
 const bufSize = 1 << 16
 
+// newFixture opens a device with synchronous completions (before the
+// options, which may say otherwise): these tests pin softdev's rules
+// step by step, a poll returning what the run it started produced.
+// asyncFixture opens one as a program does.
 func newFixture(t testing.TB, opts ...DeviceOption) *fixture {
+	t.Helper()
+	return asyncFixture(t, append([]DeviceOption{SyncCompletions()}, opts...)...)
+}
+
+// asyncFixture opens a device with the default, asynchronous completions.
+func asyncFixture(t testing.TB, opts ...DeviceOption) *fixture {
 	t.Helper()
 	d, err := Open(opts...)
 	if err != nil {
@@ -42,7 +53,7 @@ func newFixture(t testing.TB, opts ...DeviceOption) *fixture {
 	if f.pd, err = d.AllocPD(); err != nil {
 		t.Fatal(err)
 	}
-	f.buf = CallocSlice[byte](bufSize)
+	f.buf = callocSlice[byte](bufSize)
 	f.free = append(f.free, unsafe.Pointer(&f.buf[0]))
 	f.mr = f.reg(f.buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
 	t.Cleanup(f.close)
@@ -60,7 +71,7 @@ func (f *fixture) close() {
 	t := f.t
 	if f.gone {
 		for _, p := range f.free {
-			Free(p)
+			cfree(p)
 		}
 		return
 	}
@@ -108,27 +119,27 @@ func (f *fixture) close() {
 		t.Errorf("Close: %v", err)
 	}
 	for _, p := range f.free {
-		Free(p)
+		cfree(p)
 	}
 }
 
 // alloc returns a zeroed T in C memory, freed at cleanup.
 func alloc[T any](f *fixture) *T {
-	p := Calloc[T]()
+	p := calloc[T]()
 	f.free = append(f.free, unsafe.Pointer(p))
 	return p
 }
 
 // allocN returns n zeroed Ts in C memory, freed at cleanup.
 func allocN[T any](f *fixture, n int) []T {
-	s := CallocSlice[T](n)
+	s := callocSlice[T](n)
 	f.free = append(f.free, unsafe.Pointer(&s[0]))
 	return s
 }
 
 func (f *fixture) reg(b []byte, access verbs.AccessFlags) *verbs.MR {
 	f.t.Helper()
-	mr, err := f.d.RegMR(f.pd, unsafe.Pointer(&b[0]), len(b), access)
+	mr, err := f.d.RegMR(f.pd, b, access)
 	if err != nil {
 		f.t.Fatalf("RegMR: %v", err)
 	}
@@ -136,7 +147,7 @@ func (f *fixture) reg(b []byte, access verbs.AccessFlags) *verbs.MR {
 	return mr
 }
 
-func (f *fixture) cq(n int, opts ...CQOption) *verbs.CQ {
+func (f *fixture) cq(n int, opts ...device.CQOption) *verbs.CQ {
 	f.t.Helper()
 	cq, err := f.d.CreateCQ(n, opts...)
 	if err != nil {
@@ -146,7 +157,7 @@ func (f *fixture) cq(n int, opts ...CQOption) *verbs.CQ {
 	return cq
 }
 
-func (f *fixture) qp(scq, rcq *verbs.CQ, opts ...QPOption) *verbs.QP {
+func (f *fixture) qp(scq, rcq *verbs.CQ, opts ...device.QPOption) *verbs.QP {
 	f.t.Helper()
 	qp, err := f.d.CreateQP(f.pd, scq, rcq, opts...)
 	if err != nil {
@@ -162,13 +173,13 @@ type pair struct {
 	cqa, cqb *verbs.CQ
 }
 
-func (f *fixture) pair(aOpts, bOpts []QPOption) pair {
+func (f *fixture) pair(aOpts, bOpts []device.QPOption) pair {
 	f.t.Helper()
 	var p pair
 	p.cqa, p.cqb = f.cq(256), f.cq(256)
 	p.a = f.qp(p.cqa, p.cqa, aOpts...)
 	p.b = f.qp(p.cqb, p.cqb, bOpts...)
-	if err := Connect(p.a, p.b); err != nil {
+	if err := device.ConnectPair(p.a, p.b); err != nil {
 		f.t.Fatalf("Connect: %v", err)
 	}
 	return p
@@ -178,8 +189,8 @@ func (f *fixture) pair(aOpts, bOpts []QPOption) pair {
 func (f *fixture) mgr() (*verbs.QP, *verbs.CQ) {
 	f.t.Helper()
 	cq := f.cq(256)
-	qp := f.qp(cq, cq, CrossChannel())
-	if err := Connect(qp, qp); err != nil {
+	qp := f.qp(cq, cq, device.CrossChannel())
+	if err := device.ConnectPair(qp, qp); err != nil {
 		f.t.Fatalf("Connect: %v", err)
 	}
 	return qp, cq

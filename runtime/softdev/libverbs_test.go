@@ -65,14 +65,14 @@ type lv struct {
 }
 
 func lvC[T any](v *lv) *T {
-	p := Calloc[T]()
+	p := calloc[T]()
 	v.cmem = append(v.cmem, unsafe.Pointer(p))
 	return p
 }
 
 func (v *lv) free() {
 	for _, p := range v.cmem {
-		Free(p)
+		cfree(p)
 	}
 }
 
@@ -236,7 +236,7 @@ func TestExportedVerbs(t *testing.T) {
 	if v.pd, err = verbs.AllocPD(v.ctx); err != nil || v.pd.Context != v.ctx {
 		t.Fatalf("ibv_alloc_pd: %v", err)
 	}
-	v.net = CallocSlice[byte](4096)
+	v.net = callocSlice[byte](4096)
 	v.cmem = append(v.cmem, unsafe.Pointer(&v.net[0]))
 	if v.mr, err = verbs.RegMR(v.pd, unsafe.Pointer(&v.net[0]), 4096, int32(verbs.AccessLocalWrite|verbs.AccessRemoteWrite)); err != nil {
 		t.Fatalf("ibv_reg_mr: %v", err)
@@ -467,11 +467,11 @@ func checkLibrary(t *testing.T, lc string) {
 
 	// A context that is not this device's goes to the library's own
 	// ibv_alloc_pd, directly and through the inline ibv_query_port's stub.
-	fake := Calloc[verbs.Context]()
-	defer Free(unsafe.Pointer(fake))
+	fake := calloc[verbs.Context]()
+	defer cfree(unsafe.Pointer(fake))
 	first := (*uintptr)(unsafe.Pointer(fake))
 	_, errPD := verbs.AllocPD(fake)
-	errPort := verbs.IbvQueryPort(fake, 1, Calloc[verbs.PortAttr]())
+	errPort := verbs.IbvQueryPort(fake, 1, calloc[verbs.PortAttr]())
 	if lc == libStandIn {
 		if !isCallErrno(errPD, "ibv_alloc_pd", syscall.EHOSTDOWN) || errPort != nil || *first != 0x7171 {
 			t.Fatalf("forwarded to the stand-in: ibv_alloc_pd %v, inline ibv_query_port %v, marker %#x; want EHOSTDOWN, nil, 0x7171", errPD, errPort, *first)
@@ -576,8 +576,8 @@ func TestCloseEndsBlockedGetAsyncEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := d.Context()
-	ev := Calloc[verbs.AsyncEvent]()
-	defer Free(unsafe.Pointer(ev))
+	ev := calloc[verbs.AsyncEvent]()
+	defer cfree(unsafe.Pointer(ev))
 	done := make(chan error)
 	go func() { done <- verbs.GetAsyncEvent(ctx, ev) }()
 	for d.inFlight() != 1 { // until the call is inside the device (blocked: nothing is pending)

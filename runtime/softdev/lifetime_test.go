@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // TestCloseMidFlight: eight goroutines create, connect, post, poll and
@@ -67,13 +68,13 @@ func closeMidFlight(t *testing.T, round int) {
 	f := &fixture{t: t, d: d} // no cleanup: the device is closed under the goroutines
 	defer func() {
 		for _, p := range f.free {
-			Free(p)
+			cfree(p)
 		}
 	}()
 	if f.pd, err = d.AllocPD(); err != nil {
 		t.Fatal(err)
 	}
-	f.buf = CallocSlice[byte](bufSize)
+	f.buf = callocSlice[byte](bufSize)
 	f.free = append(f.free, unsafe.Pointer(&f.buf[0]))
 	f.mr = f.reg(f.buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
 	p := f.pair(nil, nil)
@@ -153,7 +154,7 @@ func closeMidFlight(t *testing.T, round int) {
 			}
 			call(g, "CreateQP", func() (err error) { qp, err = d.CreateQP(f.pd, cq, cq); return })
 			if qp != nil {
-				call(g, "Connect", func() error { return Connect(qp, qp) })
+				call(g, "Connect", func() error { return device.ConnectPair(qp, qp) })
 				for range 3 {
 					call(g, "ExpPostSend", func() error { m.nop.Next = nil; return verbs.ExpPostSend(qp, m.nop, m.badS) })
 				}
@@ -227,10 +228,10 @@ func closeMidFlight(t *testing.T, round int) {
 			call(g, "verbs.ExpQueryDevice", func() error { return verbs.ExpQueryDevice(ctx, m.devatt) })
 			call(g, "verbs.QueryQP", func() error { return verbs.QueryQP(p.b, m.qattr, 0, m.qinit) })
 			call(g, "verbs.ReqNotifyCQ", func() error { return verbs.ReqNotifyCQ(p.cqb, 0) })
-			if rand.IntN(16) == 0 { // reconnect: RESET, then Connect
+			if rand.IntN(16) == 0 { // reconnect: RESET, then device.ConnectPair
 				m.qattr.QPState = verbs.QpsReset
 				call(g, "verbs.ModifyQP", func() error { return verbs.ModifyQP(p.b, m.qattr, int32(verbs.QPStateConst)) })
-				call(g, "Connect", func() error { return Connect(p.b, p.a) })
+				call(g, "Connect", func() error { return device.ConnectPair(p.b, p.a) })
 			}
 		},
 	}
@@ -282,7 +283,7 @@ func TestClosedHandles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mr, err := d.RegMR(pd, unsafe.Pointer(&f.buf[0]), 4096, verbs.AccessLocalWrite)
+	mr, err := d.RegMR(pd, f.buf[:4096], verbs.AccessLocalWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +292,7 @@ func TestClosedHandles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Connect(qp, qp); err != nil {
+	if err := device.ConnectPair(qp, qp); err != nil {
 		t.Fatal(err)
 	}
 	deadCQ, _ := d.CreateCQ(4)
@@ -309,7 +310,7 @@ func TestClosedHandles(t *testing.T) {
 	}
 	// Reuse what Close freed, so a read of freed memory finds garbage.
 	for range 1000 {
-		f.free = append(f.free, unsafe.Pointer(&CallocSlice[byte](64 + 8*rand.IntN(64))[0]))
+		f.free = append(f.free, unsafe.Pointer(&callocSlice[byte](64 + 8*rand.IntN(64))[0]))
 	}
 
 	wr := f.send(1, verbs.ExpWRNop, verbs.ExpSendSignaled, nil, 0)
@@ -353,7 +354,7 @@ func TestClosedHandles(t *testing.T) {
 		add(h.name+" ExpModifyQP", verbs.ExpModifyQP(h.qp, eqattr, uint64(verbs.ExpQPState)))
 		add(h.name+" ModifyQP", verbs.ModifyQP(h.qp, qattr, int32(verbs.QPStateConst)))
 		add(h.name+" QueryQP", verbs.QueryQP(h.qp, qattr, 0, qinit))
-		add(h.name+" Connect", Connect(h.qp, h.qp))
+		add(h.name+" Connect", device.ConnectPair(h.qp, h.qp))
 		add(h.name+" DestroyQP", verbs.DestroyQP(h.qp))
 		add(h.name+" ResizeCQ", verbs.ResizeCQ(h.cq, 8))
 		add(h.name+" DestroyCQ", verbs.DestroyCQ(h.cq))

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // Misuse of the device's objects is an error, never a crash: a QP or CQ
@@ -27,7 +28,7 @@ func TestStaleAndForeignObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Connect(qp, qp); err != nil {
+	if err := device.ConnectPair(qp, qp); err != nil {
 		t.Fatal(err)
 	}
 	theirs := other.pair(nil, nil).a
@@ -119,7 +120,7 @@ func TestStaleAndForeignObjects(t *testing.T) {
 func TestRegMRNeedsMappedMemory(t *testing.T) {
 	f := newFixture(t)
 	small := allocN[byte](f, 64)
-	if _, err := f.d.RegMR(f.pd, unsafe.Pointer(&small[0]), 1<<40, verbs.AccessLocalWrite); !isErrno(err, syscall.EFAULT) {
+	if _, err := verbs.RegMR(f.pd, unsafe.Pointer(&small[0]), 1<<40, int32(verbs.AccessLocalWrite)); !isErrno(err, syscall.EFAULT) {
 		t.Fatalf("RegMR of 64 bytes as 1 TiB: %v", err)
 	}
 	pg := os.Getpagesize()
@@ -153,7 +154,7 @@ func TestRegMRNeedsMappedMemory(t *testing.T) {
 		{"read-only page, write access", 2 * pg, pg, verbs.AccessLocalWrite, syscall.EFAULT},
 		{"past the mapping", 2 * pg, 2 * pg, 0, syscall.EFAULT},
 	} {
-		mr, err := f.d.RegMR(f.pd, unsafe.Add(base, c.off), c.n, c.access)
+		mr, err := f.d.RegMR(f.pd, mem[c.off:c.off+c.n], c.access)
 		if c.want == nil {
 			if err != nil {
 				t.Errorf("%s: %v", c.name, err)
@@ -185,8 +186,8 @@ func TestSizesThatDoNotFit(t *testing.T) {
 		t.Errorf("CreateCQ above max_cqe: %v", err)
 	}
 	cq := f.cq(4)
-	for _, c := range []Caps{{SendWR: 1<<32 + 4}, {RecvWR: -1}, {SendSGE: 1 << 40}, {SendWR: DefaultLimits.MaxQPWR + 1}} {
-		if qp, err := f.d.CreateQP(f.pd, cq, cq, QPCaps(c)); !isErrno(err, syscall.EINVAL) {
+	for _, c := range []device.Caps{{SendWR: 1<<32 + 4}, {RecvWR: -1}, {SendSGE: 1 << 40}, {SendWR: DefaultLimits.MaxQPWR + 1}} {
+		if qp, err := f.d.CreateQP(f.pd, cq, cq, device.QPCaps(c)); !isErrno(err, syscall.EINVAL) {
 			t.Errorf("CreateQP with %+v = %v, %v; want EINVAL", c, qp, err)
 		}
 	}

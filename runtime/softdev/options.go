@@ -2,83 +2,6 @@
 
 package softdev
 
-import "github.com/verbsexp/verbsexp/generated/verbs"
-
-type cqConfig struct {
-	crossChannel  bool
-	ignoreOverrun bool
-}
-
-// CQOption configures CreateCQ.
-type CQOption func(*cqConfig)
-
-// CrossChannelCQ creates the CQ with IBV_EXP_CQ_CREATE_CROSS_CHANNEL.
-// Such a CQ, like one with IgnoreOverrun, never overruns (as the mlx5
-// driver sets it up): a CQE that finds the ring full is written over the
-// oldest unpolled one, and CQE_WAIT counts it.
-func CrossChannelCQ() CQOption { return func(c *cqConfig) { c.crossChannel = true } }
-
-// IgnoreOverrun sets IBV_EXP_CQ_IGNORE_OVERRUN with ibv_exp_modify_cq
-// after creation (the only place the headers offer it).
-func IgnoreOverrun() CQOption { return func(c *cqConfig) { c.ignoreOverrun = true } }
-
-// Caps are the capacities of a QP's queues (struct ibv_qp_cap).
-type Caps struct {
-	SendWR, RecvWR   int // ring slots
-	SendSGE, RecvSGE int // SGEs per WQE
-	Inline           int // bytes of IBV_SEND_INLINE payload per send WQE
-}
-
-// DefaultCaps are the capacities CreateQP uses without QPCaps.
-var DefaultCaps = Caps{SendWR: 64, RecvWR: 64, SendSGE: 4, RecvSGE: 4, Inline: 64}
-
-type qpConfig struct {
-	flags  verbs.ExpQPCreateFlags
-	caps   Caps
-	sigAll bool
-	qpType verbs.QPType
-	srq    *verbs.SRQ
-}
-
-// QPOption configures CreateQP.
-type QPOption func(*qpConfig)
-
-// CrossChannel sets IBV_EXP_QP_CREATE_CROSS_CHANNEL: the QP may post
-// CQE_WAIT, SEND_ENABLE, RECV_ENABLE and calc WRs. On its own it changes
-// nothing else.
-func CrossChannel() QPOption {
-	return func(c *qpConfig) { c.flags |= verbs.ExpQPCreateCrossChannel }
-}
-
-// ManagedSend sets IBV_EXP_QP_CREATE_MANAGED_SEND: send WQEs run only once
-// a SEND_ENABLE posted by a cross-channel QP has released them.
-func ManagedSend() QPOption {
-	return func(c *qpConfig) { c.flags |= verbs.ExpQPCreateManagedSend }
-}
-
-// ManagedRecv sets IBV_EXP_QP_CREATE_MANAGED_RECV: receive WQEs accept
-// data only once a RECV_ENABLE has released them; sends to the QP wait
-// meanwhile.
-func ManagedRecv() QPOption {
-	return func(c *qpConfig) { c.flags |= verbs.ExpQPCreateManagedRecv }
-}
-
-// QPCaps sets the queue capacities.
-func QPCaps(c Caps) QPOption { return func(q *qpConfig) { q.caps = c } }
-
-// SigAll sets sq_sig_all: every send WQE completes, signaled or not.
-func SigAll() QPOption { return func(c *qpConfig) { c.sigAll = true } }
-
-// Transport sets the QP's type: verbs.QptRC (the default), verbs.QptUC
-// (unreliable connected: no acknowledgements, a lost packet loses its
-// message) or verbs.QptUD (datagrams addressed per work request with an
-// address handle, verbs.CreateAH). Other types are refused with EINVAL.
-func Transport(t verbs.QPType) QPOption { return func(c *qpConfig) { c.qpType = t } }
-
-// SRQ attaches the QP to a shared receive queue (Device.CreateSRQ): its
-// receives come from there, and it has no receive queue of its own.
-func SRQ(srq *verbs.SRQ) QPOption { return func(c *qpConfig) { c.srq = srq } }
-
 // Limits are the device limits Open may change: the largest send or
 // receive queue (max_qp_wr) and the largest CQ that may be asked for
 // (max_cqe), as ibv_exp_query_device reports them.
@@ -106,6 +29,7 @@ type deviceConfig struct {
 	run       runMode
 	timeScale float64
 	ib        bool // an InfiniBand port
+	comp      completionConfig // completions.go
 }
 
 // runMode is who runs a device's send queues besides its polls.

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // The slot rule of mlx4 and mlx5: a WQE's slot is free for a new WR only
@@ -20,11 +21,11 @@ const reclaimDepth = 8
 
 // reclaimQP is a QP with a send and a receive queue of reclaimDepth
 // slots, its own send and receive CQs, connected to itself.
-func reclaimQP(t *testing.T, f *fixture, scq, rcq *verbs.CQ, opts ...QPOption) *verbs.QP {
+func reclaimQP(t *testing.T, f *fixture, scq, rcq *verbs.CQ, opts ...device.QPOption) *verbs.QP {
 	t.Helper()
-	caps := QPCaps(Caps{SendWR: reclaimDepth, RecvWR: reclaimDepth, SendSGE: 1, RecvSGE: 1})
+	caps := device.QPCaps(device.Caps{SendWR: reclaimDepth, RecvWR: reclaimDepth, SendSGE: 1, RecvSGE: 1})
 	qp := f.qp(scq, rcq, append(opts, caps)...)
-	if err := Connect(qp, qp); err != nil {
+	if err := device.ConnectPair(qp, qp); err != nil {
 		t.Fatal(err)
 	}
 	return qp
@@ -151,9 +152,9 @@ func TestReclaimSendQueue(t *testing.T) {
 func TestReclaimRecvQueue(t *testing.T) {
 	f := newFixture(t)
 	scq, rcq := f.cq(64), f.cq(64)
-	qp := f.qp(scq, rcq, QPCaps(Caps{SendWR: 1, RecvWR: reclaimDepth, SendSGE: 1, RecvSGE: 1}))
-	src := f.qp(scq, f.cq(4), QPCaps(Caps{SendWR: 64, RecvWR: 1, SendSGE: 1, RecvSGE: 1}))
-	if err := Connect(src, qp); err != nil {
+	qp := f.qp(scq, rcq, device.QPCaps(device.Caps{SendWR: 1, RecvWR: reclaimDepth, SendSGE: 1, RecvSGE: 1}))
+	src := f.qp(scq, f.cq(4), device.QPCaps(device.Caps{SendWR: 64, RecvWR: 1, SendSGE: 1, RecvSGE: 1}))
+	if err := device.ConnectPair(src, qp); err != nil {
 		t.Fatal(err)
 	}
 	for i := range reclaimDepth {
@@ -253,7 +254,7 @@ func TestReclaimWaitOnlyCQ(t *testing.T) {
 // CQEs written over before anyone polled them (IGNORE_OVERRUN, a CQ of
 // 2 slots) free nothing: the poll finds no CQE, the queue stays full.
 func TestReclaimOverwrittenCQEs(t *testing.T) {
-	for _, opt := range []CQOption{IgnoreOverrun(), CrossChannelCQ()} {
+	for _, opt := range []device.CQOption{device.IgnoreOverrun(), device.CrossChannelCQ()} {
 		f := newFixture(t)
 		scq := f.cq(1, opt) // 2 slots
 		qp := reclaimQP(t, f, scq, f.cq(4))
@@ -331,7 +332,7 @@ func TestReclaimReset(t *testing.T) {
 	if s, r := f.queues(qp); s != (QueueStats{}) || r != (QueueStats{}) {
 		t.Fatalf("after RESET: send %+v, receive %+v; want all zero", s, r)
 	}
-	if err := Connect(qp, qp); err != nil {
+	if err := device.ConnectPair(qp, qp); err != nil {
 		t.Fatal(err)
 	}
 	fill()

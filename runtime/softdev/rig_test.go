@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // rig is the shape of setup the vendor's CORE-Direct tests use, built on
@@ -26,10 +27,10 @@ type rig struct {
 // worker queues and CQs, a 16-entry manager CQ, every receive slot
 // posted).
 type rigConfig struct {
-	worker           []QPOption // creation flags of the worker
+	worker           []device.QPOption // creation flags of the worker
 	sendWR, recvWR   int
 	scq, rcq         int
-	scqOpts, rcqOpts []CQOption
+	scqOpts, rcqOpts []device.CQOption
 }
 
 const (
@@ -52,16 +53,16 @@ func newRig(t *testing.T, c rigConfig) *rig {
 	def(&c.rcq, 31)
 	r := &rig{fixture: newFixture(t), t: t}
 	r.mcq = r.cq(16)
-	r.mqp = r.fixture.qp(r.mcq, r.mcq, CrossChannel(), QPCaps(Caps{SendWR: mgrSendWR, SendSGE: 16, RecvSGE: 16}))
-	if err := Connect(r.mqp, r.mqp); err != nil {
+	r.mqp = r.fixture.qp(r.mcq, r.mcq, device.CrossChannel(), device.QPCaps(device.Caps{SendWR: mgrSendWR, SendSGE: 16, RecvSGE: 16}))
+	if err := device.ConnectPair(r.mqp, r.mqp); err != nil {
 		t.Fatal(err)
 	}
 	r.scq = r.cq(c.scq, c.scqOpts...)
 	r.rcq = r.cq(c.rcq, c.rcqOpts...)
-	caps := QPCaps(Caps{SendWR: c.sendWR, RecvWR: c.recvWR, SendSGE: 16, RecvSGE: 16})
+	caps := device.QPCaps(device.Caps{SendWR: c.sendWR, RecvWR: c.recvWR, SendSGE: 16, RecvSGE: 16})
 	r.qp = r.fixture.qp(r.scq, r.rcq, append(c.worker, caps)...)
 	r.postRecvs(c.recvWR) // in RESET, before the connection exists
-	if err := Connect(r.qp, r.qp); err != nil {
+	if err := device.ConnectPair(r.qp, r.qp); err != nil {
 		t.Fatal(err)
 	}
 	return r

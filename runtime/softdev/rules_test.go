@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // The tests in this file state the cross-channel rules of doc.go one by
@@ -60,7 +61,7 @@ func TestRule02TargetGate(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := newRig(t, rigConfig{worker: []QPOption{CrossChannel()}})
+			r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel()}})
 			for i := range 10 {
 				w := c.en(r, uint64(i))
 				if bad, err := r.post(r.qp, w); !isErrno(err, syscall.EINVAL) || bad != w {
@@ -74,7 +75,7 @@ func TestRule02TargetGate(t *testing.T) {
 		})
 	}
 	// The other kind of managed queue does not qualify either.
-	r := newRig(t, rigConfig{worker: []QPOption{CrossChannel(), ManagedRecv()}})
+	r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel(), device.ManagedRecv()}})
 	if _, err := r.post(r.mqp, r.sendEn(1, 0, verbs.ExpSendWaitEnLast)); !isErrno(err, syscall.EINVAL) {
 		t.Fatalf("SEND_ENABLE of a QP managed on receive only: %v", err)
 	}
@@ -84,14 +85,14 @@ func TestRule02TargetGate(t *testing.T) {
 // run; an enable posted there (even of the queue itself) waits with them.
 func TestRule03ManagedSendQueueHoldsWork(t *testing.T) {
 	t.Run("sends", func(t *testing.T) {
-		r := newRig(t, rigConfig{worker: []QPOption{CrossChannel(), ManagedSend()}})
+		r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel(), device.ManagedSend()}})
 		for i := range 10 {
 			r.mustPost(r.qp, r.sendWR(uint64(i)))
 		}
 		r.drain().expect(t, 0, 0, 0)
 	})
 	t.Run("own-enables", func(t *testing.T) {
-		r := newRig(t, rigConfig{worker: []QPOption{CrossChannel(), ManagedSend()}})
+		r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel(), device.ManagedSend()}})
 		for i := range 10 {
 			w := r.sendWR(uint64(i))
 			if i%2 == 1 {
@@ -112,7 +113,7 @@ func TestRule03ManagedSendQueueHoldsWork(t *testing.T) {
 // posted before the connection included, take no data until released;
 // sends to it stall (RNR retried for ever).
 func TestRule03ManagedRecvQueueStallsSends(t *testing.T) {
-	r := newRig(t, rigConfig{worker: []QPOption{CrossChannel(), ManagedRecv()}})
+	r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel(), device.ManagedRecv()}})
 	for i := range 10 {
 		r.mustPost(r.qp, r.sendWR(uint64(i)))
 	}
@@ -125,7 +126,7 @@ func TestRule03ManagedRecvQueueStallsSends(t *testing.T) {
 	}
 	// Enables of the worker's own receive queue, posted behind the
 	// stalled send on its (unmanaged) send queue, never run either.
-	r2 := newRig(t, rigConfig{worker: []QPOption{CrossChannel(), ManagedRecv()}})
+	r2 := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel(), device.ManagedRecv()}})
 	for i := range 10 {
 		w := r2.sendWR(uint64(i))
 		if i%2 == 1 {
@@ -171,12 +172,12 @@ func TestRule04EnableBase(t *testing.T) {
 	const sig = verbs.ExpSendSignaled
 	for _, recv := range []bool{false, true} {
 		recv := recv
-		managed, en, id := ManagedSend(), (*rig).sendEn, enWRID
+		managed, en, id := device.ManagedSend(), (*rig).sendEn, enWRID
 		name := "send"
 		if recv {
-			managed, en, id, name = ManagedRecv(), (*rig).recvEn, reWRID, "recv"
+			managed, en, id, name = device.ManagedRecv(), (*rig).recvEn, reWRID, "recv"
 		}
-		cfg := rigConfig{worker: []QPOption{CrossChannel(), managed}}
+		cfg := rigConfig{worker: []device.QPOption{device.CrossChannel(), managed}}
 		t.Run(name+"/all", func(t *testing.T) {
 			r := newRig(t, cfg)
 			sendEnableCase(t, []*verbs.ExpSendWR{en(r, id, 0, sig|last)}, r, 10, []uint64{id})
@@ -215,7 +216,7 @@ func TestRule04EnableBase(t *testing.T) {
 		})
 	}
 	t.Run("beyond-posted", func(t *testing.T) {
-		r := newRig(t, rigConfig{worker: []QPOption{CrossChannel(), ManagedSend()}})
+		r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel(), device.ManagedSend()}})
 		for i := range 4 {
 			r.mustPost(r.qp, r.sendWR(uint64(i)))
 		}
@@ -231,7 +232,7 @@ func TestRule04EnableBase(t *testing.T) {
 		}
 	})
 	t.Run("zero-is-a-snapshot", func(t *testing.T) {
-		r := newRig(t, rigConfig{worker: []QPOption{CrossChannel(), ManagedSend()}})
+		r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel(), device.ManagedSend()}})
 		r.mustPost(r.qp, r.sendWR(1), r.sendWR(2))
 		r.mustPost(r.mqp, r.sendEn(10, 0, last))
 		r.mustPost(r.qp, r.sendWR(3)) // posted after the enable: not released
@@ -245,7 +246,7 @@ func TestRule04EnableBase(t *testing.T) {
 // same list, a manager that releases one, waits for its own CQE, releases
 // everything posted, and waits for the ten receives.
 func TestRule04and05PostTaskChain(t *testing.T) {
-	r := newRig(t, rigConfig{worker: []QPOption{CrossChannel(), ManagedSend()}})
+	r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel(), device.ManagedSend()}})
 	var sends []*verbs.ExpSendWR
 	for i := range 10 {
 		sends = append(sends, r.send(uint64(i), verbs.ExpWRSend, verbs.ExpSendSignaled, nil, 0))
@@ -276,7 +277,7 @@ func TestRule04and05PostTaskChain(t *testing.T) {
 // worker sends n pages to itself; which waits complete.
 func waitCase(t *testing.T, waits func(r *rig) []*verbs.ExpSendWR, n int, want []uint64) {
 	t.Helper()
-	r := newRig(t, rigConfig{worker: []QPOption{CrossChannel()}})
+	r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel()}})
 	r.mustPost(r.mqp, waits(r)...)
 	for i := range n {
 		r.mustPost(r.qp, r.sendWR(uint64(i)))
@@ -305,7 +306,7 @@ func TestRule05WaitBase(t *testing.T) {
 		waitCase(t, func(r *rig) []*verbs.ExpSendWR { return []*verbs.ExpSendWR{r.wait(0, r.rcq, 11, sig|last)} }, 10, nil)
 	})
 	t.Run("exactly", func(t *testing.T) {
-		r := newRig(t, rigConfig{worker: []QPOption{CrossChannel()}})
+		r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel()}})
 		r.mustPost(r.mqp, r.wait(0, r.rcq, 10, sig|last))
 		for i := range 10 {
 			if got := r.poll(r.mcq); len(got) != 0 {
@@ -328,7 +329,7 @@ func TestRule05WaitBase(t *testing.T) {
 	t.Run("base-moves-by-the-largest", func(t *testing.T) {
 		// 9, 10, 11 with WAIT_EN_LAST on the last: the base moves by 11,
 		// so a following wait for 1 needs the 12th CQE.
-		r := newRig(t, rigConfig{worker: []QPOption{CrossChannel()}})
+		r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel()}})
 		r.mustPost(r.mqp, r.wait(1, r.rcq, 9, 0), r.wait(2, r.rcq, 10, 0), r.wait(3, r.rcq, 11, last),
 			r.wait(4, r.rcq, 1, sig|last))
 		for i := range 12 {
@@ -341,7 +342,7 @@ func TestRule05WaitBase(t *testing.T) {
 	t.Run("counts-polled-and-overwritten-CQEs", func(t *testing.T) {
 		// A plain worker (not cross-channel) whose send CQ ignores
 		// overruns and is 15 deep: the wait is on the receive CQ, for 18.
-		r := newRig(t, rigConfig{scq: 15, scqOpts: []CQOption{IgnoreOverrun()}})
+		r := newRig(t, rigConfig{scq: 15, scqOpts: []device.CQOption{device.IgnoreOverrun()}})
 		r.mustPost(r.mqp, r.wait(777, r.rcq, 15+3, sig|last))
 		for i := range 17 {
 			r.mustPost(r.qp, r.sendWR(uint64(i)))
@@ -360,10 +361,10 @@ func TestRule05WaitBase(t *testing.T) {
 
 // Rule 6: bases live on the CQ or QP, so managers share them.
 func TestRule06BasesAreShared(t *testing.T) {
-	r := newRig(t, rigConfig{worker: []QPOption{CrossChannel(), ManagedSend()}})
+	r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel(), device.ManagedSend()}})
 	m2cq := r.cq(16)
-	m2 := r.fixture.qp(m2cq, m2cq, CrossChannel(), QPCaps(Caps{SendWR: 16}))
-	if err := Connect(m2, m2); err != nil {
+	m2 := r.fixture.qp(m2cq, m2cq, device.CrossChannel(), device.QPCaps(device.Caps{SendWR: 16}))
+	if err := device.ConnectPair(m2, m2); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 10 {
@@ -390,7 +391,7 @@ func TestRule06BasesAreShared(t *testing.T) {
 // follows, never errors and never completes. The deadlock report names
 // the QP, the base and the count.
 func TestRule07InOrder(t *testing.T) {
-	r := newRig(t, rigConfig{worker: []QPOption{CrossChannel(), ManagedSend()}})
+	r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel(), device.ManagedSend()}})
 	r.mustPost(r.qp, r.sendWR(1), r.sendWR(2))
 	r.mustPost(r.mqp, r.wait(9, r.rcq, 5, verbs.ExpSendWaitEnLast), r.wait(10, r.rcq, 3, verbs.ExpSendSignaled|verbs.ExpSendWaitEnLast),
 		r.sendEn(11, 0, verbs.ExpSendSignaled|verbs.ExpSendWaitEnLast))
@@ -423,7 +424,7 @@ func TestRule07InOrder(t *testing.T) {
 // signaled, with IBV_WC_SUCCESS, its wr_id and the manager's qp_num, in
 // post order; a wait on the manager's own CQ is met by its own CQEs.
 func TestRule08ControlCompletions(t *testing.T) {
-	r := newRig(t, rigConfig{worker: []QPOption{CrossChannel(), ManagedSend()}})
+	r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel(), device.ManagedSend()}})
 	r.mustPost(r.qp, r.sendWR(1), r.sendWR(2))
 	r.mustPost(r.mqp,
 		r.sendEn(100, 1, verbs.ExpSendSignaled|verbs.ExpSendWaitEnLast),
@@ -443,7 +444,7 @@ func TestRule08ControlCompletions(t *testing.T) {
 // Rule 9: CROSS_CHANNEL alone changes nothing for SEND: the worker
 // completes every send, in order, with its wr_id.
 func TestRule09CrossChannelAlone(t *testing.T) {
-	r := newRig(t, rigConfig{worker: []QPOption{CrossChannel()}})
+	r := newRig(t, rigConfig{worker: []device.QPOption{device.CrossChannel()}})
 	var d drained
 	for i := range 10 {
 		r.mustPost(r.qp, r.sendWR(sendWRID|uint64(i)))

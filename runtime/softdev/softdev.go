@@ -13,7 +13,7 @@ package softdev
 import "C"
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"math"
 	"net/netip"
@@ -25,31 +25,52 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // Device is one open software device: a verbs context whose dispatch
-// tables point at this package's provider. Its methods are safe for
-// concurrent use; so are the verbs the context dispatches to. A copy of
-// a Device is the same device (its state sits behind one pointer): a
+// tables point at this package's provider. It is a device of the
+// runtime's resource layer (the embedded *device.Device: AllocPD,
+// CreateCQ, CreateQP, RegMR, Endpoint, WaitCQ, … go through the verbs,
+// as on an HCA), with what only a software device has besides:
+// Progress, the counters, the wire, the SRQ verbs. Its methods are safe
+// for concurrent use; so are the verbs the context dispatches to. A copy
+// of a Device is the same device (its state sits behind pointers): a
 // second Close, through either, is ErrClosed.
 type Device struct {
-	*device // nil for the zero Device, which is refused as a nil one
+	*device.Device // the layer's device; nil for the zero Device
+	*engine        // nil for the zero Device, which is refused as a nil one
 }
 
-type device struct {
-	mu      sync.RWMutex // methods hold it shared, Close exclusively
+// engine is the software device's own state.
+type engine struct {
+	mu      sync.RWMutex // methods hold it shared, close exclusively
 	closed  bool
-	closing atomic.Bool // set by Close before it waits: blocked event readers give up
+	closing atomic.Bool // set by close before it waits: blocked event readers give up
 	ctx     *C.struct_ibv_context
-	handle  cgo.Handle // d, for the exported verbs (libverbs.go)
+	handle  cgo.Handle // the *Device, for the exported verbs (libverbs.go)
 }
 
-// ErrClosed is returned by the methods of a closed Device.
-var ErrClosed = errors.New("softdev: device is closed")
+func init() {
+	// device.Open(device.SoftdevName), and $VERBSEXP_DEVICE=softdev,
+	// open a device of this package, running by itself as an HCA does.
+	device.Register(device.SoftdevName, func() (*device.Device, error) {
+		d, err := Open(Autonomous())
+		if err != nil {
+			return nil, err
+		}
+		return d.Device, nil
+	})
+}
+
+// ErrClosed is returned by the methods of a closed Device (it is
+// device.ErrClosed).
+var ErrClosed = device.ErrClosed
 
 // ErrNilDevice is returned by the methods of a nil *Device (what Open
-// returns with its error): an error, never a nil dereference.
-var ErrNilDevice = fmt.Errorf("softdev: nil *Device (did Open fail?): %w", syscall.EINVAL)
+// returns with its error): an error, never a nil dereference (it is
+// device.ErrNilDevice).
+var ErrNilDevice = device.ErrNilDevice
 
 // Open creates a device at its address (see Address) and starts its
 // transport. Close it when done. Without options it has the limits
@@ -77,6 +98,9 @@ func Open(opts ...DeviceOption) (*Device, error) {
 	if cfg.ib {
 		c.port_ib = 1
 	}
+	if err := cfg.comp.apply(&c); err != nil {
+		return nil, err
+	}
 	if addr == "" {
 		c.auto_loopback = 1
 	} else {
@@ -94,11 +118,12 @@ func Open(opts ...DeviceOption) (*Device, error) {
 	if ctx == nil {
 		return nil, openErr(addr, where, int(e))
 	}
-	d := &Device{&device{ctx: ctx}}
+	d := &Device{engine: &engine{ctx: ctx}}
 	if err := d.attach(); err != nil {
 		C.sd_discard(ctx)
 		return nil, err
 	}
+	d.Device, _ = device.New(device.SoftdevName, d.context(), d.close) // a context and a close function: no error
 	return d, nil
 }
 
@@ -176,10 +201,10 @@ func (d *Device) Limits() Limits {
 // verbs.ExpQueryDevice, …). It stays valid until Close; from then on (and
 // for a nil Device) it is nil, which every wrapper refuses with EINVAL.
 func (d *Device) Context() *verbs.Context {
-	if d.isNil() || d.closing.Load() {
+	if d.isNil() {
 		return nil
 	}
-	return d.context()
+	return d.Device.Context()
 }
 
 // context is the context for the methods, which hold d.mu (Context is
@@ -187,7 +212,7 @@ func (d *Device) Context() *verbs.Context {
 func (d *Device) context() *verbs.Context { return (*verbs.Context)(unsafe.Pointer(d.ctx)) }
 
 // isNil says whether d is nil or the zero Device.
-func (d *Device) isNil() bool { return d == nil || d.device == nil }
+func (d *Device) isNil() bool { return d == nil || d.engine == nil || d.Device == nil }
 
 // use runs f unless the device is closed (or nil).
 func (d *Device) use(f func() error) error {
@@ -221,6 +246,11 @@ func (d *Device) Close() error {
 	if d.isNil() {
 		return ErrNilDevice
 	}
+	return d.Device.Close() // which calls close, once
+}
+
+// close is the layer's close function: the device's own Close.
+func (d *Device) close() error {
 	// Wake a GetAsyncEvent blocked on the fd (it holds d.mu shared, so
 	// Close could not take it exclusively otherwise). The wake runs with
 	// d.mu shared too: a concurrent Close cannot free the context under it.
@@ -244,191 +274,98 @@ func (d *Device) Close() error {
 	return &LeakError{PDs: int(l.pds), MRs: int(l.mrs), CQs: int(l.cqs), QPs: int(l.qps), AHs: int(l.ahs), SRQs: int(l.srqs)}
 }
 
+// The layer's methods, through a nil *Device too (a nil Device's are
+// ErrNilDevice, as the layer's own nil Device's are), where the promoted
+// methods would dereference it. See device.Device for each.
+
+func (d *Device) layer() *device.Device {
+	if d.isNil() {
+		return nil
+	}
+	return d.Device
+}
+
+// AllocPD is device.Device.AllocPD.
+func (d *Device) AllocPD() (*verbs.PD, error) { return d.layer().AllocPD() }
+
+// DeallocPD is device.Device.DeallocPD: EBUSY while MRs or QPs use pd.
+func (d *Device) DeallocPD(pd *verbs.PD) error { return d.layer().DeallocPD(pd) }
+
+// RegMR is device.Device.RegMR. As an HCA's registration pins the pages,
+// this device checks that the whole range is mapped memory it may read
+// (and write, with any write access): otherwise EFAULT, naming the first
+// byte that is not.
+func (d *Device) RegMR(pd *verbs.PD, mem []byte, access verbs.AccessFlags) (*verbs.MR, error) {
+	if !d.isNil() && len(mem) > 0 {
+		// The verb checks it too; this says where and why.
+		write := access&(verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteAtomic) != 0
+		if err := checkMapped(uintptr(unsafe.Pointer(unsafe.SliceData(mem))), uintptr(len(mem)), write); err != nil {
+			return nil, fmt.Errorf("softdev: reg_mr: %w", err)
+		}
+	}
+	return d.layer().RegMR(pd, mem, access)
+}
+
+// DeregMR is device.Device.DeregMR. WQEs still naming the MR's keys fail
+// when they execute (IBV_WC_LOC_PROT_ERR or IBV_WC_REM_ACCESS_ERR).
+func (d *Device) DeregMR(mr *verbs.MR) error { return d.layer().DeregMR(mr) }
+
+// CreateCQ is device.Device.CreateCQ. As on mlx4 and mlx5 the ring gets
+// the smallest power of two of entries above cqe, and the CQ's CQE field
+// says that size minus one; more than the device's max_cqe is EINVAL.
+func (d *Device) CreateCQ(cqe int, opts ...device.CQOption) (*verbs.CQ, error) {
+	return d.layer().CreateCQ(cqe, opts...)
+}
+
+// DestroyCQ is device.Device.DestroyCQ: EBUSY while a QP uses the CQ or
+// a pending CQE_WAIT names it.
+func (d *Device) DestroyCQ(cq *verbs.CQ) error { return d.layer().DestroyCQ(cq) }
+
+// CreateQP is device.Device.CreateQP.
+func (d *Device) CreateQP(pd *verbs.PD, sendCQ, recvCQ *verbs.CQ, opts ...device.QPOption) (*verbs.QP, error) {
+	return d.layer().CreateQP(pd, sendCQ, recvCQ, opts...)
+}
+
+// DestroyQP is device.Device.DestroyQP: EBUSY while a pending SEND_ENABLE
+// or RECV_ENABLE on another QP names the QP. A destroyed QP's handle
+// stays harmless (every verb on it fails with EINVAL, ENODEV once the
+// device is closed).
+func (d *Device) DestroyQP(qp *verbs.QP) error { return d.layer().DestroyQP(qp) }
+
+// QueryPort is device.Device.QueryPort. The device has one port, 1
+// (Ethernet, or InfiniBand with a LID under the InfiniBandPort option);
+// any other is EINVAL.
+func (d *Device) QueryPort(port uint8) (verbs.PortAttr, error) { return d.layer().QueryPort(port) }
+
+// QueryGID is device.Device.QueryGID: GID 0 of port 1 is the device's
+// address (GID).
+func (d *Device) QueryGID(port uint8, index int) ([16]byte, error) {
+	return d.layer().QueryGID(port, index)
+}
+
+// Endpoint is device.Device.Endpoint.
+func (d *Device) Endpoint(qp *verbs.QP) (device.Endpoint, error) { return d.layer().Endpoint(qp) }
+
+// WaitCQ is device.Device.WaitCQ. Nothing completes while the program
+// sleeps unless the device runs by itself: open it Autonomous, or connect
+// one of its QPs to another device.
+func (d *Device) WaitCQ(ctx context.Context, cq *verbs.CQ, poll func() (int, error)) (int, error) {
+	return d.layer().WaitCQ(ctx, cq, poll)
+}
+
+// PollCQ is device.Device.PollCQ (see WaitCQ).
+func (d *Device) PollCQ(ctx context.Context, cq *verbs.CQ, wc []verbs.ExpWC) (int, error) {
+	return d.layer().PollCQ(ctx, cq, wc)
+}
+
+// Name is device.SoftdevName.
+func (d *Device) Name() string { return d.layer().Name() }
+
 func callErr(fn string, errno C.int) error {
 	if errno == 0 {
 		return nil
 	}
 	return fmt.Errorf("softdev: %s: %w", fn, syscall.Errno(errno))
-}
-
-// AllocPD allocates a protection domain (ibv_alloc_pd through the
-// context's alloc_pd operation).
-func (d *Device) AllocPD() (*verbs.PD, error) {
-	var pd *verbs.PD
-	err := d.use(func() error {
-		var e C.int
-		p := C.sd_alloc_pd(d.ctx, &e)
-		if p == nil {
-			return callErr("alloc_pd", e)
-		}
-		pd = (*verbs.PD)(unsafe.Pointer(p))
-		return nil
-	})
-	return pd, err
-}
-
-// DeallocPD frees a protection domain; EBUSY while MRs or QPs use it.
-func (d *Device) DeallocPD(pd *verbs.PD) error {
-	return d.use(func() error {
-		return callErr("dealloc_pd", C.sd_dealloc_pd(d.ctx, (*C.struct_ibv_pd)(unsafe.Pointer(pd))))
-	})
-}
-
-// RegMR registers length bytes at addr in pd with the given access
-// (verbs.AccessLocalWrite, AccessRemoteWrite, AccessRemoteRead, as in
-// ibv_reg_mr; remote write needs local write). The device reads and
-// writes that memory while executing WQEs, so it must stay valid and
-// unmoved until DeregMR: C memory (Calloc), or Go memory pinned with a
-// runtime.Pinner for that long. The MR's Lkey and Rkey are distinct.
-//
-// As an HCA's registration pins the pages, this one checks that the
-// whole range is mapped memory the device may read (and write, with any
-// write access): otherwise it fails with EFAULT, naming the first byte
-// that is not.
-func (d *Device) RegMR(pd *verbs.PD, addr unsafe.Pointer, length int, access verbs.AccessFlags) (*verbs.MR, error) {
-	if length <= 0 {
-		return nil, callErr("reg_mr", C.int(syscall.EINVAL))
-	}
-	write := access&(verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteAtomic) != 0
-	if err := checkMapped(uintptr(addr), uintptr(length), write); err != nil {
-		return nil, fmt.Errorf("softdev: reg_mr: %w", err)
-	}
-	var mr *verbs.MR
-	err := d.use(func() error {
-		var e C.int
-		m := C.sd_reg_mr(d.ctx, (*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.int(access), &e)
-		if m == nil {
-			return callErr("reg_mr", e)
-		}
-		mr = (*verbs.MR)(unsafe.Pointer(m))
-		return nil
-	})
-	return mr, err
-}
-
-// DeregMR deregisters an MR. WQEs still naming its keys fail when they
-// execute (IBV_WC_LOC_PROT_ERR or IBV_WC_REM_ACCESS_ERR).
-func (d *Device) DeregMR(mr *verbs.MR) error {
-	return d.use(func() error {
-		return callErr("dereg_mr", C.sd_dereg_mr(d.ctx, (*C.struct_ibv_mr)(unsafe.Pointer(mr))))
-	})
-}
-
-// CreateCQ creates a completion queue with room for at least cqe
-// completions, through verbs.ExpCreateCQ (and verbs.ExpModifyCQ for
-// IgnoreOverrun), so the header's inline code runs as it would with
-// hardware. As on mlx4 and mlx5 the ring gets the smallest power of two
-// of entries above cqe, and the CQ's CQE field says that size minus one.
-// A cqe that does not fit the C int, or is above the device's max_cqe,
-// is refused with EINVAL.
-func (d *Device) CreateCQ(cqe int, opts ...CQOption) (*verbs.CQ, error) {
-	var cfg cqConfig
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
-	if cqe <= 0 || cqe > math.MaxInt32 {
-		return nil, fmt.Errorf("softdev: create_cq: %d entries: the count must be in 1..%d (a C int): %w", cqe, math.MaxInt32, syscall.EINVAL)
-	}
-	var cq *verbs.CQ
-	err := d.use(func() error {
-		attr := Calloc[verbs.ExpCQInitAttr]()
-		defer Free(unsafe.Pointer(attr))
-		if cfg.crossChannel {
-			attr.CompMask = uint32(verbs.ExpCQInitAttrFlags)
-			attr.Flags = uint32(verbs.ExpCQCreateCrossChannel)
-		}
-		c, err := verbs.ExpCreateCQ(d.context(), int32(cqe), nil, nil, 0, attr)
-		if err != nil {
-			return err
-		}
-		if cfg.ignoreOverrun {
-			m := Calloc[verbs.ExpCQAttr]()
-			defer Free(unsafe.Pointer(m))
-			m.CompMask = uint32(verbs.ExpCQAttrCQCapFlags)
-			m.CQCapFlags = uint32(verbs.ExpCQIgnoreOverrun)
-			if err := verbs.ExpModifyCQ(c, m, int32(verbs.ExpCQCapFlagsConst)); err != nil {
-				C.sd_destroy_cq(d.ctx, (*C.struct_ibv_cq)(unsafe.Pointer(c)))
-				return err
-			}
-		}
-		cq = c
-		return nil
-	})
-	return cq, err
-}
-
-// DestroyCQ destroys a CQ; EBUSY while a QP uses it or a pending
-// CQE_WAIT names it.
-func (d *Device) DestroyCQ(cq *verbs.CQ) error {
-	return d.use(func() error {
-		return callErr("destroy_cq", C.sd_destroy_cq(d.ctx, (*C.struct_ibv_cq)(unsafe.Pointer(cq))))
-	})
-}
-
-// CreateQP creates a queue pair in pd, in the RESET state, through
-// verbs.ExpCreateQP (with IBV_EXP_QP_INIT_ATTR_CREATE_FLAGS always set,
-// so the call reaches the provider even without flags: the header routes
-// a PD-only request to the exported ibv_create_qp). It is an RC QP unless
-// Transport says otherwise; without QPCaps the queues hold DefaultCaps;
-// with SRQ its receives come from a shared receive queue.
-func (d *Device) CreateQP(pd *verbs.PD, sendCQ, recvCQ *verbs.CQ, opts ...QPOption) (*verbs.QP, error) {
-	cfg := qpConfig{caps: DefaultCaps, qpType: verbs.QptRC}
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
-	c := cfg.caps
-	for _, v := range []struct {
-		name string
-		n    int
-	}{{"SendWR", c.SendWR}, {"RecvWR", c.RecvWR}, {"SendSGE", c.SendSGE}, {"RecvSGE", c.RecvSGE}, {"Inline", c.Inline}} {
-		if v.n < 0 || v.n > math.MaxUint32 {
-			return nil, fmt.Errorf("softdev: create_qp: Caps.%s %d does not fit struct ibv_qp_cap (a uint32): %w", v.name, v.n, syscall.EINVAL)
-		}
-	}
-	var qp *verbs.QP
-	err := d.use(func() error {
-		attr := Calloc[verbs.ExpQPInitAttr]()
-		defer Free(unsafe.Pointer(attr))
-		attr.SendCQ = sendCQ
-		attr.RecvCQ = recvCQ
-		attr.Cap = verbs.QPCap{
-			MaxSendWR:     uint32(cfg.caps.SendWR),
-			MaxRecvWR:     uint32(cfg.caps.RecvWR),
-			MaxSendSGE:    uint32(cfg.caps.SendSGE),
-			MaxRecvSGE:    uint32(cfg.caps.RecvSGE),
-			MaxInlineData: uint32(cfg.caps.Inline),
-		}
-		attr.QPType = cfg.qpType
-		attr.SRQ = cfg.srq
-		if cfg.sigAll {
-			attr.SQSigAll = 1
-		}
-		attr.CompMask = uint32(verbs.ExpQPInitAttrPD | verbs.ExpQPInitAttrCreateFlags)
-		attr.PD = pd
-		attr.ExpCreateFlags = uint32(cfg.flags)
-		q, err := verbs.ExpCreateQP(d.context(), attr)
-		if err != nil {
-			return err
-		}
-		qp = q
-		return nil
-	})
-	return qp, err
-}
-
-// DestroyQP destroys a QP, discarding its WQEs; EBUSY while a pending
-// SEND_ENABLE or RECV_ENABLE on another QP names it. A QP that is not a
-// live one of this device (nil, destroyed already, another device's) is
-// refused with EINVAL; a destroyed QP's handle stays harmless (every verb
-// on it fails with EINVAL, ENODEV once the device is closed).
-func (d *Device) DestroyQP(qp *verbs.QP) error {
-	return d.use(func() error {
-		return callErr("destroy_qp", C.sd_destroy_qp(d.ctx, (*C.struct_ibv_qp)(unsafe.Pointer(qp))))
-	})
 }
 
 // Progress runs the device until nothing more can run and returns the

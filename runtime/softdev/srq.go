@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/cmem"
 )
 
 // The shared receive queue verbs. libibverbs exports ibv_create_srq,
@@ -31,8 +32,11 @@ func (d *Device) CreateSRQ(pd *verbs.PD, maxWR, maxSGE int) (*verbs.SRQ, error) 
 	}
 	var srq *verbs.SRQ
 	err := d.use(func() error {
-		attr := Calloc[verbs.SRQInitAttr]()
-		defer Free(unsafe.Pointer(attr))
+		attr, err := cmem.New[verbs.SRQInitAttr]()
+		if err != nil {
+			return err
+		}
+		defer cmem.Free(attr)
 		attr.Attr = verbs.SRQAttr{MaxWR: uint32(maxWR), MaxSGE: uint32(maxSGE)}
 		var e C.int
 		s := C.sd_create_srq(d.ctx, (*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_srq_init_attr)(unsafe.Pointer(attr)), &e)
@@ -51,8 +55,11 @@ func (d *Device) CreateSRQ(pd *verbs.PD, maxWR, maxSGE int) (*verbs.SRQ, error) 
 // it. verbs.SRQMaxWR is EINVAL: SRQs do not resize.
 func (d *Device) ModifySRQ(srq *verbs.SRQ, attr verbs.SRQAttr, mask verbs.SRQAttrMask) error {
 	return d.use(func() error {
-		a := Calloc[verbs.SRQAttr]()
-		defer Free(unsafe.Pointer(a))
+		a, err := cmem.New[verbs.SRQAttr]()
+		if err != nil {
+			return err
+		}
+		defer cmem.Free(a)
 		*a = attr
 		return callErr("modify_srq", C.sd_modify_srq(d.ctx, (*C.struct_ibv_srq)(unsafe.Pointer(srq)), (*C.struct_ibv_srq_attr)(unsafe.Pointer(a)), C.int(mask)))
 	})
@@ -63,8 +70,11 @@ func (d *Device) ModifySRQ(srq *verbs.SRQ, attr verbs.SRQAttr, mask verbs.SRQAtt
 func (d *Device) QuerySRQ(srq *verbs.SRQ) (verbs.SRQAttr, error) {
 	var out verbs.SRQAttr
 	err := d.use(func() error {
-		a := Calloc[verbs.SRQAttr]()
-		defer Free(unsafe.Pointer(a))
+		a, err := cmem.New[verbs.SRQAttr]()
+		if err != nil {
+			return err
+		}
+		defer cmem.Free(a)
 		if e := C.sd_query_srq(d.ctx, (*C.struct_ibv_srq)(unsafe.Pointer(srq)), (*C.struct_ibv_srq_attr)(unsafe.Pointer(a))); e != 0 {
 			return callErr("query_srq", e)
 		}

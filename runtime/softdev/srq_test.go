@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // Shared receive queues: created, modified, queried and destroyed as
@@ -47,15 +48,15 @@ func (f *fixture) srqPairs(srq *verbs.SRQ, n int) []pair {
 	f.t.Helper()
 	ps := make([]pair, n)
 	for i := range ps {
-		ps[i] = f.pair(nil, []QPOption{SRQ(srq)})
+		ps[i] = f.pair(nil, []device.QPOption{device.SRQ(srq)})
 	}
 	return ps
 }
 
-// Two QPs take receives from one SRQ, in the order their messages come;
-// each completion names its QP and the SRQ. The SRQ holds max_wr WQEs:
+// Two QPs take receives from one device.SRQ, in the order their messages come;
+// each completion names its QP and the SRQ. The device.SRQ holds max_wr WQEs:
 // posting more is ENOMEM until polled completions free slots, as mlx4 and
-// mlx5 free an SRQ WQE in poll_cq.
+// mlx5 free an device.SRQ WQE in poll_cq.
 func TestSRQShared(t *testing.T) {
 	f := newFixture(t)
 	srq := f.srq(4, 1)
@@ -90,7 +91,7 @@ func TestSRQShared(t *testing.T) {
 		off  int
 	}{{r1[0], 100, ps[1].b, "from two", 4096}, {r0[0], 101, ps[0].b, "from one", 8192}, {r1[1], 102, ps[1].b, "from two", 12288}} {
 		if c.wc.WRID != c.id || c.wc.QPNum != c.qp.QPNum || c.wc.SRQ != srq || c.wc.Status != verbs.WCSuccess || string(f.buf[c.off:c.off+8]) != c.text {
-			t.Errorf("receive %+v: want wr %d on QP %#x from SRQ %p with %q", c.wc, c.id, c.qp.QPNum, srq, c.text)
+			t.Errorf("receive %+v: want wr %d on QP %#x from device.SRQ %p with %q", c.wc, c.id, c.qp.QPNum, srq, c.text)
 		}
 	}
 	// Three slots were freed by those polls: three posts fit, a fourth not.
@@ -102,7 +103,7 @@ func TestSRQShared(t *testing.T) {
 	if err := f.srqRecv(srq, 203, 0, 64); !isErrno(err, syscall.ENOMEM) {
 		t.Errorf("post beyond max_wr after polling: %v, want ENOMEM", err)
 	}
-	// A QP with an SRQ has no receive queue of its own.
+	// A QP with an device.SRQ has no receive queue of its own.
 	if err := verbs.PostRecv(ps[0].b, f.recv(9, f.sges(f.mr.Lkey, [2]int{0, 8}), 1), nil); !isErrno(err, syscall.ENOMEM) {
 		t.Errorf("ibv_post_recv on a QP with an SRQ: %v, want ENOMEM", err)
 	}
@@ -115,7 +116,7 @@ func TestSRQShared(t *testing.T) {
 	}
 }
 
-// The SRQ limit (ibv_modify_srq(3)): armed by IBV_SRQ_LIMIT, it raises
+// The device.SRQ limit (ibv_modify_srq(3)): armed by IBV_SRQ_LIMIT, it raises
 // IBV_EVENT_SRQ_LIMIT_REACHED once fewer WQEs than it are left, then is
 // disarmed (query says 0). A limit of max_wr or more, and a resize, are
 // EINVAL.
@@ -166,7 +167,7 @@ func TestSRQLimit(t *testing.T) {
 	}
 }
 
-// A QP with an SRQ that goes to the error state flushes the WQE it held
+// A QP with an device.SRQ that goes to the error state flushes the WQE it held
 // for a message half taken (IBV_WC_WR_FLUSH_ERR), not the SRQ's others,
 // and raises IBV_EVENT_QP_LAST_WQE_REACHED once. The first packet of a
 // SEND comes from a raw peer; the rest never does.
@@ -175,7 +176,7 @@ func TestSRQFlush(t *testing.T) {
 	srq := f.srq(4, 1)
 	p := newRawPeer(t, 0)
 	cq := f.cq(16)
-	qp := f.qp(cq, cq, SRQ(srq))
+	qp := f.qp(cq, cq, device.SRQ(srq))
 	l := defaultLink()
 	l.rqPSN = 1000
 	connectOne(t, qp, 0x4242, p.gid(), l)
@@ -212,9 +213,9 @@ func TestSRQFlush(t *testing.T) {
 	}
 }
 
-// A SEND to a QP of the same device whose SRQ is empty waits (the RNR
+// A SEND to a QP of the same device whose device.SRQ is empty waits (the RNR
 // rule of the device's loopback: no NAK, no retry count) until a receive
-// is posted to the SRQ; a UD QP takes datagrams from an SRQ too. Creation
+// is posted to the SRQ; a UD QP takes datagrams from an device.SRQ too. Creation
 // refuses max_wr 0 and more than max_qp_wr.
 func TestSRQRules(t *testing.T) {
 	f := newFixture(t, MaxQPWR(64))
@@ -228,16 +229,16 @@ func TestSRQRules(t *testing.T) {
 	p := f.srqPairs(srq, 1)[0]
 	f.postSend(p.a, f.send(1, verbs.ExpWRSend, verbs.ExpSendSignaled, f.sges(f.mr.Lkey, [2]int{0, 8}), 1))
 	if s := f.poll(p.cqa); len(s) != 0 {
-		t.Fatalf("a SEND to an empty SRQ completed: %+v", sum(s))
+		t.Fatalf("a SEND to an empty device.SRQ completed: %+v", sum(s))
 	}
 	if err := f.srqRecv(srq, 7, 1024, 64); err != nil {
 		t.Fatal(err)
 	}
 	if s, r := sum(f.poll(p.cqa)), sum(f.poll(p.cqb)); len(s) != 1 || len(r) != 1 || r[0].ID != 7 {
-		t.Errorf("after the SRQ got a receive: %+v / %+v", s, r)
+		t.Errorf("after the device.SRQ got a receive: %+v / %+v", s, r)
 	}
 	ua, acq := f.udQP(udQkey)
-	ub, bcq := f.udQP(udQkey, SRQ(srq))
+	ub, bcq := f.udQP(udQkey, device.SRQ(srq))
 	if err := f.srqRecv(srq, 8, 2048, 128); err != nil {
 		t.Fatal(err)
 	}
@@ -266,8 +267,8 @@ func TestCloseLeaksAHAndSRQ(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := Calloc[verbs.AHAttr]()
-	defer Free(unsafe.Pointer(a))
+	a := calloc[verbs.AHAttr]()
+	defer cfree(unsafe.Pointer(a))
 	a.PortNum, a.IsGlobal = 1, 1
 	*a.GRH.Dgid.Raw() = d.GID()
 	ah, err := verbs.CreateAH(pd, a)
@@ -276,7 +277,7 @@ func TestCloseLeaksAHAndSRQ(t *testing.T) {
 	}
 	var le *LeakError
 	if err := d.Close(); !errors.As(err, &le) || *le != (LeakError{PDs: 1, AHs: 1, SRQs: 1}) {
-		t.Fatalf("Close: %v, want 1 PD, 1 AH and 1 SRQ left", err)
+		t.Fatalf("Close: %v, want 1 PD, 1 AH and 1 device.SRQ left", err)
 	}
 	if err := verbs.DestroyAH(ah); !isErrno(err, syscall.ENODEV) {
 		t.Errorf("ibv_destroy_ah after Close: %v, want ENODEV", err)

@@ -53,7 +53,7 @@ func newMapping(t *testing.T, n int) *mapping {
 	t.Helper()
 	m := &mapping{heap: strings.HasSuffix(t.Name(), "/"+freedVariant)}
 	if m.heap {
-		m.b = CallocSlice[byte](n)
+		m.b = callocSlice[byte](n)
 	} else {
 		b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 		if err != nil {
@@ -71,7 +71,7 @@ func newMapping(t *testing.T, n int) *mapping {
 
 func (m *mapping) free() error {
 	if m.heap {
-		return Free(unsafe.Pointer(&m.b[0]))
+		return cfree(unsafe.Pointer(&m.b[0]))
 	}
 	return syscall.Munmap(m.b)
 }
@@ -100,7 +100,7 @@ func (m *mapping) untouched(lo, hi int, v byte) bool {
 
 func (m *mapping) regMR(t *testing.T, f *fixture, access verbs.AccessFlags) *verbs.MR {
 	t.Helper()
-	mr, err := f.d.RegMR(f.pd, unsafe.Pointer(&m.b[0]), len(m.b), access)
+	mr, err := f.d.RegMR(f.pd, m.b, access)
 	if err != nil {
 		t.Fatalf("RegMR: %v", err)
 	}

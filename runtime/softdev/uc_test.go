@@ -4,20 +4,40 @@ package softdev
 
 import (
 	"bytes"
+	"errors"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // UC: connected like RC, never acknowledged. The rules are in transport_rc.c
 // (sd_rc_transmit's UC branch, responder_rx's UC checks).
 
 // ucPair is two UC QPs of f connected to each other, each with its CQ.
+// ucPair is two connected UC QPs, at path MTU 1024 (the tests count
+// packets).
 func (f *fixture) ucPair() pair {
 	f.t.Helper()
-	return f.pair([]QPOption{Transport(verbs.QptUC)}, []QPOption{Transport(verbs.QptUC)})
+	var p pair
+	p.cqa, p.cqb = f.cq(256), f.cq(256)
+	p.a = f.qp(p.cqa, p.cqa, device.Transport(verbs.QptUC))
+	p.b = f.qp(p.cqb, p.cqb, device.Transport(verbs.QptUC))
+	ea, err := f.d.Endpoint(p.a)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	eb, err := f.d.Endpoint(p.b)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ea.MTU = verbs.MTU1024
+	if err := errors.Join(device.Connect(p.a, ea, eb), device.Connect(p.b, eb, ea)); err != nil {
+		f.t.Fatalf("Connect: %v", err)
+	}
+	return p
 }
 
 // postUC posts one signaled WR of f.buf[off:off+n] to qp.
@@ -135,7 +155,7 @@ func TestUCDrops(t *testing.T) {
 func TestUCStateMachine(t *testing.T) {
 	f := newFixture(t)
 	cq := f.cq(8)
-	qp := f.qp(cq, cq, Transport(verbs.QptUC))
+	qp := f.qp(cq, cq, device.Transport(verbs.QptUC))
 	a := alloc[verbs.ExpQPAttr](f)
 	try := func(attr verbs.ExpQPAttr, mask verbs.ExpQPAttrMask) error {
 		*a = attr
@@ -166,7 +186,7 @@ func TestUCStateMachine(t *testing.T) {
 // PSN 100.
 func ucWire(t *testing.T, f *fixture, p *rawPeer) (*verbs.QP, *verbs.CQ) {
 	cq := f.cq(64)
-	qp := f.qp(cq, cq, Transport(verbs.QptUC))
+	qp := f.qp(cq, cq, device.Transport(verbs.QptUC))
 	ucConnect(t, f, qp, 0x4343, p.gid())
 	return qp, cq
 }
@@ -205,9 +225,9 @@ func TestUCLinkBusy(t *testing.T) {
 		t.Run(run.name, func(t *testing.T) {
 			f, g := newFixture(t, run.opt), newFixture(t)
 			cq := f.cq(64)
-			a := f.qp(cq, cq, Transport(verbs.QptUC), QPCaps(Caps{SendWR: 128, SendSGE: 1}))
+			a := f.qp(cq, cq, device.Transport(verbs.QptUC), device.QPCaps(device.Caps{SendWR: 128, SendSGE: 1}))
 			gcq := g.cq(8)
-			b := g.qp(gcq, gcq, Transport(verbs.QptUC))
+			b := g.qp(gcq, gcq, device.Transport(verbs.QptUC))
 			ucConnect(t, f, a, b.QPNum, g.d.GID())
 			ucConnect(t, g, b, a.QPNum, f.d.GID())
 			dst := g.reg(allocN[byte](g, bufSize), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // UD: datagrams addressed per work request with an address handle
@@ -21,10 +22,10 @@ const udQkey = 0x11111111 // ibv_ud_pingpong's
 // udQP is a UD QP of f with a CQ of its own, in RTS with the Q_Key,
 // through ibv_modify_qp as ibv_ud_pingpong moves it: INIT (P_Key index,
 // port, Q_Key), RTR (the state alone), RTS (sq_psn).
-func (f *fixture) udQP(qkey uint32, opts ...QPOption) (*verbs.QP, *verbs.CQ) {
+func (f *fixture) udQP(qkey uint32, opts ...device.QPOption) (*verbs.QP, *verbs.CQ) {
 	f.t.Helper()
 	cq := f.cq(64)
-	qp := f.qp(cq, cq, append([]QPOption{Transport(verbs.QptUD)}, opts...)...)
+	qp := f.qp(cq, cq, append([]device.QPOption{device.Transport(verbs.QptUD)}, opts...)...)
 	f.udUp(qp, qkey)
 	return qp, cq
 }
@@ -276,7 +277,7 @@ func TestUDRules(t *testing.T) {
 	}
 
 	// RTR receives, does not send.
-	c := f.qp(bcq, bcq, Transport(verbs.QptUD))
+	c := f.qp(bcq, bcq, device.Transport(verbs.QptUD))
 	at := alloc[verbs.QPAttr](f)
 	*at = verbs.QPAttr{QPState: verbs.QpsInit, PortNum: 1, Qkey: udQkey}
 	if err := verbs.ModifyQP(c, at, int32(verbs.QPStateConst|verbs.QPPkeyIndex|verbs.QPPort|verbs.QPQkey)); err != nil {
@@ -319,7 +320,7 @@ func TestUDRules(t *testing.T) {
 func TestUDStateMachine(t *testing.T) {
 	f := newFixture(t)
 	cq := f.cq(8)
-	qp := f.qp(cq, cq, Transport(verbs.QptUD))
+	qp := f.qp(cq, cq, device.Transport(verbs.QptUD))
 	a := alloc[verbs.QPAttr](f)
 	try := func(attr verbs.QPAttr, mask verbs.QPAttrMask) error {
 		*a = attr

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/cmem"
 )
 
 // Plain utilities shared by every test file, the independent vendor
@@ -50,3 +51,25 @@ func readable(t *testing.T, fd int, wait time.Duration) int {
 	}
 	return int(n)
 }
+
+// calloc is a zeroed T in C memory (cmem.New), for the verbs' records;
+// out of C memory, the test cannot go on anyway.
+func calloc[T any]() *T {
+	p, err := cmem.New[T]()
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// callocSlice is n zeroed Ts in C memory (cmem.Slice).
+func callocSlice[T any](n int) []T {
+	s, err := cmem.Slice[T](n)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// cfree frees what calloc or callocSlice returned, by its address.
+func cfree(p unsafe.Pointer) error { return cmem.Free((*byte)(p)) }

@@ -95,13 +95,13 @@ type vd struct {
 
 // vdC returns a zeroed T in C memory, freed after the device closes.
 func vdC[T any](v *vd) *T {
-	p := Calloc[T]()
+	p := calloc[T]()
 	v.cmem = append(v.cmem, unsafe.Pointer(p))
 	return p
 }
 
 func vdCN[T any](v *vd, n int) []T {
-	s := CallocSlice[T](n)
+	s := callocSlice[T](n)
 	v.cmem = append(v.cmem, unsafe.Pointer(&s[0]))
 	return s
 }
@@ -137,7 +137,7 @@ func newVD(t *testing.T) *vd {
 		t.Fatal(err)
 	}
 	v.net = vdCN[byte](v, vdPage)
-	if v.mr, err = d.RegMR(v.pd, unsafe.Pointer(&v.net[0]), vdPage, verbs.AccessLocalWrite|verbs.AccessRemoteWrite); err != nil {
+	if v.mr, err = d.RegMR(v.pd, v.net[:vdPage], verbs.AccessLocalWrite|verbs.AccessRemoteWrite); err != nil {
 		t.Fatal(err)
 	}
 	if v.mcq, err = d.CreateCQ(vdMgrCQE); err != nil {
@@ -189,7 +189,7 @@ func (v *vd) modify(qp *verbs.QP, attr verbs.QPAttr, mask verbs.QPAttrMask) {
 // the capability flags (moderation left at 0), which must succeed.
 func (v *vd) createCQ(n int, flags verbs.ExpCQCapFlags) *verbs.CQ {
 	v.t.Helper()
-	cq, err := v.d.CreateCQ(n)
+	cq, err := verbs.CreateCQ(v.d.Context(), int32(n), nil, nil, 0)
 	if err != nil {
 		v.t.Fatalf("ibv_create_cq(%d): %v", n, err)
 	}
@@ -270,28 +270,28 @@ func (v *vd) roceAH(gid [16]byte) verbs.AHAttr {
 	return ah
 }
 
-// tearDown destroys in the vendor's order, then closes the device,
-// which must find nothing left.
+// tearDown destroys in the vendor's order, with the verbs that created
+// the QPs and CQs, then closes the device, which must find nothing left.
 func (v *vd) tearDown() {
 	t := v.t
 	if v.mqp != nil {
-		if err := v.d.DestroyQP(v.mqp); err != nil {
+		if err := verbs.DestroyQP(v.mqp); err != nil {
 			t.Errorf("destroy mqp: %v", err)
 		}
 	}
 	if v.mcq != nil {
-		if err := v.d.DestroyCQ(v.mcq); err != nil {
+		if err := verbs.DestroyCQ(v.mcq); err != nil {
 			t.Errorf("destroy mcq: %v", err)
 		}
 	}
 	if v.qp != nil {
-		if err := v.d.DestroyQP(v.qp); err != nil {
+		if err := verbs.DestroyQP(v.qp); err != nil {
 			t.Errorf("destroy qp: %v", err)
 		}
 	}
 	for _, cq := range []*verbs.CQ{v.scq, v.rcq} {
 		if cq != nil {
-			if err := v.d.DestroyCQ(cq); err != nil {
+			if err := verbs.DestroyCQ(cq); err != nil {
 				t.Errorf("destroy CQ: %v", err)
 			}
 		}
@@ -310,7 +310,7 @@ func (v *vd) tearDown() {
 		t.Errorf("close: %v", err)
 	}
 	for _, p := range v.cmem {
-		Free(p)
+		cfree(p)
 	}
 }
 

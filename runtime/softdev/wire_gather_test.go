@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // TestWireGathersPayloads: a payload of 1 KiB or more leaves from the MR
@@ -26,7 +27,7 @@ func TestWireGathersPayloads(t *testing.T) {
 	f := newFixture(t)
 	p := newHeldRawPeer(t, 0, 1<<13)
 	const mib = 1 << 20
-	src := CallocSlice[byte](16 * mib)
+	src := callocSlice[byte](16 * mib)
 	f.free = append(f.free, unsafe.Pointer(&src[0]))
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range src {
@@ -35,9 +36,9 @@ func TestWireGathersPayloads(t *testing.T) {
 	mr := f.reg(src, verbs.AccessLocalWrite)
 
 	cq := f.cq(64)
-	caps := DefaultCaps
+	caps := device.DefaultCaps
 	caps.SendSGE = 8
-	qp := f.qp(cq, cq, QPCaps(caps))
+	qp := f.qp(cq, cq, device.QPCaps(caps))
 	l := defaultLink()
 	l.mtu, l.timeout, l.sqPSN = verbs.MTU4096, 0, 500 // timeout 0: no retransmission while the peer reads nothing
 	connectOne(t, qp, 0x4242, p.gid(), l)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/internal/multiproc"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // TestWireStress: two processes, 64 RC connections between them, 10^5
@@ -47,7 +48,7 @@ func TestWireStress(t *testing.T) {
 	qps := make([]*verbs.QP, conns)
 	info := meshInfo{GID: f.d.GID(), QPN: make([]uint32, conns)}
 	for i := range qps {
-		qps[i] = f.qp(scq, rcq, QPCaps(Caps{SendWR: depth, RecvWR: depth, SendSGE: 1, RecvSGE: 1}))
+		qps[i] = f.qp(scq, rcq, device.QPCaps(device.Caps{SendWR: depth, RecvWR: depth, SendSGE: 1, RecvSGE: 1}))
 		info.QPN[i] = qps[i].QPNum
 	}
 	n := &meshNode{t: t, rank: self.Rank, size: 2, f: f, xchg: self.Exchange()}

@@ -8,14 +8,16 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
 // Two devices of this process are two hosts: their QPs connect over the
 // wire (TCP between their loopback addresses), with the RC transport's
 // rules. The same tests run between processes in multiproc_test.go.
 
-// link is one connection's attributes, as Connect sets them unless a
-// test changes them.
+// link is one connection's attributes, device.Connect's but for the
+// fixed PSNs, MTU 1024 and four READs in flight, unless a test changes
+// them.
 type linkAttr struct {
 	sqPSN, rqPSN  uint32 // this side's sq_psn, and the rq_psn it expects
 	destQPN       uint32 // 0: the peer's
@@ -38,8 +40,8 @@ func defaultLink() linkAttr {
 // peerGID) with l.
 func connectOne(t testing.TB, qp *verbs.QP, peerQPN uint32, peerGID [16]byte, l linkAttr) {
 	t.Helper()
-	attr := Calloc[verbs.ExpQPAttr]()
-	defer Free(unsafe.Pointer(attr))
+	attr := calloc[verbs.ExpQPAttr]()
+	defer cfree(unsafe.Pointer(attr))
 	*attr = verbs.ExpQPAttr{QPState: verbs.QpsInit, PortNum: 1, QPAccessFlags: int32(l.access)}
 	if err := verbs.ExpModifyQP(qp, attr, uint64(verbs.ExpQPState|verbs.ExpQPPkeyIndex|verbs.ExpQPPort|verbs.ExpQPAccessFlags)); err != nil {
 		t.Fatalf("QP %#x to INIT: %v", qp.QPNum, err)
@@ -75,7 +77,7 @@ type wirePair struct {
 	cqa, cqb *verbs.CQ
 }
 
-func newWirePair(t testing.TB, la, lb linkAttr, aOpts, bOpts []QPOption) *wirePair {
+func newWirePair(t testing.TB, la, lb linkAttr, aOpts, bOpts []device.QPOption) *wirePair {
 	t.Helper()
 	p := &wirePair{f: newFixture(t), g: newFixture(t)}
 	p.cqa, p.cqb = p.f.cq(256), p.g.cq(256)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/internal/sidebyside"
+	"github.com/verbsexp/verbsexp/runtime/cmem"
+	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 	"github.com/verbsexp/verbsexp/runtime/task"
@@ -153,24 +155,32 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	if e.pd, err = e.dev.AllocPD(); err != nil {
 		b.Fatal(err)
 	}
-	if e.cq, err = e.dev.CreateCQ(16, softdev.CrossChannelCQ()); err != nil {
+	if e.cq, err = e.dev.CreateCQ(16, device.CrossChannelCQ()); err != nil {
 		b.Fatal(err)
 	}
-	caps := softdev.Caps{SendWR: ringSlots, RecvWR: 1, SendSGE: 1, RecvSGE: 1}
-	if e.qp, err = e.dev.CreateQP(e.pd, e.cq, e.cq, softdev.CrossChannel(), softdev.QPCaps(caps)); err != nil {
+	caps := device.Caps{SendWR: ringSlots, RecvWR: 1, SendSGE: 1, RecvSGE: 1}
+	if e.qp, err = e.dev.CreateQP(e.pd, e.cq, e.cq, device.CrossChannel(), device.QPCaps(caps)); err != nil {
 		b.Fatal(err)
 	}
-	if err := softdev.Connect(e.qp, e.qp); err != nil {
+	if err := device.ConnectPair(e.qp, e.qp); err != nil {
 		b.Fatal(err)
 	}
 	if e.buf, err = lease.Alloc(4096); err != nil {
 		b.Fatal(err)
 	}
-	if e.mr, err = e.dev.RegMR(e.pd, e.buf.Pointer(), e.buf.Len(), verbs.AccessLocalWrite|verbs.AccessRemoteWrite); err != nil {
+	if e.mr, err = e.dev.RegMR(e.pd, e.buf.Bytes(), verbs.AccessLocalWrite|verbs.AccessRemoteWrite); err != nil {
 		b.Fatal(err)
 	}
 	e.w = baseline.Write{Addr: e.buf.Addr(), Remote: e.buf.Addr() + 2048, Lkey: e.mr.Lkey, Rkey: e.mr.Rkey, Length: 8}
-	e.nop, e.bad, e.wc = softdev.Calloc[verbs.ExpSendWR](), softdev.Calloc[*verbs.ExpSendWR](), softdev.Calloc[verbs.ExpWC]()
+	if e.nop, err = cmem.New[verbs.ExpSendWR](); err != nil {
+		b.Fatal(err)
+	}
+	if e.bad, err = cmem.New[*verbs.ExpSendWR](); err != nil {
+		b.Fatal(err)
+	}
+	if e.wc, err = cmem.New[verbs.ExpWC](); err != nil {
+		b.Fatal(err)
+	}
 	e.nop.ExpOpcode, e.nop.ExpSendFlags = verbs.ExpWRNop, uint64(verbs.ExpSendSignaled)
 	return e
 }
@@ -199,7 +209,7 @@ func (e *benchEnv) close() {
 	e.buf.Free()
 	e.dev.DeallocPD(e.pd)
 	e.dev.Close()
-	softdev.Free(unsafe.Pointer(e.nop))
-	softdev.Free(unsafe.Pointer(e.bad))
-	softdev.Free(unsafe.Pointer(e.wc))
+	cmem.Free(e.nop)
+	cmem.Free(e.bad)
+	cmem.Free(e.wc)
 }

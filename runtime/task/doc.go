@@ -36,10 +36,10 @@
 //	defer dev.DestroyCQ(cq)
 //	qp, _ := dev.CreateQP(pd, cq, cq)
 //	defer dev.DestroyQP(qp)
-//	softdev.Connect(qp, qp) // a QP connected to itself
+//	device.ConnectPair(qp, qp) // a QP connected to itself
 //	buf, _ := lease.Alloc(64)
 //	defer buf.Free()
-//	mr, _ := dev.RegMR(pd, buf.Pointer(), buf.Len(), verbs.AccessLocalWrite)
+//	mr, _ := dev.RegMR(pd, buf.Bytes(), verbs.AccessLocalWrite)
 //	defer dev.DeregMR(mr)
 //
 //	l, _ := task.New(dev.Context(), task.Capacity{Tasks: 2, SendWRs: 1, RecvWRs: 1, SGEs: 2})
@@ -51,9 +51,8 @@
 //	err = l.Post() // one ibv_exp_post_task; a *task.PostError names the task that failed
 //	// (or the first builder error, if a builder failed: then nothing is posted)
 //
-//	wc := softdev.CallocSlice[verbs.ExpWC](2)
-//	defer softdev.Free(unsafe.Pointer(&wc[0]))
-//	n, _ := verbs.ExpPollCQ(cq, wc[:2])
+//	wc := make([]verbs.ExpWC, 2)
+//	n, _ := verbs.ExpPollCQ(cq, wc)
 //	fmt.Println(err, n, wc[0].WRID, wc[1].WRID)
 //
 // ExampleList is a whole schedule with a managed worker and a manager.

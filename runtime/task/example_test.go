@@ -3,11 +3,13 @@
 package task_test
 
 import (
+	"context"
 	"fmt"
 	"log"
-	"unsafe"
+	"time"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 	"github.com/verbsexp/verbsexp/runtime/task"
@@ -15,33 +17,36 @@ import (
 
 // A first task list: the worker's send waits until a manager QP releases
 // it; the manager then waits for the send's and the receive's
-// completions. Its body is the README's "Post your first task list".
+// completions, and the program sleeps until the manager's completions
+// come. Its body is examples/tasklist's main, which the README shows, on
+// the in-process software device (the program opens the device
+// $VERBSEXP_DEVICE names, else the first HCA).
 func ExampleList() {
 	check := func(err error) {
 		if err != nil {
 			log.Fatal(err)
 		}
 	}
-	dev, err := softdev.Open() // or your HCA's context
+	dev, err := device.Open(device.SoftdevName) // examples/tasklist opens "": $VERBSEXP_DEVICE, else the first HCA
 	check(err)
 	pd, err := dev.AllocPD()
 	check(err)
 	cq, err := dev.CreateCQ(16) // the send and receive completions
 	check(err)
-	mcq, err := dev.CreateCQ(16) // the manager's
+	mcq, err := dev.CreateCQ(16, device.Waitable()) // the manager's, slept on below
 	check(err)
-	worker, err := dev.CreateQP(pd, cq, cq, softdev.ManagedSend()) // sends wait for a SEND_ENABLE
+	worker, err := dev.CreateQP(pd, cq, cq, device.ManagedSend()) // sends wait for a SEND_ENABLE
 	check(err)
 	peer, err := dev.CreateQP(pd, cq, cq)
 	check(err)
-	mgr, err := dev.CreateQP(pd, mcq, mcq, softdev.CrossChannel()) // may post waits and enables
+	mgr, err := dev.CreateQP(pd, mcq, mcq, device.CrossChannel()) // may post waits and enables
 	check(err)
-	check(softdev.Connect(worker, peer)) // loopback RC connection
-	check(softdev.Connect(mgr, mgr))
+	check(device.ConnectPair(worker, peer)) // loopback RC connection
+	check(device.ConnectPair(mgr, mgr))
 
 	buf, err := lease.Alloc(4096) // page-aligned C memory
 	check(err)
-	mr, err := dev.RegMR(pd, buf.Pointer(), buf.Len(), verbs.AccessLocalWrite)
+	mr, err := dev.RegMR(pd, buf.Bytes(), verbs.AccessLocalWrite)
 	check(err)
 	copy(buf.Bytes(), "hello, cross-channel")
 	leases := lease.NewTable()
@@ -59,22 +64,27 @@ func ExampleList() {
 	l.SendTask(mgr)
 	l.SendEnable(10, verbs.ExpSendSignaled|verbs.ExpSendWaitEnLast, worker, 1) // release the send …
 	l.Wait(11, verbs.ExpSendSignaled|verbs.ExpSendWaitEnLast, cq, 2)           // … then wait for 2 CQEs on cq
-	check(l.Post())                                                            // one ibv_exp_post_task
+	check(l.Post())                                                            // one ibv_exp_post_task, or the first builder's error
 
-	wc := softdev.CallocSlice[verbs.ExpWC](4)
-	n, err := leases.Poll(cq, wc) // polls, and ends the leases it sees
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mwc := make([]verbs.ExpWC, 2)
+	for m := 0; m < len(mwc); {
+		n, err := dev.PollCQ(ctx, mcq, mwc[m:]) // sleeps until the manager's CQ has completions
+		check(err)
+		m += n
+	}
+	wc := make([]verbs.ExpWC, 4)
+	n, err := leases.Poll(cq, wc) // there since the CQE_WAIT completed; ends the leases it sees
 	check(err)
 	for _, c := range wc[:n] {
 		fmt.Println("cq: wr_id", c.WRID, c.Status, c.ExpOpcode)
 	}
-	m, err := verbs.ExpPollCQ(mcq, wc[:4])
-	check(err)
-	for _, c := range wc[:m] {
+	for _, c := range mwc {
 		fmt.Println("manager cq: wr_id", c.WRID, c.Status)
 	}
 	fmt.Printf("received %q\n", buf.Bytes()[64:84])
 
-	softdev.Free(unsafe.Pointer(&wc[0]))
 	check(l.Free())
 	check(leases.Close())
 	check(dev.DeregMR(mr))
@@ -85,7 +95,7 @@ func ExampleList() {
 	check(dev.DestroyCQ(cq))
 	check(dev.DestroyCQ(mcq))
 	check(dev.DeallocPD(pd))
-	check(dev.Close()) // a *softdev.LeakError if anything was left
+	check(dev.Close()) // an error if anything was left
 	// Output:
 	// cq: wr_id 2 WCSuccess ExpWCRecv
 	// cq: wr_id 1 WCSuccess ExpWCSend
@@ -108,10 +118,10 @@ func Example() {
 	defer dev.DestroyCQ(cq)
 	qp, _ := dev.CreateQP(pd, cq, cq)
 	defer dev.DestroyQP(qp)
-	softdev.Connect(qp, qp) // a QP connected to itself
+	device.ConnectPair(qp, qp) // a QP connected to itself
 	buf, _ := lease.Alloc(64)
 	defer buf.Free()
-	mr, _ := dev.RegMR(pd, buf.Pointer(), buf.Len(), verbs.AccessLocalWrite)
+	mr, _ := dev.RegMR(pd, buf.Bytes(), verbs.AccessLocalWrite)
 	defer dev.DeregMR(mr)
 
 	l, _ := task.New(dev.Context(), task.Capacity{Tasks: 2, SendWRs: 1, RecvWRs: 1, SGEs: 2})
@@ -122,9 +132,8 @@ func Example() {
 	l.Send(2, verbs.ExpSendSignaled, verbs.SGE{Addr: buf.Addr(), Length: 32, Lkey: mr.Lkey})
 	err = l.Post() // one ibv_exp_post_task; a *task.PostError names the task that failed
 
-	wc := softdev.CallocSlice[verbs.ExpWC](2)
-	defer softdev.Free(unsafe.Pointer(&wc[0]))
-	n, _ := verbs.ExpPollCQ(cq, wc[:2])
+	wc := make([]verbs.ExpWC, 2)
+	n, _ := verbs.ExpPollCQ(cq, wc)
 	fmt.Println(err, n, wc[0].WRID, wc[1].WRID)
 	// Output: <nil> 2 1 2
 }

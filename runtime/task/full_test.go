@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 	"github.com/verbsexp/verbsexp/runtime/task"
@@ -40,7 +41,7 @@ func TestPostQueueFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.DestroyQP(qp)
-	if err := softdev.Connect(qp, qp); err != nil {
+	if err := device.ConnectPair(qp, qp); err != nil {
 		t.Fatal(err)
 	}
 	buf, err := lease.Alloc(64)
@@ -48,7 +49,7 @@ func TestPostQueueFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer buf.Free()
-	mr, err := dev.RegMR(pd, buf.Pointer(), buf.Len(), verbs.AccessLocalWrite)
+	mr, err := dev.RegMR(pd, buf.Bytes(), verbs.AccessLocalWrite)
 	if err != nil {
 		t.Fatal(err)
 	}

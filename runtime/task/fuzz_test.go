@@ -5,9 +5,10 @@ package task_test
 import (
 	"errors"
 	"testing"
-	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/cmem"
+	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 	"github.com/verbsexp/verbsexp/runtime/task"
@@ -37,19 +38,22 @@ func FuzzTaskList(f *testing.F) {
 			t.Fatal(err)
 		}
 		pd, _ := dev.AllocPD()
-		cq, _ := dev.CreateCQ(64, softdev.CrossChannelCQ(), softdev.IgnoreOverrun())
-		caps := softdev.Caps{SendWR: 16, RecvWR: 16, SendSGE: 2, RecvSGE: 2}
-		qa, errA := dev.CreateQP(pd, cq, cq, softdev.CrossChannel(), softdev.QPCaps(caps))
-		qb, errB := dev.CreateQP(pd, cq, cq, softdev.CrossChannel(), softdev.ManagedSend(), softdev.QPCaps(caps))
-		if err := errors.Join(errA, errB, softdev.Connect(qa, qb)); err != nil {
+		cq, _ := dev.CreateCQ(64, device.CrossChannelCQ(), device.IgnoreOverrun())
+		caps := device.Caps{SendWR: 16, RecvWR: 16, SendSGE: 2, RecvSGE: 2}
+		qa, errA := dev.CreateQP(pd, cq, cq, device.CrossChannel(), device.QPCaps(caps))
+		qb, errB := dev.CreateQP(pd, cq, cq, device.CrossChannel(), device.ManagedSend(), device.QPCaps(caps))
+		if err := errors.Join(errA, errB, device.ConnectPair(qa, qb)); err != nil {
 			t.Fatal(err)
 		}
 		buf, _ := lease.Alloc(4096)
-		mr, err := dev.RegMR(pd, buf.Pointer(), buf.Len(), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+		mr, err := dev.RegMR(pd, buf.Bytes(), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 		if err != nil {
 			t.Fatal(err)
 		}
-		wc := softdev.CallocSlice[verbs.ExpWC](64)
+		wc, err := cmem.Slice[verbs.ExpWC](64)
+		if err != nil {
+			t.Fatal(err)
+		}
 		sge := verbs.SGE{Addr: buf.Addr(), Length: 64, Lkey: mr.Lkey}
 		operand := verbs.SGE{Addr: buf.Addr() + 64, Length: task.CalcOperandSize, Lkey: mr.Lkey}
 		l, err := task.New(dev.Context(), task.Capacity{Tasks: 4, SendWRs: 8, RecvWRs: 8, SGEs: 8})
@@ -129,7 +133,7 @@ func FuzzTaskList(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
-		softdev.Free(unsafe.Pointer(&wc[0]))
+		cmem.FreeSlice(wc)
 		dev.DestroyQP(qa)
 		dev.DestroyQP(qb)
 		dev.DestroyCQ(cq)

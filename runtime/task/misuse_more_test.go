@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/cmem"
+	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 )
 
@@ -47,16 +49,17 @@ func newRig(t *testing.T) *rig {
 	must(err)
 	r.cq, err = r.dev.CreateCQ(64)
 	must(err)
-	r.worker, err = r.dev.CreateQP(r.pd, r.cq, r.cq, softdev.ManagedSend())
+	r.worker, err = r.dev.CreateQP(r.pd, r.cq, r.cq, device.ManagedSend())
 	must(err)
-	r.mgr, err = r.dev.CreateQP(r.pd, r.cq, r.cq, softdev.CrossChannel())
+	r.mgr, err = r.dev.CreateQP(r.pd, r.cq, r.cq, device.CrossChannel())
 	must(err)
 	r.qp2, err = r.dev.CreateQP(r.pd, r.cq, r.cq)
 	must(err)
-	must(softdev.Connect(r.worker, r.qp2))
-	must(softdev.Connect(r.mgr, r.mgr))
-	r.buf = softdev.CallocSlice[byte](4096)
-	r.mr, err = r.dev.RegMR(r.pd, unsafe.Pointer(&r.buf[0]), len(r.buf), verbs.AccessLocalWrite)
+	must(device.ConnectPair(r.worker, r.qp2))
+	must(device.ConnectPair(r.mgr, r.mgr))
+	r.buf, err = cmem.Slice[byte](4096)
+	must(err)
+	r.mr, err = r.dev.RegMR(r.pd, r.buf, verbs.AccessLocalWrite)
 	must(err)
 	t.Cleanup(func() {
 		r.dev.DeregMR(r.mr)
@@ -68,7 +71,7 @@ func newRig(t *testing.T) *rig {
 		if err := r.dev.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
-		softdev.Free(unsafe.Pointer(&r.buf[0]))
+		cmem.FreeSlice(r.buf)
 	})
 	return r
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 	"github.com/verbsexp/verbsexp/runtime/task"
@@ -39,21 +40,21 @@ func TestReadmeListTooSmall(t *testing.T) {
 	mcq, err := dev.CreateCQ(16)
 	check(err)
 	defer dev.DestroyCQ(mcq)
-	worker, err := dev.CreateQP(pd, cq, cq, softdev.ManagedSend())
+	worker, err := dev.CreateQP(pd, cq, cq, device.ManagedSend())
 	check(err)
 	defer dev.DestroyQP(worker)
 	peer, err := dev.CreateQP(pd, cq, cq)
 	check(err)
 	defer dev.DestroyQP(peer)
-	mgr, err := dev.CreateQP(pd, mcq, mcq, softdev.CrossChannel())
+	mgr, err := dev.CreateQP(pd, mcq, mcq, device.CrossChannel())
 	check(err)
 	defer dev.DestroyQP(mgr)
-	check(softdev.Connect(worker, peer))
-	check(softdev.Connect(mgr, mgr))
+	check(device.ConnectPair(worker, peer))
+	check(device.ConnectPair(mgr, mgr))
 	buf, err := lease.Alloc(4096)
 	check(err)
 	defer buf.Free()
-	mr, err := dev.RegMR(pd, buf.Pointer(), buf.Len(), verbs.AccessLocalWrite)
+	mr, err := dev.RegMR(pd, buf.Bytes(), verbs.AccessLocalWrite)
 	check(err)
 	defer dev.DeregMR(mr)
 	leases := lease.NewTable()
@@ -116,9 +117,9 @@ func ExampleList_Err() {
 	check(err)
 	cq, err := dev.CreateCQ(8)
 	check(err)
-	qp, err := dev.CreateQP(pd, cq, cq, softdev.CrossChannel())
+	qp, err := dev.CreateQP(pd, cq, cq, device.CrossChannel())
 	check(err)
-	check(softdev.Connect(qp, qp))
+	check(device.ConnectPair(qp, qp))
 
 	l, err := task.New(dev.Context(), task.Capacity{Tasks: 1, SendWRs: 1})
 	check(err)

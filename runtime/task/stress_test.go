@@ -8,9 +8,10 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/cmem"
+	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/lease"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 	"github.com/verbsexp/verbsexp/runtime/task"
@@ -77,28 +78,28 @@ func TestStressConcurrentLists(t *testing.T) {
 }
 
 func stressWorker(dev *softdev.Device, pd *verbs.PD, leases *lease.Table, g, perRound, msg int, deadline time.Time) (int, error) {
-	scq, err := dev.CreateCQ(4*perRound, softdev.CrossChannelCQ())
+	scq, err := dev.CreateCQ(4*perRound, device.CrossChannelCQ())
 	if err != nil {
 		return 0, err
 	}
 	defer dev.DestroyCQ(scq)
-	rcq, err := dev.CreateCQ(4*perRound, softdev.CrossChannelCQ())
+	rcq, err := dev.CreateCQ(4*perRound, device.CrossChannelCQ())
 	if err != nil {
 		return 0, err
 	}
 	defer dev.DestroyCQ(rcq)
-	caps := softdev.Caps{SendWR: 2 * perRound, RecvWR: 2 * perRound, SendSGE: 1, RecvSGE: 1}
-	a, err := dev.CreateQP(pd, scq, rcq, softdev.CrossChannel(), softdev.QPCaps(caps))
+	caps := device.Caps{SendWR: 2 * perRound, RecvWR: 2 * perRound, SendSGE: 1, RecvSGE: 1}
+	a, err := dev.CreateQP(pd, scq, rcq, device.CrossChannel(), device.QPCaps(caps))
 	if err != nil {
 		return 0, err
 	}
 	defer dev.DestroyQP(a)
-	b, err := dev.CreateQP(pd, scq, rcq, softdev.CrossChannel(), softdev.QPCaps(caps))
+	b, err := dev.CreateQP(pd, scq, rcq, device.CrossChannel(), device.QPCaps(caps))
 	if err != nil {
 		return 0, err
 	}
 	defer dev.DestroyQP(b)
-	if err := softdev.Connect(a, b); err != nil {
+	if err := device.ConnectPair(a, b); err != nil {
 		return 0, err
 	}
 	sbuf, err := lease.Alloc(perRound * msg)
@@ -111,12 +112,12 @@ func stressWorker(dev *softdev.Device, pd *verbs.PD, leases *lease.Table, g, per
 		return 0, err
 	}
 	defer rbuf.Free()
-	smr, err := dev.RegMR(pd, sbuf.Pointer(), sbuf.Len(), verbs.AccessLocalWrite)
+	smr, err := dev.RegMR(pd, sbuf.Bytes(), verbs.AccessLocalWrite)
 	if err != nil {
 		return 0, err
 	}
 	defer dev.DeregMR(smr)
-	rmr, err := dev.RegMR(pd, rbuf.Pointer(), rbuf.Len(), verbs.AccessLocalWrite)
+	rmr, err := dev.RegMR(pd, rbuf.Bytes(), verbs.AccessLocalWrite)
 	if err != nil {
 		return 0, err
 	}
@@ -126,8 +127,11 @@ func stressWorker(dev *softdev.Device, pd *verbs.PD, leases *lease.Table, g, per
 		return 0, err
 	}
 	defer l.Free()
-	wc := softdev.CallocSlice[verbs.ExpWC](2 * perRound)
-	defer softdev.Free(unsafe.Pointer(&wc[0]))
+	wc, err := cmem.Slice[verbs.ExpWC](2 * perRound)
+	if err != nil {
+		return 0, err
+	}
+	defer cmem.FreeSlice(wc)
 
 	// At least one round each: on a loaded machine the set-up above
 	// may outlast the budget (then no round ran, and the test failed

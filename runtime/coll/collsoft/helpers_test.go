@@ -9,9 +9,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/runtime/cmem"
 	"github.com/verbsexp/verbsexp/runtime/coll"
 	"github.com/verbsexp/verbsexp/runtime/coll/collsoft"
 	"github.com/verbsexp/verbsexp/runtime/coll/internal/leakcheck"
@@ -194,8 +194,11 @@ func deviceCalcs(t testing.TB) []calc {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	attr := softdev.Calloc[verbs.ExpDeviceAttr]()
-	defer softdev.Free(unsafe.Pointer(attr))
+	attr, err := cmem.New[verbs.ExpDeviceAttr]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cmem.Free(attr)
 	attr.CompMask = uint32(verbs.ExpDeviceAttrCalcCap)
 	if err := verbs.ExpQueryDevice(dev.Context(), attr); err != nil {
 		t.Fatal(err)

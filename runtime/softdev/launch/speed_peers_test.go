@@ -17,6 +17,7 @@ import (
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
 	"github.com/verbsexp/verbsexp/internal/sidebyside"
+	"github.com/verbsexp/verbsexp/runtime/cmem"
 	"github.com/verbsexp/verbsexp/runtime/device"
 	"github.com/verbsexp/verbsexp/runtime/softdev"
 )
@@ -322,14 +323,22 @@ func newPostPoll(ctx *verbs.Context) (p *postPoll, err error) {
 	if p.pd, err = verbs.AllocPD(ctx); err != nil {
 		return p, err
 	}
-	p.buf = softdev.CallocSlice[byte](4096)
+	if p.buf, err = cmem.Slice[byte](4096); err != nil {
+		return p, err
+	}
 	if p.mr, err = verbs.RegMR(p.pd, unsafe.Pointer(&p.buf[0]), uint64(len(p.buf)), int32(verbs.AccessLocalWrite)); err != nil {
 		return p, err
 	}
-	cqAttr := softdev.Calloc[verbs.ExpCQInitAttr]()
-	defer softdev.Free(unsafe.Pointer(cqAttr))
-	qpAttr := softdev.Calloc[verbs.ExpQPInitAttr]()
-	defer softdev.Free(unsafe.Pointer(qpAttr))
+	cqAttr, err := cmem.New[verbs.ExpCQInitAttr]()
+	if err != nil {
+		return p, err
+	}
+	defer cmem.Free(cqAttr)
+	qpAttr, err := cmem.New[verbs.ExpQPInitAttr]()
+	if err != nil {
+		return p, err
+	}
+	defer cmem.Free(qpAttr)
 	for i := range p.cq {
 		if p.cq[i], err = verbs.ExpCreateCQ(ctx, 64, nil, nil, 0, cqAttr); err != nil {
 			return p, err
@@ -341,19 +350,32 @@ func newPostPoll(ctx *verbs.Context) (p *postPoll, err error) {
 			return p, err
 		}
 	}
-	if err = softdev.Connect(p.qp[0], p.qp[1]); err != nil {
+	if err = device.ConnectPair(p.qp[0], p.qp[1]); err != nil {
 		return p, err
 	}
-	p.sge = softdev.CallocSlice[verbs.SGE](2)
+	if p.sge, err = cmem.Slice[verbs.SGE](2); err != nil {
+		return p, err
+	}
 	base := uint64(uintptr(unsafe.Pointer(&p.buf[0])))
 	p.sge[0] = verbs.SGE{Addr: base, Length: 8, Lkey: p.mr.Lkey}
 	p.sge[1] = verbs.SGE{Addr: base + 64, Length: 8, Lkey: p.mr.Lkey}
-	p.send = softdev.Calloc[verbs.SendWR]()
+	if p.send, err = cmem.New[verbs.SendWR](); err != nil {
+		return p, err
+	}
 	*p.send = verbs.SendWR{WRID: 1, SGList: &p.sge[0], NumSGE: 1, Opcode: verbs.WRSend, SendFlags: int32(verbs.SendSignaled)}
-	p.recv = softdev.Calloc[verbs.RecvWR]()
+	if p.recv, err = cmem.New[verbs.RecvWR](); err != nil {
+		return p, err
+	}
 	*p.recv = verbs.RecvWR{WRID: 2, SGList: &p.sge[1], NumSGE: 1}
-	p.badSend, p.badRecv = softdev.Calloc[*verbs.SendWR](), softdev.Calloc[*verbs.RecvWR]()
-	p.wc = softdev.Calloc[verbs.WC]()
+	if p.badSend, err = cmem.New[*verbs.SendWR](); err != nil {
+		return p, err
+	}
+	if p.badRecv, err = cmem.New[*verbs.RecvWR](); err != nil {
+		return p, err
+	}
+	if p.wc, err = cmem.New[verbs.WC](); err != nil {
+		return p, err
+	}
 	return p, nil
 }
 
@@ -415,12 +437,8 @@ func (p *postPoll) close() error {
 	if p.pd != nil {
 		errs = append(errs, verbs.DeallocPD(p.pd))
 	}
-	for _, m := range []unsafe.Pointer{unsafe.Pointer(unsafe.SliceData(p.buf)), unsafe.Pointer(unsafe.SliceData(p.sge)),
-		unsafe.Pointer(p.send), unsafe.Pointer(p.recv), unsafe.Pointer(p.badSend), unsafe.Pointer(p.badRecv), unsafe.Pointer(p.wc)} {
-		if m != nil {
-			errs = append(errs, softdev.Free(m))
-		}
-	}
+	errs = append(errs, cmem.FreeSlice(p.buf), cmem.FreeSlice(p.sge), cmem.Free(p.send), cmem.Free(p.recv),
+		cmem.Free(p.badSend), cmem.Free(p.badRecv), cmem.Free(p.wc))
 	return errors.Join(errs...)
 }
 
