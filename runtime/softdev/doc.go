@@ -227,7 +227,13 @@
 // until DeregMR: C memory (package lease, runtime/cmem), or Go
 // memory pinned by the caller; a device writing into memory freed or
 // unmapped while still registered corrupts or faults, as a DMA into it
-// would.
+// would. WRs, tasks and SGE lists handed to the verbs should be C memory
+// too (Go's cgo pointer rules). Like any provider, the post path reads
+// what they point at (the WR, num_sge SGEs at sg_list, an inline
+// payload) with the CPU: those pointers must be valid, they cannot be
+// checked; what an SGE or a remote range names is checked against the
+// MRs when the WQE executes, and an access outside them is an error
+// completion that touches nothing.
 //
 // Once DeregMR returns, the device never touches the MR's memory again,
 // messages in flight included, so it may be unmapped at once: like an
@@ -242,13 +248,7 @@
 // later burst of its message or a retransmission, and a READ or an
 // atomic whose MR went before its response, complete with
 // IBV_WC_LOC_PROT_ERR. Nothing of such a message is placed or sent after
-// the deregistration. WRs, tasks and SGE lists handed to the verbs should be C memory
-// too (Go's cgo pointer rules). Like any provider, the post path reads
-// what they point at (the WR, num_sge SGEs at sg_list, an inline
-// payload) with the CPU: those pointers must be valid, they cannot be
-// checked; what an SGE or a remote range names is checked against the
-// MRs when the WQE executes, and an access outside them is an error
-// completion that touches nothing.
+// the deregistration.
 //
 // # Post path
 //
