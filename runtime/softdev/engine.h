@@ -137,6 +137,21 @@ struct sd_srq {
 	struct sd_srq    *prev, *next;
 };
 
+/* A completion the device has produced and not yet written to its CQ:
+ * it becomes visible at ready (monotonic ns), as an HCA's CQE appears
+ * microseconds after the doorbell (see sd_comp_* in engine_exec.c). */
+struct sd_pending {
+	struct sd_cq  *cq;
+	struct sd_qp  *qp;
+	uint64_t       ready;
+	struct sd_cqe  e;
+};
+
+/* The device's completion latency unless SyncCompletions: a loopback
+ * completion is written to its CQ this long after the engine produced it
+ * (1 us, a loopback SEND's latency on a ConnectX HCA). */
+enum { SD_COMP_LATENCY_NS = 1000 };
+
 /* An affiliated asynchronous event waiting to be read. */
 struct sd_event {
 	int   type;    /* enum ibv_event_type */
@@ -224,6 +239,14 @@ struct sd_device {
 	int                      wake_fd;
 	int                      kernel_events; /* async_fd carries struct ibv_kern_async_event records */
 	int                      run_mode;   /* SD_RUN_*, as opened */
+	/* Completions: written to their CQ at once (comp_async 0), or
+	 * held in pend, sorted by ready time, until comp_latency (for QPs not
+	 * on the wire) plus a random share of comp_jitter has passed. */
+	int                      comp_async;
+	uint64_t                 comp_latency, comp_jitter;
+	uint64_t                 comp_rng;   /* xorshift64 state of the jitter */
+	struct sd_pending       *pend;
+	uint32_t                 pend_head, pend_len, pend_cap;
 	/* The port: the transport's record of the device (its address,
 	 * links, timers and wire; transport.h). */
 	struct sd_port           port;
@@ -253,6 +276,8 @@ struct sd_config {
 	int      port_ib;       /* an InfiniBand port: LID from the address, dlid resolves */
 	uint64_t node_guid;     /* 0: a random one */
 	int      kernel_events; /* async_fd as the kernel's: event records, read by libibverbs */
+	int      sync_completions; /* a CQE is visible as soon as it is produced (the old behaviour) */
+	uint64_t jitter_ns;     /* each completion's visibility is delayed by up to this more, at random */
 };
 
 /* NULL with *err the errno (ENOMEM, EMFILE/ENFILE when no file
@@ -357,6 +382,10 @@ void sd_qp_fatal(struct sd_device *d, struct sd_qp *q);
 int sd_event_kind(int type);
 int sd_rq_ready(const struct sd_queue *q);
 void sd_cq_arm(struct sd_cq *c, int solicited_only);
+/* Deferred completions (engine_exec.c; sd_comp_deliver and
+ * sd_comp_schedule are calls up, in transport.h): a QP's written at once
+ * (it is destroyed). */
+void sd_comp_deliver_qp(struct sd_device *d, struct sd_qp *q);
 
 /* Data path operations installed in the dispatch tables. */
 int sd_op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);

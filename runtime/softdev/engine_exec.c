@@ -13,6 +13,7 @@
  * by their order alone. Packets of the wire come when they come.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "engine.h"
@@ -86,7 +87,9 @@ void sd_cq_arm(struct sd_cq *c, int solicited_only)
 	}
 }
 
-static void cq_push(struct sd_device *d, struct sd_cq *c, struct sd_qp *q, const struct sd_cqe *e)
+/* Writes a CQE to its CQ now: what the CQ's consumers (polls, CQE_WAIT,
+ * completion events) see. */
+static void cq_write(struct sd_device *d, struct sd_cq *c, struct sd_qp *q, const struct sd_cqe *e)
 {
 	int ignore = (c->flags & (SD_CQ_CROSS_CHANNEL | SD_CQ_IGNORE_OVERRUN)) != 0;
 	if (c->overrun || (!ignore && c->prod - c->cons >= c->size)) {
@@ -104,6 +107,148 @@ static void cq_push(struct sd_device *d, struct sd_cq *c, struct sd_qp *q, const
 	*slot = *e;
 	slot->idx = c->prod++;
 	cq_notify(c, e);
+}
+
+/*
+ * Deferred completions. An HCA writes a CQE microseconds after the
+ * doorbell, from the device; a program that polls once right after a
+ * post and counts on the completion fails there. So unless the device
+ * was opened with synchronous completions, a CQE the engine produces for
+ * a QP that is not on the wire (loopback, a manager's local WQEs) waits
+ * in d->pend until comp_latency has passed, and with jitter each CQE
+ * waits a random extra share of comp_jitter (a wire QP's CQEs, which
+ * waited for a real round trip already, only that). The CQE is written
+ * to its CQ then, as an HCA writes it: polls see it, CQE_WAIT counts it,
+ * an armed CQ's event fires. d->pend is sorted by ready time; CQEs of one
+ * QP's send queue, or of its receives, keep their order (the verbs
+ * promise it), so jitter reorders only what no verb orders: CQEs of
+ * different QPs, and a QP's sends against its receives.
+ *
+ * Pending CQEs are written at the start of every run of the engine
+ * (polls, Progress, an autonomous device's posts and thread), never in
+ * the run that produced them: a poll returns no completion of work it
+ * ran itself, however long the run took. Progress writes them all, at
+ * once: it is the explicit "run the device until it can do no more".
+ * The transport thread writes them when they are due if nobody else
+ * may: for an armed CQ (the program may sleep on its channel) and on a
+ * device whose thread runs the queues (a wait must be met with nobody
+ * polling). Device lock held throughout.
+ */
+static uint64_t comp_rand(struct sd_device *d)
+{
+	uint64_t x = d->comp_rng;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	d->comp_rng = x;
+	return x;
+}
+
+/* Room for one more pending CQE at the end: 0, or ENOMEM. */
+static int pend_room(struct sd_device *d)
+{
+	if (d->pend_head + d->pend_len < d->pend_cap)
+		return 0;
+	if (d->pend_head > 0) {
+		memmove(d->pend, d->pend + d->pend_head, (size_t)d->pend_len * sizeof *d->pend);
+		d->pend_head = 0;
+		return 0;
+	}
+	uint32_t cap = d->pend_cap != 0 ? d->pend_cap * 2 : 64;
+	struct sd_pending *p = realloc(d->pend, (size_t)cap * sizeof *p);
+	if (p == NULL)
+		return ENOMEM;
+	d->pend = p;
+	d->pend_cap = cap;
+	return 0;
+}
+
+static void cq_push(struct sd_device *d, struct sd_cq *c, struct sd_qp *q, const struct sd_cqe *e)
+{
+	if (!d->comp_async) {
+		cq_write(d, c, q, e);
+		return;
+	}
+	uint64_t delay = 0;
+	if (q->path.link == NULL || q->path.link->kind != SD_LINK_WIRE)
+		delay = d->comp_latency;
+	if (d->comp_jitter != 0)
+		delay += comp_rand(d) % (d->comp_jitter + 1);
+	/* The latest pending CQE of the same queue of the same QP: this one
+	 * may not pass it. */
+	int recv = e->wqe_queue != SD_CQE_SEND;
+	uint64_t after = 0;
+	for (uint32_t i = d->pend_len; i > 0; i--) {
+		const struct sd_pending *p = &d->pend[d->pend_head + i - 1];
+		if (p->qp == q && (p->e.wqe_queue != SD_CQE_SEND) == recv) {
+			after = p->ready;
+			break;
+		}
+	}
+	if ((delay == 0 && after == 0) || pend_room(d) != 0) {
+		cq_write(d, c, q, e); /* out of memory: written now rather than lost */
+		return;
+	}
+	uint64_t ready = sd_now() + delay;
+	if (ready < after)
+		ready = after;
+	/* Sorted by ready time, in production order among equals. */
+	uint32_t at = d->pend_len;
+	while (at > 0 && d->pend[d->pend_head + at - 1].ready > ready)
+		at--;
+	struct sd_pending *base = d->pend + d->pend_head;
+	memmove(base + at + 1, base + at, (size_t)(d->pend_len - at) * sizeof *base);
+	base[at] = (struct sd_pending){ .cq = c, .qp = q, .ready = ready, .e = *e };
+	d->pend_len++;
+}
+
+long sd_comp_deliver(struct sd_device *d, uint64_t now)
+{
+	long n = 0;
+	while (d->pend_len > 0 && d->pend[d->pend_head].ready <= now) {
+		struct sd_pending p = d->pend[d->pend_head];
+		d->pend_head++;
+		d->pend_len--;
+		cq_write(d, p.cq, p.qp, &p.e);
+		n++;
+	}
+	if (d->pend_len == 0)
+		d->pend_head = 0;
+	if (n > 0)
+		d->quiet = 0; /* a wait may be met now */
+	return n;
+}
+
+void sd_comp_deliver_qp(struct sd_device *d, struct sd_qp *q)
+{
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < d->pend_len; i++) {
+		struct sd_pending *p = &d->pend[d->pend_head + i];
+		if (p->qp == q)
+			cq_write(d, p->cq, p->qp, &p->e);
+		else
+			d->pend[d->pend_head + k++] = *p;
+	}
+	if (k != d->pend_len)
+		d->quiet = 0;
+	d->pend_len = k;
+	if (k == 0)
+		d->pend_head = 0;
+}
+
+void sd_comp_schedule(struct sd_device *d)
+{
+	uint64_t due = 0;
+	if (d->pend_len > 0) {
+		int needed = d->port.autonomous;
+		for (uint32_t i = 0; !needed && i < d->pend_len; i++)
+			needed = d->pend[d->pend_head + i].cq->armed != SD_ARM_NONE;
+		if (needed)
+			due = d->pend[d->pend_head].ready;
+	}
+	d->port.cq_due = due;
+	if (due != 0)
+		sd_net_wake_at(&d->port, due);
 }
 
 /* Can the consumer take the slot at its index? Written in its pass. */
@@ -432,6 +577,8 @@ static int step(struct sd_device *d, struct sd_qp *q)
 long sd_run_queues(struct sd_device *d)
 {
 	long total = 0;
+	if (d->pend_len > 0)
+		sd_comp_deliver(d, sd_now());
 	if (d->quiet)
 		return 0;
 	do {
@@ -447,6 +594,8 @@ long sd_run_queues(struct sd_device *d)
 		}
 	} while (sd_net_flush(&d->port));
 	d->quiet = 1;
+	if (d->pend_len > 0 || d->port.cq_due != 0)
+		sd_comp_schedule(d);
 	return total;
 }
 
@@ -494,6 +643,13 @@ struct sd_progress_result sd_progress(struct ibv_context *ctx)
 	if (sd_enter_clean(d) != 0)
 		return r; /* the Go side holds the Device's lock: not reached */
 	r.executed = sd_run(d);
+	while (d->pend_len > 0) {
+		/* Progress runs the device until it can do no more: the
+		 * completions it holds back are written now, and what they
+		 * let run (a wait met) runs. */
+		sd_comp_deliver(d, UINT64_MAX);
+		r.executed += sd_run_queues(d);
+	}
 	if (!on_wire(d))
 		for (struct sd_qp *q = d->qps; q != NULL; q = q->next)
 			if (blocked(q))

@@ -706,6 +706,7 @@ static int op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 	else {
 		sd_cq_arm(c, solicited_only);
 		sd_net_app_waits(&d->port);
+		sd_comp_schedule(d); /* its completions held back fire the event when due, polled or not */
 	}
 	sd_unlock(d);
 	return err;
@@ -1140,6 +1141,7 @@ static int destroy_qp_locked(struct sd_device *d, struct sd_qp *q, uint32_t *rep
 	int err = drop_events(d, &q->ibv, q->events_raised, reported);
 	if (err != 0)
 		return err;
+	sd_comp_deliver_qp(d, q); /* its completions held back are written now, as they were before it went */
 	sd_queue_release_refs(d, &q->sq);
 	sd_queue_release_refs(d, &q->rq);
 	sd_rc_stop(&d->port, q);
@@ -1852,6 +1854,10 @@ int sd_init(struct sd_device *d, const struct sd_config *cfg)
 	d->port.timescale = cfg->timescale > 0 ? cfg->timescale : 1;
 	d->port.autonomous = cfg->autonomous == SD_RUN_THREAD;
 	d->port.watch_always = cfg->kernel_events; /* a program may watch the port alone */
+	d->comp_async = !cfg->sync_completions || cfg->jitter_ns != 0;
+	d->comp_latency = d->comp_async ? SD_COMP_LATENCY_NS : 0;
+	d->comp_jitter = cfg->jitter_ns;
+	d->comp_rng = new_guid() | 1; /* xorshift64: any state but 0 */
 	struct ibv_context *ctx = &d->vctx.context;
 	e = sd_net_open(&d->port, cfg->addr, cfg->auto_loopback, cfg->listen_fd);
 	if (e != 0) {
@@ -2052,6 +2058,9 @@ void sd_fini(struct sd_device *d)
 	for (struct sd_qp *q = d->qps; q != NULL; q = q->next)
 		sd_rc_stop(&d->port, q);
 	free_tables(&d->vctx.context);
+	free(d->pend); /* completions held back: their CQs go below */
+	d->pend = NULL;
+	d->pend_head = d->pend_len = d->pend_cap = 0;
 	while (d->qps != NULL || d->dead_qps != NULL) {
 		struct sd_qp *q = d->qps != NULL ? d->qps : d->dead_qps;
 		if (q == d->qps)

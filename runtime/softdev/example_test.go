@@ -46,9 +46,12 @@ func Example() {
 	fmt.Println(verbs.ExpPostSend(a, &wrs[0], nil))   // held: a is managed
 	fmt.Println(verbs.ExpPostSend(mgr, &wrs[1], nil)) // releases it
 	wc, _ := cmem.Slice[verbs.ExpWC](4)
-	n, _ := verbs.ExpPollCQ(cq, wc) // runs the device
-	for _, c := range wc[:n] {
-		fmt.Println(c.WRID, c.Status, c.ExpOpcode)
+	for got := 0; got < 3; { // completions come microseconds after the post, as an HCA's: poll until they do
+		n, _ := verbs.ExpPollCQ(cq, wc) // runs the device
+		for _, c := range wc[:n] {
+			fmt.Println(c.WRID, c.Status, c.ExpOpcode)
+		}
+		got += int(n)
 	}
 
 	cmem.FreeSlice(sge)

@@ -28,7 +28,7 @@ type deviceConfig struct {
 	addrSet   bool
 	run       runMode
 	timeScale float64
-	ib        bool // an InfiniBand port
+	ib        bool             // an InfiniBand port
 	comp      completionConfig // completions.go
 }
 

@@ -261,6 +261,8 @@ struct sd_port {
 	uint64_t          wire_gathered;  /* payloads left in the MRs for the flush to send (struct sd_gather) */
 	uint64_t          wire_gather_copies; /* ... copied after all (gathers_in) */
 	struct sd_wire_guard guard;       /* what the wire refused or shed (sd_net_guard) */
+	uint64_t          cq_due;         /* the engine's deferred completions: the thread writes them
+	                                   * (sd_comp_deliver) from this monotonic ns on; 0: none due */
 };
 
 /* ---- the engine's records the transport works on ---- */
@@ -487,6 +489,7 @@ void sd_net_poll_mark(struct sd_port *port, int on);
 int sd_net_flush(struct sd_port *port);
 void sd_net_settle(struct sd_port *port);
 void sd_net_timer_armed(struct sd_port *port, uint64_t deadline);
+void sd_net_wake_at(struct sd_port *port, uint64_t at);
 int sd_wire_send(struct sd_port *port, struct sd_link *l, const struct sd_pkt *p);
 int sd_wire_busy(struct sd_port *port, struct sd_link *l);
 void sd_wire_close_link(struct sd_port *port, struct sd_link *l);
@@ -521,6 +524,11 @@ void sd_raise(struct sd_device *d, int type, void *element);
  * see; the queues and CQs as the transport completes their WQEs. */
 long sd_run_queues(struct sd_device *d);
 void sd_changed(struct sd_device *d);
+/* Deferred completions: those due by now written to their CQs (the
+ * thread's part when port->cq_due comes); port->cq_due set anew, and
+ * the thread woken for it if it would sleep past it. */
+long sd_comp_deliver(struct sd_device *d, uint64_t now);
+void sd_comp_schedule(struct sd_device *d);
 struct sd_wqe *sd_wqe_at(struct sd_queue *q, uint64_t pos, struct ibv_sge **sg);
 void sd_sq_retire(struct sd_device *d, struct sd_qp *q);
 void sd_sq_done_next(struct sd_device *d, struct sd_qp *q, uint32_t status);

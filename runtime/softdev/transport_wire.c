@@ -1823,6 +1823,14 @@ void sd_net_timer_armed(struct sd_port *port, uint64_t deadline)
 		port->net->timer_armed = 1;
 }
 
+/* The engine holds completions until a time (port->cq_due): the thread
+ * wakes for it if it would sleep past it. Device lock held. */
+void sd_net_wake_at(struct sd_port *port, uint64_t at)
+{
+	if (port->net != NULL && at < __atomic_load_n(&port->net->sleep_until, __ATOMIC_RELAXED))
+		kick(port, at);
+}
+
 /* ------------------------------------------------------------------ */
 /* The transport thread                                                 */
 /* ------------------------------------------------------------------ */
@@ -1929,6 +1937,8 @@ static void *transport(void *arg)
 		uint64_t held = held_until(port, now);
 		if (held < until)
 			until = held;
+		if (port->cq_due != 0 && port->cq_due < until)
+			until = port->cq_due;
 		__atomic_store_n(&n->wake_by, UINT64_MAX, __ATOMIC_RELAXED); /* the bound says it all */
 		__atomic_store_n(&n->sleep_until, until, __ATOMIC_RELAXED);
 		sd_unlock(port->dev);
@@ -1986,6 +1996,8 @@ static void *transport(void *arg)
 			watch_port(port);
 			n->port_check = now + SD_PORT_CHECK_NS;
 		}
+		if (port->cq_due != 0 && now >= port->cq_due && sd_comp_deliver(port->dev, now) > 0)
+			did = 1; /* completions whose time came: an event, a wait met */
 		if (did)
 			sd_changed(port->dev);
 		if (port->autonomous)
@@ -1997,6 +2009,7 @@ static void *transport(void *arg)
 			if (port->autonomous)
 				sd_run_queues(port->dev);
 		}
+		sd_comp_schedule(port->dev); /* the loop's top sleeps until cq_due at most */
 		n->in_thread = 0;
 		n->timer_armed = 0; /* the loop's top looks at the timers */
 	}

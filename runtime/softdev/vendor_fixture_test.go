@@ -111,9 +111,17 @@ func vdCN[T any](v *vd, n int) []T {
 // PD, the registered page, and the manager: a cross-channel QP with a
 // 16-entry CQ for both queues, 64 send WRs and no receive queue,
 // connected to itself.
+//
+// The device completes synchronously (SyncCompletions): these tests pin
+// what each poll finds, step by step; newVDWith opens it otherwise.
 func newVD(t *testing.T) *vd {
 	t.Helper()
-	d, err := Open()
+	return newVDWith(t, SyncCompletions())
+}
+
+func newVDWith(t *testing.T, opts ...DeviceOption) *vd {
+	t.Helper()
+	d, err := Open(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

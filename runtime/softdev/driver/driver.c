@@ -273,6 +273,28 @@ static int listener_of(const char *ibdev)
 	return -1;
 }
 
+/* $VERBSEXP_SOFTDEV_JITTER (the Go package's JitterEnv): a bound on the
+ * random delay added to each completion, as a Go duration ("50us",
+ * "1.5ms", "200ns", "1s"; "0" or unset: none), at most 1 s. A value
+ * that does not parse is said on stderr and the device runs without. */
+static uint64_t jitter_of_env(void)
+{
+	const char *env = getenv("VERBSEXP_SOFTDEV_JITTER");
+	if (env == NULL || *env == 0 || strcmp(env, "0") == 0)
+		return 0;
+	char *end;
+	double v = strtod(env, &end);
+	static const struct { const char *unit; double ns; } units[] = {
+		{ "ns", 1 }, { "us", 1e3 }, { "\xc2\xb5s", 1e3 }, { "ms", 1e6 }, { "s", 1e9 },
+	};
+	for (size_t i = 0; end != env && i < sizeof units / sizeof units[0]; i++)
+		if (strcmp(end, units[i].unit) == 0 && v >= 0 && v * units[i].ns <= 1e9)
+			return (uint64_t)(v * units[i].ns);
+	fprintf(stderr, "softdev: VERBSEXP_SOFTDEV_JITTER=%s: want a duration from 0 to 1s such as 50us; "
+	        "the device runs without jitter\n", env);
+	return 0;
+}
+
 static struct verbs_device *driver_init(const char *uverbs_sys_path, int abi_version)
 {
 	char ibdev[64], dir[512], value[64], guidstr[64];
@@ -288,6 +310,7 @@ static struct verbs_device *driver_init(const char *uverbs_sys_path, int abi_ver
 		.autonomous = SD_RUN_THREAD, /* programs poll; nobody calls Progress */
 		.timescale = 1,
 		.kernel_events = 1,
+		.jitter_ns = jitter_of_env(),
 	};
 	unsigned short guid[4];
 	if (read_attr(dir, "ports/1/gids/0", value, sizeof value) != 0 || parse_gid(value, cfg.addr) != 0 ||
