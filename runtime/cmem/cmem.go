@@ -7,9 +7,11 @@
 // named the memory, so such records live in C memory; this package gives
 // it out as *T and []T, so a program needs no unsafe to use it.
 //
-//	wc, err := cmem.Slice[verbs.ExpWC](16) // completions, written by the device
-//	if err != nil { ... }
-//	defer cmem.FreeSlice(wc)
+//	sge, err := cmem.Slice[verbs.SGE](2)
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	wr, err := cmem.New[verbs.ExpSendWR]()
 //
 // Every allocation is tracked until it is freed: a second Free, or a
 // pointer this package did not hand out (Go memory, a pointer into the
