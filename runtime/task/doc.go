@@ -52,7 +52,11 @@
 //	// (or the first builder error, if a builder failed: then nothing is posted)
 //
 //	wc := make([]verbs.ExpWC, 2)
-//	n, _ := verbs.ExpPollCQ(cq, wc)
+//	n := 0
+//	for n < 2 { // the completions come microseconds later, as an HCA's
+//		k, _ := verbs.ExpPollCQ(cq, wc[n:])
+//		n += int(k)
+//	}
 //	fmt.Println(err, n, wc[0].WRID, wc[1].WRID)
 //
 // ExampleList is a whole schedule with a managed worker and a manager.
