@@ -285,3 +285,67 @@ func TestJitterEnv(t *testing.T) {
 		t.Fatalf("CompletionJitter(-1us): %v, want EINVAL", err)
 	}
 }
+
+// A send WR with a nonzero comp_mask is refused with EINVAL (the mlx5
+// provider ignores the field; verbs_exp.h defines no bit of it), *bad_wr
+// naming it and the WRs before it posted, and the first refusal on the
+// device says on stderr which WR of the list, its wr_id, the value and
+// what to do; a second one says nothing more.
+func TestCompMaskRefusedSaysWhy(t *testing.T) {
+	f := newFixture(t)
+	cq := f.cq(16)
+	qp := f.qp(cq, cq)
+	if err := device.ConnectPair(qp, qp); err != nil {
+		t.Fatal(err)
+	}
+	say := func() (error, *verbs.ExpSendWR, *verbs.ExpSendWR, string) {
+		var wrs []*verbs.ExpSendWR
+		for i := range 3 {
+			wrs = append(wrs, f.send(uint64(10+i), verbs.ExpWRNop, verbs.ExpSendSignaled, nil, 0))
+		}
+		wrs[1].CompMask = 4
+		bad := alloc[*verbs.ExpSendWR](f)
+		var err error
+		out := stderrOf(t, func() { err = verbs.ExpPostSend(qp, link(wrs...), bad) })
+		return err, *bad, wrs[1], out
+	}
+	err, bad, want, out := say()
+	if !errors.Is(err, syscall.EINVAL) || bad != want {
+		t.Fatalf("comp_mask 4: %v, bad_wr %p; want EINVAL at the second WR %p", err, bad, want)
+	}
+	for _, s := range []string{"ibv_exp_post_send: work request 1", "wr_id 11", "comp_mask 0x4", "mlx5 provider ignores it", "Zero the work request"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("stderr %q does not say %q", out, s)
+		}
+	}
+	if got := f.poll(cq); len(got) != 1 || got[0].WRID != 10 {
+		t.Errorf("completions %+v, want the first NOP's: the WRs before the refused one stay posted", sum(got))
+	}
+	if _, _, _, out := say(); out != "" {
+		t.Errorf("the second refusal said %q again", out)
+	}
+}
+
+// stderrOf runs fn with file descriptor 2 (what C writes to) sent to a
+// pipe, and returns what was written.
+func stderrOf(t *testing.T, fn func()) string {
+	t.Helper()
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	saved, err := syscall.Dup(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Dup3(p[1], 2, 0)
+	syscall.Close(p[1])
+	fn()
+	syscall.Dup3(saved, 2, 0)
+	syscall.Close(saved)
+	b := make([]byte, 4096)
+	syscall.SetNonblock(p[0], true)
+	n, _ := syscall.Read(p[0], b)
+	syscall.Close(p[0])
+	return string(b[:max(n, 0)])
+}

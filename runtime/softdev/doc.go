@@ -274,6 +274,16 @@
 //     is not a live one of this device; and the cross-channel refusals
 //     of rules 1, 2 and 4 and the calc ones below.
 //
+// A send WR's comp_mask must be 0 (verbs_exp.h defines no bit of it).
+// This device refuses any other value with EINVAL, where MLNX_OFED's
+// mlx5 provider ignores the field: stricter on purpose, since a WR left
+// partly uninitialised works on an HCA only by luck. The first such
+// refusal on a device says so on stderr, naming the verb, the WR's
+// index in its list (and the task's, for ibv_exp_post_task), its wr_id
+// and the value ("softdev: ibv_exp_post_send: work request 1, wr_id 11,
+// has comp_mask 0x4: EINVAL …"); zero each WR (memset, or = {0}) before
+// filling it in. docs/errors.md lists it with the other refusals.
+//
 // IBV_EXP_SEND_WAIT_EN_LAST on an opcode other than CQE_WAIT and the
 // enables is ignored, as mlx4 and mlx5 ignore it.
 //
@@ -372,15 +382,17 @@
 // Nothing executes during a post on a device that runs by polls (the
 // default, until a QP connects to another device; see The network
 // device for who runs it then). The device runs in Progress and at the
-// start of every poll (so polling alone drives a schedule); once it has
-// run to quiescence, polls skip the run until something is posted or
-// changed. A run is a
+// start of every poll (so polling alone drives a schedule, its
+// completions showing at the polls after: see Completions as an HCA's);
+// once it has run to quiescence, polls skip the run until something is
+// posted or changed. A run is a
 // sequence of rounds; each round visits the QPs in creation order and
 // lets each execute (or flush) at most the one WQE at the head of its send
 // queue; rounds repeat until one makes no progress. Everything happens
 // under one device mutex (posts from several goroutines are serialized),
 // so the outcome depends only on the order of the calls on the device:
-// the same calls give the same completions in the same order.
+// the same calls give the same completions in the same order (which
+// poll finds them depends on time, unless SyncCompletions).
 //
 // A send WQE may run when it is posted and, on a managed send queue,
 // released. It executes as follows; success completes only if it was
@@ -479,6 +491,46 @@
 // ibv_req_notify_cq writes one event to the channel for its next CQE (a
 // solicited-only arm: for its next solicited or failed one), which
 // ibv_get_cq_event reads; the arm is then spent.
+//
+// # Completions as an HCA's
+//
+// An HCA writes a CQE microseconds after the doorbell, from the device,
+// so a program that polls once right after posting and counts on the
+// completion fails there. Here too: a completion of a QP that is not on
+// the wire (loopback, a manager's own WQEs) is written to its CQ about
+// 1 us after the device produced it, never in the poll whose run
+// produced it, whatever the machine's load: that poll runs the work (its
+// data is placed) and returns nothing of it; a later poll does. CQE_WAIT
+// counts CQEs once they are written, and an armed CQ's event fires then,
+// so an event is never ahead of its CQE. Completions of QPs on the wire
+// waited for a real round trip already and are written at once. So the
+// vendor's CORE-Direct test holds: a CQE_WAIT for N completions has not
+// completed when the manager's CQ is polled right after the N-th send is
+// posted (TestVendorTC5SendWaitTI6Async).
+//
+// Pending CQEs are written at the start of the device's next run (a
+// poll, Progress, an autonomous device's post or thread pass), in the
+// order they were produced. Progress writes them all at once: it is the
+// explicit "run until nothing more can run", and its DeadlockError
+// stays exact. Nobody waits on a program that polls nothing: for an
+// armed CQ, and on a device whose thread runs the queues (Autonomous,
+// softdev exec), the transport thread writes them when they are due, so
+// a program that posts and sleeps in ibv_get_cq_event gets its event. A
+// device that runs by polls (the default, in process) still executes
+// nothing until something polls or calls Progress.
+//
+// SyncCompletions makes a completion visible as soon as it is produced,
+// as softdev did before: a poll returns what its own run completed, step
+// by step, the same every run. It is for tests of softdev's own rules;
+// code that passes only with it would fail on an HCA.
+//
+// CompletionJitter(max) (or $VERBSEXP_SOFTDEV_JITTER, for softdev exec
+// too: VERBSEXP_SOFTDEV_JITTER=50us) delays each completion by a random
+// time up to max more, to expose programs that assume an order or a
+// timing the verbs do not promise: between QPs on a shared CQ, or a
+// SEND's receive before its send. What the verbs promise holds: one
+// QP's send completions come in order, and its receive completions;
+// CQE_WAIT and the enables follow the rules above on what is written.
 //
 // # Asynchronous events
 //

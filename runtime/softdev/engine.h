@@ -247,6 +247,7 @@ struct sd_device {
 	uint64_t                 comp_rng;   /* xorshift64 state of the jitter */
 	struct sd_pending       *pend;
 	uint32_t                 pend_head, pend_len, pend_cap;
+	int                      said_comp_mask; /* a WR's nonzero comp_mask was explained on stderr */
 	/* The port: the transport's record of the device (its address,
 	 * links, timers and wire; transport.h). */
 	struct sd_port           port;

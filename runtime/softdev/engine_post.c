@@ -8,6 +8,8 @@
  * call returns. Nothing executes here; see engine_exec.c.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include "engine.h"
 
@@ -318,13 +320,39 @@ static int post_recv_one(struct sd_queue *rq, const struct ibv_recv_wr *wr)
 	return 0;
 }
 
+/* A send WR's comp_mask must be 0 (verbs_exp.h defines no bit of it:
+ * IBV_EXP_SEND_WR_ATTR_RESERVED is 1). This device refuses any other
+ * value with EINVAL; MLNX_OFED's mlx5 provider ignores the field, so a
+ * program that leaves it uninitialised may run on an HCA by luck and
+ * fail here. The errno alone does not say which field, so the first
+ * refusal on a device says it on stderr, as the headers' inline verbs
+ * say a bad comp_mask: the verb, the WR's index in the list and its
+ * wr_id, the value and what to do. */
+static void say_comp_mask(struct sd_device *d, int task, unsigned index, const struct ibv_exp_send_wr *wr)
+{
+	if (d->said_comp_mask)
+		return;
+	d->said_comp_mask = 1;
+	char where[64] = "";
+	if (task >= 0)
+		snprintf(where, sizeof where, " (task %d's list)", task);
+	fprintf(stderr,
+	        "softdev: %s: work request %u%s, wr_id %" PRIu64 ", has comp_mask 0x%x: EINVAL, *bad_wr "
+	        "pointing at it. comp_mask must be 0 (verbs_exp.h defines no bit of it); softdev refuses "
+	        "any other value where MLNX_OFED's mlx5 provider ignores it. Zero the work request "
+	        "(memset, or = {0}) before filling it in. (Said once per device.)\n",
+	        task >= 0 ? "ibv_exp_post_task" : "ibv_exp_post_send", index, where, (uint64_t)wr->wr_id,
+	        wr->comp_mask);
+}
+
 /* Lists. Each returns 0, or the errno of the first WR that failed with
- * *bad pointing at it; the WRs before it stay posted. */
+ * *bad pointing at it; the WRs before it stay posted. task: the index of
+ * the task whose list it is (ibv_exp_post_task), else -1. */
 
 static int post_exp_list(struct sd_device *d, struct sd_qp *q, struct ibv_exp_send_wr *wr,
-                         struct ibv_exp_send_wr **bad)
+                         struct ibv_exp_send_wr **bad, int task)
 {
-	for (; wr != NULL; wr = wr->next) {
+	for (unsigned index = 0; wr != NULL; wr = wr->next, index++) {
 		struct sd_sreq r = {
 			.wr_id = wr->wr_id,
 			.sg = wr->sg_list,
@@ -345,6 +373,8 @@ static int post_exp_list(struct sd_device *d, struct sd_qp *q, struct ibv_exp_se
 		};
 		int err = post_send_one(d, q, &r);
 		if (err) {
+			if (err == EINVAL && wr->comp_mask != 0)
+				say_comp_mask(d, task, index, wr);
 			if (bad != NULL)
 				*bad = wr;
 			return err;
@@ -390,7 +420,7 @@ int sd_op_exp_post_send(struct ibv_qp *qp, struct ibv_exp_send_wr *wr, struct ib
 		return err;
 	}
 	struct sd_qp *q = sd_qp_of(d, qp);
-	err = q == NULL ? EINVAL : post_exp_list(d, q, wr, bad);
+	err = q == NULL ? EINVAL : post_exp_list(d, q, wr, bad, -1);
 	if (q == NULL && bad != NULL)
 		*bad = wr;
 	doorbell(d);
@@ -537,12 +567,13 @@ int sd_op_post_task(struct ibv_context *ctx, struct ibv_exp_task *task, struct i
 		err = EINVAL; /* nothing posted: the list loops back at t */
 		goto out;
 	}
-	for (t = task; t != NULL; t = t->next) {
+	int index = 0;
+	for (t = task; t != NULL; t = t->next, index++) {
 		struct sd_qp *q = sd_qp_of(d, t->item.qp);
 		if (q == NULL || t->comp_mask != 0)
 			err = EINVAL;
 		else if (t->task_type == IBV_EXP_TASK_SEND)
-			err = post_exp_list(d, q, t->item.send_wr, (struct ibv_exp_send_wr **)&bad_wr);
+			err = post_exp_list(d, q, t->item.send_wr, (struct ibv_exp_send_wr **)&bad_wr, index);
 		else if (t->task_type == IBV_EXP_TASK_RECV)
 			err = post_recv_list(&q->rq, t->item.recv_wr, (struct ibv_recv_wr **)&bad_wr);
 		else
