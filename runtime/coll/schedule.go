@@ -659,6 +659,11 @@ func (s *Schedule) WaitContext(ctx context.Context) error {
 			continue
 		}
 		if err := p(); err != nil {
+			// Progress ran the whole device: this rank's run may have
+			// completed in it, the deadlock being another rank's.
+			if done, terr := s.Test(); done || terr != nil {
+				return terr
+			}
 			return fmt.Errorf("coll: rank %d: %s cannot complete: %w", s.c.rank, s.name, err)
 		}
 		if polls > 0 { // Progress ran everything there is and found nothing stuck

@@ -189,7 +189,7 @@ func newStepWorld(size int, planOf stepPlan) (w *stepWorld, err error) {
 			w = nil
 		}
 	}()
-	if w.dev, err = softdev.Open(); err != nil {
+	if w.dev, err = softdev.Open(softdev.SyncCompletions()); err != nil { // each step polls once for what its run completed
 		return nil, err
 	}
 	w.ownDev = true
