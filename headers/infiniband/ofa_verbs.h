@@ -5,12 +5,14 @@
 #ifndef INFINIBAND_OFA_VERBS_H
 /* MLNX_OFED's own ofa_verbs.h where its verbs_exp.h is installed (see verbs_exp.h). */
 #if !defined(VERBSEXP_RESTATEMENT_ONLY) && defined(__has_include_next)
-#if __has_include_next(<infiniband/verbs_exp.h>) && __has_include_next(<infiniband/ofa_verbs.h>)
+#if __has_include_next(<infiniband/verbs_exp.h>) && __has_include_next(<infiniband/ofa_verbs.h>) && \
+    !__has_include_next(<infiniband/verbsexp_restated.h>)
 #define VERBSEXP_INSTALLED_OFA_VERBS 1
 #endif
 #endif
 
 #ifdef VERBSEXP_INSTALLED_OFA_VERBS
+#undef VERBSEXP_INSTALLED_OFA_VERBS /* not seen by the headers deferred to */
 #include_next <infiniband/ofa_verbs.h>
 #else
 #define INFINIBAND_OFA_VERBS_H

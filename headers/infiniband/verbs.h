@@ -7,12 +7,14 @@
 #ifndef INFINIBAND_VERBS_H
 /* MLNX_OFED's own verbs.h where its verbs_exp.h is installed (see verbs_exp.h). */
 #if !defined(VERBSEXP_RESTATEMENT_ONLY) && defined(__has_include_next)
-#if __has_include_next(<infiniband/verbs_exp.h>) && __has_include_next(<infiniband/verbs.h>)
+#if __has_include_next(<infiniband/verbs_exp.h>) && __has_include_next(<infiniband/verbs.h>) && \
+    !__has_include_next(<infiniband/verbsexp_restated.h>)
 #define VERBSEXP_INSTALLED_VERBS 1
 #endif
 #endif
 
 #ifdef VERBSEXP_INSTALLED_VERBS
+#undef VERBSEXP_INSTALLED_VERBS /* not seen by the headers deferred to */
 #include_next <infiniband/verbs.h>
 #else
 #define INFINIBAND_VERBS_H

@@ -13,16 +13,20 @@
  * they are not installed: when the compiler finds a verbs_exp.h in a
  * directory it searches after this one (the system's /usr/include, where
  * MLNX_OFED installs it), that file is used instead, and the build guards
- * of the code including it check it.  VERBSEXP_RESTATEMENT_ONLY turns
- * this off (the generator reads the restatement itself).
+ * of the code including it check it; another copy of the restatement
+ * found later (verbsexp_restated.h beside it) is not.
+ * VERBSEXP_RESTATEMENT_ONLY turns this off (the generator reads the
+ * restatement itself).
  */
 #if !defined(VERBSEXP_RESTATEMENT_ONLY) && defined(__has_include_next)
-#if __has_include_next(<infiniband/verbs_exp.h>)
+#if __has_include_next(<infiniband/verbs_exp.h>) && \
+    !__has_include_next(<infiniband/verbsexp_restated.h>)
 #define VERBSEXP_INSTALLED_HEADERS 1
 #endif
 #endif
 
 #ifdef VERBSEXP_INSTALLED_HEADERS
+#undef VERBSEXP_INSTALLED_HEADERS /* not seen by the headers deferred to */
 #include_next <infiniband/verbs_exp.h>
 #else
 #define INFINIBAND_VERBS_EXP_H
