@@ -4,6 +4,7 @@ package softdev
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/verbsexp/verbsexp/generated/verbs"
+	"github.com/verbsexp/verbsexp/internal/sidebyside"
 	"github.com/verbsexp/verbsexp/runtime/device"
 )
 
@@ -348,4 +350,48 @@ func stderrOf(t *testing.T, fn func()) string {
 	n, _ := syscall.Read(p[0], b)
 	syscall.Close(p[0])
 	return string(b[:max(n, 0)])
+}
+
+// BenchmarkPostPollRound is the latency a program sees for a loopback
+// completion: post one signaled 8-byte RDMA WRITE, poll until its CQE
+// comes. "async" is the default device (the CQE written about 1 us
+// after the run that produced it), "sync" one with SyncCompletions
+// (the first poll returns it, as softdev did before); interleaved, with
+// the medians and their ratio.
+func BenchmarkPostPollRound(b *testing.B) {
+	round := func(f *fixture) func(n int) error {
+		cq := f.cq(16)
+		qp := f.qp(cq, cq)
+		if err := device.ConnectPair(qp, qp); err != nil {
+			b.Fatal(err)
+		}
+		w := f.send(1, verbs.ExpWRRDMAWrite, verbs.ExpSendSignaled, f.sges(f.mr.Lkey, [2]int{0, 8}), 1)
+		w.WR.RDMA().RemoteAddr, w.WR.RDMA().Rkey = f.addr(1024), f.mr.Rkey
+		bad := alloc[*verbs.ExpSendWR](f)
+		wc := alloc[verbs.ExpWC](f)
+		size := uint32(unsafe.Sizeof(*wc))
+		return func(n int) error {
+			for range n {
+				if err := verbs.ExpPostSend(qp, w, bad); err != nil {
+					return err
+				}
+				for {
+					k, err := verbs.ExpPollCQRaw(cq, 1, wc, size)
+					if err != nil {
+						return err
+					}
+					if k == 1 {
+						break
+					}
+				}
+			}
+			return nil
+		}
+	}
+	async, sync := round(asyncFixture(b)), round(newFixture(b))
+	r := sidebyside.Bench(b, 100, sidebyside.Way{Name: "async", Run: async}, sidebyside.Way{Name: "sync", Run: sync})
+	b.ReportMetric(r.Ratio("async", "sync"), "async/sync")
+	if b.N > 1 {
+		fmt.Printf("PostPollRound (interleaved medians): %s; async/sync %.2f\n", r.Summary(), r.Ratio("async", "sync"))
+	}
 }

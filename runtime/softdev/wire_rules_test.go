@@ -292,13 +292,23 @@ func wireRules() []wireRule {
 				n.barrier("done")
 			}},
 
-		// A receive posted 20 ms late, rnr_retry 7, min_rnr_timer 18
-		// (5.12 ms): the send goes through, after RNR NAKs.
+		// A receive posted late, rnr_retry 7, min_rnr_timer 18 (5.12
+		// ms): the send goes through, after RNR NAKs. The responder posts
+		// its receive once it has sent two RNR NAKs (counted, not timed:
+		// at load 5 a 20 ms sleep saw one retry only, the sender's timer
+		// late), so the requester must have taken at least two.
 		{name: "RNRLateReceive", attr: responderAttr(func(l *linkAttr) { l.minRNR = 18 }), run: func(n *meshNode) {
 			f := n.f
 			if n.rank != 0 {
 				n.barrier("sent")
-				time.Sleep(20 * time.Millisecond)
+				for end := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+					f.poll(n.cq[0]) // a device run by polls takes the frames here
+					if w, _ := f.d.QPWire(n.qp[0]); w.RNRNaksSent >= 2 {
+						break
+					} else if time.Now().After(end) {
+						n.t.Fatalf("%d RNR NAKs sent in 5 s of 5.12 ms timers, want 2 before posting the receive", w.RNRNaksSent)
+					}
+				}
 				f.postRecv(n.qp[0], f.recv(9, f.sges(f.mr.Lkey, [2]int{0, 16}), 1))
 				if r := n.await(0, 1, 5*time.Second)[0]; r.Status != verbs.WCSuccess || string(f.buf[:4]) != "late" {
 					n.t.Errorf("receive %+v, data %q", sum([]verbs.ExpWC{r}), f.buf[:4])
@@ -316,7 +326,7 @@ func wireRules() []wireRule {
 					n.t.Errorf("to rank %d: %+v", p, sum([]verbs.ExpWC{c}))
 				}
 				if w, _ := f.d.QPWire(n.qp[p]); w.RNRNaksReceived < 2 {
-					n.t.Errorf("to rank %d: %d RNR NAKs in 20 ms of 5.12 ms timers", p, w.RNRNaksReceived)
+					n.t.Errorf("to rank %d: %d RNR NAKs received, want the 2 the responder sent before posting its receive", p, w.RNRNaksReceived)
 				}
 			})
 		}},

@@ -93,6 +93,9 @@ func (d *Deadlock) Unwrap() error { return d.Err }
 // progress runs the device and names a deadlock.
 func (w *World) progress() error {
 	_, err := w.Dev.Progress()
+	if err == nil {
+		return nil // before errors.As, whose target escapes: Wait calls this every run
+	}
 	var de *softdev.DeadlockError
 	if !errors.As(err, &de) {
 		return err
