@@ -102,6 +102,6 @@ func LogSkip(test, what string) {
 		return
 	}
 	defer f.Close()
-	pkg, _ := os.Getwd() // go test runs each package in its directory
+	pkg, _ := os.Getwd()                            // go test runs each package in its directory
 	fmt.Fprintf(f, "%s\t%s\t%s\n", pkg, test, what) // one write: lines of parallel packages do not interleave
 }
