@@ -1,15 +1,15 @@
 # verbsexp: Go bindings for MLNX_OFED experimental verbs.
 #
-#   make generate                     regenerate generated/ from headers/
+#   make generate                     regenerate generated/verbs from headers/
 #   make generate OFED_INCLUDE=/usr/include [ENTRY=infiniband/verbs.h]
 #                                     regenerate from an installed MLNX_OFED
 #                                     (or, with ENTRY, upstream rdma-core)
 #   make test [OFED_INCLUDE=DIR]      everything CI runs (includes abi-check),
-#                                     against the headers generated/ comes from
+#                                     against the headers generated/verbs comes from
 #   make test-asan [OFED_DEBS=DIR]    softdev's C under AddressSanitizer: its package and the semantics
 #                                     table (go test -asan), the driver too (built -fsanitize=address)
 #   make abi-check [OFED_INCLUDE=DIR] gen check: current, C layouts, baseline diff
-#   make abi-baseline                 accept generated/abi.json as the new baseline
+#   make abi-baseline                 accept generated/verbs/abi.json as the new baseline
 #   make staticcheck                  staticcheck (honnef.co/go/tools, pinned in internal/tools/go.mod)
 #   make bench-gen [OFED_INCLUDE=DIR] generation (cached, headers changed, fresh) vs go tool cgo -godefs,
 #                                     and the CPU time of each stage (checks, front end, probes, emit)
@@ -32,9 +32,9 @@
 #                                     against TCP between the same two addresses, rounds
 #                                     interleaved, with the machine; and a post+poll round on the
 #                                     driver's device against an in-process one (as root)
-#   make examples                     run the cross-channel examples on the software device
-#                                     (ccpingpong as two processes, and in two network
-#                                     namespaces when run as root)
+#   make examples                     run the examples on the software device in process (ccpingpong as
+#                                     two processes, and in two network namespaces as root), and,
+#                                     with MLNX_OFED's packages, through softdev exec
 
 GO           ?= go
 OFED_INCLUDE ?=
@@ -83,12 +83,12 @@ launchers:
 	@scripts/ensure-launchers
 
 # Generates into a scratch directory, prints the ABI diff against the
-# current generated/abi.json and replaces generated/ only if nothing breaks
+# current generated/verbs/abi.json and replaces generated/verbs only if nothing breaks
 # (ALLOW_BREAKING=1 to accept breaking changes).
 generate: toolchains
 	@GO=$(GO) ALLOW_BREAKING=$(ALLOW_BREAKING) OFED_INCLUDE="$(OFED_INCLUDE)" ENTRY=$(ENTRY) scripts/regenerate "$(HEADERS)"
 
-# make test and make abi-check check generated/ against HEADERS: when it
+# make test and make abi-check check generated/verbs against HEADERS: when it
 # was generated from other headers, say so in one line and stop.
 ORIGIN = @mkdir -p .tmp && $(GO) build -o .tmp/origin ./scripts/origin && .tmp/origin
 origin-test:
@@ -130,7 +130,7 @@ fmt-check:
 # provider) reads those headers too: CGO_CFLAGS precede a package's own -I.
 CGO_ENV      := $(if $(OFED_INCLUDE),CGO_CFLAGS="-O2 -g \"-I$(ABS_HEADERS)\"")
 
-# VERBSEXP_HEADERS tells tests/ which headers generated/ comes from. tests/
+# VERBSEXP_HEADERS tells tests/ which headers generated/verbs comes from. tests/
 # walks whole user loops in scratch modules (TestUserModule,
 # TestPrintedNextSteps): more than go test's default 10 minutes on 2 cores.
 #
@@ -208,6 +208,7 @@ MPIRUN_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-run-as-root) --oversubsc
 
 examples: launchers
 	$(OFEDSTATUS) check "$(OFED_DEBS)"
+	VERBSEXP_DEVICE=softdev $(GO) run ./examples/tasklist
 	$(GO) run ./examples/pingpong -rounds 1000 -size 64
 	$(GO) run ./examples/pingpong -rounds 20000 -max-wr 40000
 	@for op in sum max and or xor; do $(GO) run ./examples/allreduce -ranks 16 -op $$op -type uint || exit 1; done
@@ -233,6 +234,8 @@ examples: launchers
 		echo "== SKIPPED: mpirun -np 2, 4, 8 softdev exec -- .tmp/collectives -device verbs: no MLNX_OFED 4.9 packages at $(OFED_DEBS) (see above)"; fi
 
 examples-exec: softdev
+	$(GO) build -o .tmp/tasklist ./examples/tasklist
+	.tmp/softdev/softdev exec -- .tmp/tasklist
 	@for n in 2 4 8; do \
 		echo "mpirun -np $$n softdev exec -- .tmp/collectives -launch env -device verbs"; \
 		mpirun $(MPIRUN_FLAGS) -np $$n .tmp/softdev/softdev exec -- .tmp/collectives -launch env -device verbs -iters 50 || exit 1; \

@@ -220,24 +220,96 @@ func readmeSnippets(t *testing.T, file string) []snippet {
 	return ss
 }
 
-// TestReadmeSnippetsAreExamples: every ```go block of README.md is (part
-// of) an Example somewhere in the module.
+// docFiles are the documents whose Go snippets must be code that runs:
+// README.md and every docs/*.md.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join(repoRoot(t), "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{filepath.Join(repoRoot(t), "README.md")}, docs...)
+}
+
+// TestReadmeSnippetsAreExamples: every ```go block of README.md and
+// docs/*.md is (part of) an Example somewhere in the module, or, when it
+// is a whole program (package main), the main.go of one of examples/,
+// which their tests run.
 func TestReadmeSnippetsAreExamples(t *testing.T) {
 	exs := examples(t, "")
-	ss := readmeSnippets(t, filepath.Join(repoRoot(t), "README.md"))
-	if len(ss) < 3 {
-		t.Fatalf("README.md has %d Go snippets; expected several", len(ss))
-	}
-	for _, s := range ss {
-		if directiveOnly(t, s) {
-			continue
+	total := 0
+	for _, file := range docFiles(t) {
+		ss := readmeSnippets(t, file)
+		if filepath.Base(file) == "README.md" && len(ss) < 1 {
+			t.Fatalf("README.md has %d Go snippets; expected its first program", len(ss))
 		}
-		if where, missing := inExample(s, exs); where == "" {
-			t.Errorf("%s: this README snippet is in no Example (first line not found in order: %q); make it the body of an Example function", s.where, missing)
-		} else {
-			t.Logf("%s is in %s", s.where, where)
+		total += len(ss)
+		for _, s := range ss {
+			if directiveOnly(t, s) {
+				continue
+			}
+			if prog, ok := wholeProgram(s); ok {
+				if where := exampleProgram(t, prog); where == "" {
+					t.Errorf("%s: this program is no examples/*/main.go as it is (byte for byte, tabs as tabs): make it one, which a test runs", s.where)
+				} else {
+					t.Logf("%s is %s", s.where, where)
+				}
+				continue
+			}
+			if where, missing := inExample(s, exs); where == "" {
+				t.Errorf("%s: this snippet is in no Example (first line not found in order: %q); make it the body of an Example function", s.where, missing)
+			} else {
+				t.Logf("%s is in %s", s.where, where)
+			}
 		}
 	}
+	t.Logf("%d Go snippets in README.md and docs/ checked", total)
+}
+
+// wholeProgram says whether a snippet is a whole program (a package main
+// clause), and gives its text.
+func wholeProgram(s snippet) (string, bool) {
+	for _, l := range s.lines {
+		if strings.TrimSpace(l) == "package main" {
+			return strings.Join(s.lines, "\n"), true
+		}
+	}
+	return "", false
+}
+
+// exampleProgram names the examples/*/main.go whose text is prog, or "".
+func exampleProgram(t *testing.T, prog string) string {
+	t.Helper()
+	mains, err := filepath.Glob(filepath.Join(repoRoot(t), "examples", "*", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mains {
+		if b, err := os.ReadFile(m); err == nil && strings.TrimSpace(string(b)) == strings.TrimSpace(prog) {
+			rel, _ := filepath.Rel(repoRoot(t), m)
+			return rel
+		}
+	}
+	return ""
+}
+
+// docBlock is the ```sh block of README.md or docs/*.md that contains
+// marker, as the shell would read it, and the file it is in.
+func docBlock(t *testing.T, marker string) (block, file string) {
+	t.Helper()
+	for _, f := range docFiles(t) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, part := range strings.Split(string(b), "```")[1:] {
+			if body, ok := strings.CutPrefix(part, "sh\n"); ok && strings.Contains(body, marker) {
+				return body, f
+			}
+		}
+	}
+	t.Fatalf("neither README.md nor docs/*.md has an sh block with %q", marker)
+	return "", ""
 }
 
 // TestPackageDocSnippetsAreExamples: every code block of a package doc

@@ -34,7 +34,7 @@ const jobTimeout = 3 * time.Minute
 //   - srun --mpi=none at 8 ranks with MASTER_ADDR=127.0.0.1 and a free
 //     MASTER_PORT: the TCP rendezvous, rank and size from SLURM_PROCID
 //     and SLURM_NTASKS;
-//   - the README's job script for the rendezvous, as written (but for
+//   - docs/cluster.md's job script for the rendezvous, as written (but for
 //     MASTER_PORT, a free port here), under salloc -n 4: MASTER_ADDR the
 //     allocation's first node, a token from openssl, srun --mpi=none.
 //
@@ -78,7 +78,7 @@ func TestSrun(t *testing.T) {
 		script := readmeJobScript(t)
 		port := slurmtest.FreePort(t)
 		if strings.Count(script, "MASTER_PORT=29500") != 1 {
-			t.Fatalf("the README's script sets no MASTER_PORT=29500 (the test puts a free port there):\n%s", script)
+			t.Fatalf("docs/cluster.md's script sets no MASTER_PORT=29500 (the test puts a free port there):\n%s", script)
 		}
 		script = strings.Replace(script, "MASTER_PORT=29500", "MASTER_PORT="+strconv.Itoa(port), 1)
 		if _, err := net.LookupHost(c.Node); err != nil {
@@ -103,10 +103,10 @@ func TestSrun(t *testing.T) {
 	})
 }
 
-// readmeJobScript is the README's sh block that runs srun --mpi=none.
+// readmeJobScript is docs/cluster.md's sh block that runs srun --mpi=none.
 func readmeJobScript(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "cluster.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func readmeJobScript(t *testing.T) string {
 			return strings.Join(lines, "\n") + "\n"
 		}
 	}
-	t.Fatal("README.md has no sh block running srun --mpi=none ./prog")
+	t.Fatal("docs/cluster.md has no sh block running srun --mpi=none ./prog")
 	return ""
 }
 
