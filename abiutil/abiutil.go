@@ -1,6 +1,8 @@
 // Package abiutil holds the few helpers that generated binding code calls
 // for what Go's type system cannot say directly: bit-fields, members at
-// offsets Go would not choose (packed records), and flag-enum names.
+// offsets Go would not choose (packed records), and flag-enum names; and
+// the check, at a package's first call, that the headers it was generated
+// from did not change after it was built (Headers).
 //
 // The supported targets (linux/amd64, arm64, ppc64le) are all little
 // endian, and GCC numbers bit-fields from the least significant bit there,

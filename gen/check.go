@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -317,6 +318,22 @@ func (c *checker) current() (bool, error) {
 	names := map[string]bool{}
 	for _, f := range res.Files {
 		names[f.Name] = true
+		if f.Link != "" {
+			// A header link: compared by its target.
+			if !generate.SameFile(filepath.Join(c.pkgDir, f.Name), f) {
+				differ = append(differ, f.Name)
+				have, err := os.Readlink(filepath.Join(c.pkgDir, f.Name))
+				switch {
+				case errors.Is(err, os.ErrNotExist):
+					lines = append(lines, f.Name+": missing from "+c.label)
+				case err != nil:
+					lines = append(lines, f.Name+": not a symbolic link (want one to "+f.Link+")")
+				default:
+					lines = append(lines, f.Name+": a link to "+have+", want "+f.Link)
+				}
+			}
+			continue
+		}
 		have, err := readUpTo(filepath.Join(c.pkgDir, f.Name), int64(len(f.Data))+1)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
@@ -341,6 +358,11 @@ func (c *checker) current() (bool, error) {
 	}
 	for _, e := range entries {
 		if names[e.Name()] || e.IsDir() {
+			continue
+		}
+		if e.Type()&fs.ModeSymlink != 0 && emit.LinkName(e.Name()) {
+			differ = append(differ, e.Name())
+			lines = append(lines, e.Name()+": written by gen, but gen no longer writes it")
 			continue
 		}
 		// The marker is on the second line: the start of the file is

@@ -55,11 +55,10 @@ func TestGolden(t *testing.T) {
 			want := map[string]bool{}
 			for _, f := range files {
 				want[f.Name] = true
-				got, err := os.ReadFile(filepath.Join(dir, f.Name))
-				if err != nil {
+				if _, err := os.Lstat(filepath.Join(dir, f.Name)); err != nil {
 					t.Fatalf("%v (run go test ./gen -run TestGolden -update)", err)
 				}
-				if !bytes.Equal(got, f.Data) {
+				if !generate.SameFile(filepath.Join(dir, f.Name), f) {
 					t.Errorf("%s/%s differs from the generator's output (go test ./gen -run TestGolden -update, then review the diff)", dir, f.Name)
 				}
 			}
@@ -78,7 +77,15 @@ func writeGolden(t *testing.T, dir string, files []emit.File) {
 		t.Fatal(err)
 	}
 	for _, f := range files {
-		if err := os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644); err != nil {
+		p := filepath.Join(dir, f.Name)
+		if f.Link != "" {
+			os.Remove(p)
+			if err := os.Symlink(f.Link, p); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,7 +99,7 @@ func TestDeterministic(t *testing.T) {
 			t.Fatalf("%s: %d files, then %d", c, len(a), len(b))
 		}
 		for i := range a {
-			if a[i].Name != b[i].Name || !bytes.Equal(a[i].Data, b[i].Data) {
+			if a[i].Name != b[i].Name || !bytes.Equal(a[i].Data, b[i].Data) || a[i].Link != b[i].Link {
 				t.Errorf("%s: %s differs between two runs", c, a[i].Name)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -448,7 +449,8 @@ func readOrEmpty(p string) string {
 
 // copyModule copies this module's files (tracked and untracked, not
 // ignored) to a scratch directory: a checkout in which generated/ can be
-// replaced.
+// replaced. Symbolic links are copied as links (generated/verbs holds
+// links to its headers, as a checkout does).
 func copyModule(t *testing.T) string {
 	t.Helper()
 	root := repoRoot(t)
@@ -457,15 +459,25 @@ func copyModule(t *testing.T) string {
 	for _, name := range strings.Split(strings.TrimRight(out, "\x00"), "\x00") {
 		src := filepath.Join(root, name)
 		st, err := os.Lstat(src)
-		if err != nil || !st.Mode().IsRegular() {
-			continue // deleted in the work tree, or a link
-		}
-		b, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
+		if err != nil || !st.Mode().IsRegular() && st.Mode()&fs.ModeSymlink == 0 {
+			continue // deleted in the work tree
 		}
 		p := filepath.Join(dst, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode()&fs.ModeSymlink != 0 {
+			target, err := os.Readlink(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, p); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(p, b, st.Mode().Perm()); err != nil {

@@ -8,7 +8,7 @@ import (
 	"strconv"
 )
 
-// NodeType is enum ibv_node_type (infiniband/verbs.h:70:1).
+// NodeType is enum ibv_node_type (infiniband/verbs.h:72:1).
 type NodeType int32
 
 const (
@@ -40,7 +40,7 @@ func (v NodeType) String() string {
 	return "NodeType(" + strconv.FormatInt(int64(v), 10) + ")"
 }
 
-// TransportType is enum ibv_transport_type (infiniband/verbs.h:80:1).
+// TransportType is enum ibv_transport_type (infiniband/verbs.h:82:1).
 type TransportType int32
 
 const (
@@ -66,7 +66,7 @@ func (v TransportType) String() string {
 	return "TransportType(" + strconv.FormatInt(int64(v), 10) + ")"
 }
 
-// DeviceCapFlags is enum ibv_device_cap_flags (infiniband/verbs.h:88:1).
+// DeviceCapFlags is enum ibv_device_cap_flags (infiniband/verbs.h:90:1).
 type DeviceCapFlags uint32
 
 const (
@@ -229,7 +229,7 @@ func (v DeviceCapFlags) String() string {
 	return abiutil.FlagString(uint64(v), flagsDeviceCapFlags, "DeviceCapFlags")
 }
 
-// AtomicCap is enum ibv_atomic_cap (infiniband/verbs.h:112:1).
+// AtomicCap is enum ibv_atomic_cap (infiniband/verbs.h:114:1).
 type AtomicCap uint32
 
 const (
@@ -262,7 +262,7 @@ func (v AtomicCap) String() string {
 	return abiutil.FlagString(uint64(v), flagsAtomicCap, "AtomicCap")
 }
 
-// ODPTransportCapBits is enum ibv_odp_transport_cap_bits (infiniband/verbs.h:118:1).
+// ODPTransportCapBits is enum ibv_odp_transport_cap_bits (infiniband/verbs.h:120:1).
 type ODPTransportCapBits uint32
 
 const (
@@ -313,7 +313,7 @@ func (v ODPTransportCapBits) String() string {
 	return abiutil.FlagString(uint64(v), flagsODPTransportCapBits, "ODPTransportCapBits")
 }
 
-// ODPGeneralCaps is enum ibv_odp_general_caps (infiniband/verbs.h:126:1).
+// ODPGeneralCaps is enum ibv_odp_general_caps (infiniband/verbs.h:128:1).
 type ODPGeneralCaps uint32
 
 const (
@@ -329,7 +329,7 @@ func (v ODPGeneralCaps) String() string {
 	return "ODPGeneralCaps(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// MTU is enum ibv_mtu (infiniband/verbs.h:130:1).
+// MTU is enum ibv_mtu (infiniband/verbs.h:132:1).
 type MTU uint32
 
 const (
@@ -357,7 +357,7 @@ func (v MTU) String() string {
 	return "MTU(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// PortState is enum ibv_port_state (infiniband/verbs.h:138:1).
+// PortState is enum ibv_port_state (infiniband/verbs.h:140:1).
 type PortState uint32
 
 const (
@@ -388,7 +388,7 @@ func (v PortState) String() string {
 	return "PortState(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// PortCapFlags is enum ibv_port_cap_flags (infiniband/verbs.h:156:1).
+// PortCapFlags is enum ibv_port_cap_flags (infiniband/verbs.h:158:1).
 type PortCapFlags uint32
 
 const (
@@ -537,7 +537,7 @@ func (v PortCapFlags) String() string {
 	return abiutil.FlagString(uint64(v), flagsPortCapFlags, "PortCapFlags")
 }
 
-// EventType is enum ibv_event_type (infiniband/verbs.h:178:1).
+// EventType is enum ibv_event_type (infiniband/verbs.h:180:1).
 type EventType uint32
 
 const (
@@ -616,7 +616,7 @@ func (v EventType) String() string {
 	return "EventType(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// WCStatus is enum ibv_wc_status (infiniband/verbs.h:203:1).
+// WCStatus is enum ibv_wc_status (infiniband/verbs.h:205:1).
 type WCStatus uint32
 
 const (
@@ -695,7 +695,7 @@ func (v WCStatus) String() string {
 	return "WCStatus(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// WCOpcode is enum ibv_wc_opcode (infiniband/verbs.h:229:1).
+// WCOpcode is enum ibv_wc_opcode (infiniband/verbs.h:231:1).
 type WCOpcode uint32
 
 const (
@@ -735,7 +735,7 @@ func (v WCOpcode) String() string {
 	return "WCOpcode(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// WCFlags is enum ibv_wc_flags (infiniband/verbs.h:241:1).
+// WCFlags is enum ibv_wc_flags (infiniband/verbs.h:243:1).
 type WCFlags uint32
 
 const (
@@ -772,7 +772,7 @@ func (v WCFlags) String() string {
 	return abiutil.FlagString(uint64(v), flagsWCFlags, "WCFlags")
 }
 
-// AccessFlags is enum ibv_access_flags (infiniband/verbs.h:247:1).
+// AccessFlags is enum ibv_access_flags (infiniband/verbs.h:249:1).
 type AccessFlags uint32
 
 const (
@@ -837,7 +837,7 @@ func (v AccessFlags) String() string {
 	return abiutil.FlagString(uint64(v), flagsAccessFlags, "AccessFlags")
 }
 
-// XRCDInitAttrMask is enum ibv_xrcd_init_attr_mask (infiniband/verbs.h:257:1).
+// XRCDInitAttrMask is enum ibv_xrcd_init_attr_mask (infiniband/verbs.h:259:1).
 type XRCDInitAttrMask uint32
 
 const (
@@ -874,7 +874,7 @@ func (v XRCDInitAttrMask) String() string {
 	return abiutil.FlagString(uint64(v), flagsXRCDInitAttrMask, "XRCDInitAttrMask")
 }
 
-// MWType is enum ibv_mw_type (infiniband/verbs.h:263:1).
+// MWType is enum ibv_mw_type (infiniband/verbs.h:265:1).
 type MWType uint32
 
 const (
@@ -904,7 +904,7 @@ func (v MWType) String() string {
 	return abiutil.FlagString(uint64(v), flagsMWType, "MWType")
 }
 
-// Rate is enum ibv_rate (infiniband/verbs.h:269:1).
+// Rate is enum ibv_rate (infiniband/verbs.h:271:1).
 type Rate uint32
 
 const (
@@ -971,7 +971,7 @@ func (v Rate) String() string {
 	return "Rate(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// SRQAttrMask is enum ibv_srq_attr_mask (infiniband/verbs.h:290:1).
+// SRQAttrMask is enum ibv_srq_attr_mask (infiniband/verbs.h:292:1).
 type SRQAttrMask uint32
 
 const (
@@ -1001,7 +1001,7 @@ func (v SRQAttrMask) String() string {
 	return abiutil.FlagString(uint64(v), flagsSRQAttrMask, "SRQAttrMask")
 }
 
-// SRQType is enum ibv_srq_type (infiniband/verbs.h:295:1).
+// SRQType is enum ibv_srq_type (infiniband/verbs.h:297:1).
 type SRQType uint32
 
 const (
@@ -1027,7 +1027,7 @@ func (v SRQType) String() string {
 	return abiutil.FlagString(uint64(v), flagsSRQType, "SRQType")
 }
 
-// SRQInitAttrMask is enum ibv_srq_init_attr_mask (infiniband/verbs.h:300:1).
+// SRQInitAttrMask is enum ibv_srq_init_attr_mask (infiniband/verbs.h:302:1).
 type SRQInitAttrMask uint32
 
 const (
@@ -1078,7 +1078,7 @@ func (v SRQInitAttrMask) String() string {
 	return abiutil.FlagString(uint64(v), flagsSRQInitAttrMask, "SRQInitAttrMask")
 }
 
-// QPType is enum ibv_qp_type (infiniband/verbs.h:308:1).
+// QPType is enum ibv_qp_type (infiniband/verbs.h:310:1).
 type QPType uint32
 
 const (
@@ -1117,7 +1117,7 @@ func (v QPType) String() string {
 	return "QPType(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// QPInitAttrMask is enum ibv_qp_init_attr_mask (infiniband/verbs.h:321:1).
+// QPInitAttrMask is enum ibv_qp_init_attr_mask (infiniband/verbs.h:323:1).
 type QPInitAttrMask uint32
 
 const (
@@ -1154,7 +1154,7 @@ func (v QPInitAttrMask) String() string {
 	return abiutil.FlagString(uint64(v), flagsQPInitAttrMask, "QPInitAttrMask")
 }
 
-// QPOpenAttrMask is enum ibv_qp_open_attr_mask (infiniband/verbs.h:327:1).
+// QPOpenAttrMask is enum ibv_qp_open_attr_mask (infiniband/verbs.h:329:1).
 type QPOpenAttrMask uint32
 
 const (
@@ -1205,7 +1205,7 @@ func (v QPOpenAttrMask) String() string {
 	return abiutil.FlagString(uint64(v), flagsQPOpenAttrMask, "QPOpenAttrMask")
 }
 
-// QPAttrMask is enum ibv_qp_attr_mask (infiniband/verbs.h:335:1).
+// QPAttrMask is enum ibv_qp_attr_mask (infiniband/verbs.h:337:1).
 type QPAttrMask uint32
 
 const (
@@ -1368,7 +1368,7 @@ func (v QPAttrMask) String() string {
 	return abiutil.FlagString(uint64(v), flagsQPAttrMask, "QPAttrMask")
 }
 
-// QPState is enum ibv_qp_state (infiniband/verbs.h:359:1).
+// QPState is enum ibv_qp_state (infiniband/verbs.h:361:1).
 type QPState uint32
 
 const (
@@ -1405,7 +1405,7 @@ func (v QPState) String() string {
 	return "QPState(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// MigState is enum ibv_mig_state (infiniband/verbs.h:370:1).
+// MigState is enum ibv_mig_state (infiniband/verbs.h:372:1).
 type MigState uint32
 
 const (
@@ -1438,7 +1438,7 @@ func (v MigState) String() string {
 	return abiutil.FlagString(uint64(v), flagsMigState, "MigState")
 }
 
-// WROpcode is enum ibv_wr_opcode (infiniband/verbs.h:376:1).
+// WROpcode is enum ibv_wr_opcode (infiniband/verbs.h:378:1).
 type WROpcode uint32
 
 const (
@@ -1481,7 +1481,7 @@ func (v WROpcode) String() string {
 	return "WROpcode(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// SendFlags is enum ibv_send_flags (infiniband/verbs.h:389:1).
+// SendFlags is enum ibv_send_flags (infiniband/verbs.h:391:1).
 type SendFlags uint32
 
 const (
@@ -1525,7 +1525,7 @@ func (v SendFlags) String() string {
 	return abiutil.FlagString(uint64(v), flagsSendFlags, "SendFlags")
 }
 
-// FlowFlags is enum ibv_flow_flags (infiniband/verbs.h:396:1).
+// FlowFlags is enum ibv_flow_flags (infiniband/verbs.h:398:1).
 type FlowFlags uint32
 
 const (
@@ -1555,7 +1555,7 @@ func (v FlowFlags) String() string {
 	return abiutil.FlagString(uint64(v), flagsFlowFlags, "FlowFlags")
 }
 
-// FlowAttrType is enum ibv_flow_attr_type (infiniband/verbs.h:401:1).
+// FlowAttrType is enum ibv_flow_attr_type (infiniband/verbs.h:403:1).
 type FlowAttrType uint32
 
 const (
@@ -1588,7 +1588,7 @@ func (v FlowAttrType) String() string {
 	return abiutil.FlagString(uint64(v), flagsFlowAttrType, "FlowAttrType")
 }
 
-// ContextMask is enum verbs_context_mask (infiniband/verbs.h:414:1).
+// ContextMask is enum verbs_context_mask (infiniband/verbs.h:416:1).
 type ContextMask uint64
 
 const (
@@ -1639,7 +1639,7 @@ func (v ContextMask) String() string {
 	return abiutil.FlagString(uint64(v), flagsContextMask, "ContextMask")
 }
 
-// ExpStartValues is enum ibv_exp_start_values (infiniband/verbs_exp.h:128:1).
+// ExpStartValues is enum ibv_exp_start_values (infiniband/verbs_exp.h:132:1).
 type ExpStartValues uint64
 
 const (
@@ -1676,7 +1676,7 @@ func (v ExpStartValues) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpStartValues, "ExpStartValues")
 }
 
-// ExpAtomicCap is enum ibv_exp_atomic_cap (infiniband/verbs_exp.h:134:1).
+// ExpAtomicCap is enum ibv_exp_atomic_cap (infiniband/verbs_exp.h:138:1).
 type ExpAtomicCap uint32
 
 const (
@@ -1716,7 +1716,7 @@ func (v ExpAtomicCap) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpAtomicCap, "ExpAtomicCap")
 }
 
-// ExpDeviceCapFlags is enum ibv_exp_device_cap_flags (infiniband/verbs_exp.h:142:1).
+// ExpDeviceCapFlags is enum ibv_exp_device_cap_flags (infiniband/verbs_exp.h:146:1).
 type ExpDeviceCapFlags uint64
 
 const (
@@ -2047,7 +2047,7 @@ func (v ExpDeviceCapFlags) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpDeviceCapFlags, "ExpDeviceCapFlags")
 }
 
-// ExpDeviceAttrCompMask is enum ibv_exp_device_attr_comp_mask (infiniband/verbs_exp.h:192:1).
+// ExpDeviceAttrCompMask is enum ibv_exp_device_attr_comp_mask (infiniband/verbs_exp.h:196:1).
 type ExpDeviceAttrCompMask int32
 
 const (
@@ -2156,7 +2156,7 @@ func (v ExpDeviceAttrCompMask) String() string {
 	return "ExpDeviceAttrCompMask(" + strconv.FormatInt(int64(v), 10) + ")"
 }
 
-// ExpDeviceAttrCompMask2 is enum ibv_exp_device_attr_comp_mask_2 (infiniband/verbs_exp.h:228:1).
+// ExpDeviceAttrCompMask2 is enum ibv_exp_device_attr_comp_mask_2 (infiniband/verbs_exp.h:232:1).
 type ExpDeviceAttrCompMask2 uint32
 
 const (
@@ -2193,7 +2193,7 @@ func (v ExpDeviceAttrCompMask2) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpDeviceAttrCompMask2, "ExpDeviceAttrCompMask2")
 }
 
-// ExpTunnelOffloadsCaps is enum ibv_exp_tunnel_offloads_caps (infiniband/verbs_exp.h:234:1).
+// ExpTunnelOffloadsCaps is enum ibv_exp_tunnel_offloads_caps (infiniband/verbs_exp.h:238:1).
 type ExpTunnelOffloadsCaps uint32
 
 const (
@@ -2230,7 +2230,7 @@ func (v ExpTunnelOffloadsCaps) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpTunnelOffloadsCaps, "ExpTunnelOffloadsCaps")
 }
 
-// ExpTunneledAtomicCaps is enum ibv_exp_tunneled_atomic_caps (infiniband/verbs_exp.h:240:1).
+// ExpTunneledAtomicCaps is enum ibv_exp_tunneled_atomic_caps (infiniband/verbs_exp.h:244:1).
 type ExpTunneledAtomicCaps uint32
 
 const (
@@ -2246,7 +2246,7 @@ func (v ExpTunneledAtomicCaps) String() string {
 	return "ExpTunneledAtomicCaps(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// ODPGeneralCapBits is enum ibv_odp_general_cap_bits (infiniband/verbs_exp.h:244:1).
+// ODPGeneralCapBits is enum ibv_odp_general_cap_bits (infiniband/verbs_exp.h:248:1).
 type ODPGeneralCapBits uint32
 
 const (
@@ -2276,7 +2276,7 @@ func (v ODPGeneralCapBits) String() string {
 	return abiutil.FlagString(uint64(v), flagsODPGeneralCapBits, "ODPGeneralCapBits")
 }
 
-// ExpODPTransportCapBits is enum ibv_exp_odp_transport_cap_bits (infiniband/verbs_exp.h:249:1).
+// ExpODPTransportCapBits is enum ibv_exp_odp_transport_cap_bits (infiniband/verbs_exp.h:253:1).
 type ExpODPTransportCapBits uint32
 
 const (
@@ -2334,7 +2334,7 @@ func (v ExpODPTransportCapBits) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpODPTransportCapBits, "ExpODPTransportCapBits")
 }
 
-// ExpSupportedQPTypes is enum ibv_exp_supported_qp_types (infiniband/verbs_exp.h:258:1).
+// ExpSupportedQPTypes is enum ibv_exp_supported_qp_types (infiniband/verbs_exp.h:262:1).
 type ExpSupportedQPTypes uint32
 
 const (
@@ -2399,7 +2399,7 @@ func (v ExpSupportedQPTypes) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpSupportedQPTypes, "ExpSupportedQPTypes")
 }
 
-// ExpMpRQShifts is enum ibv_exp_mp_rq_shifts (infiniband/verbs_exp.h:268:1).
+// ExpMpRQShifts is enum ibv_exp_mp_rq_shifts (infiniband/verbs_exp.h:272:1).
 type ExpMpRQShifts uint32
 
 const (
@@ -2425,7 +2425,7 @@ func (v ExpMpRQShifts) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpMpRQShifts, "ExpMpRQShifts")
 }
 
-// ExpMpRQSupTypes is enum ibv_exp_mp_rq_sup_types (infiniband/verbs_exp.h:273:1).
+// ExpMpRQSupTypes is enum ibv_exp_mp_rq_sup_types (infiniband/verbs_exp.h:277:1).
 type ExpMpRQSupTypes uint32
 
 const (
@@ -2455,7 +2455,7 @@ func (v ExpMpRQSupTypes) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpMpRQSupTypes, "ExpMpRQSupTypes")
 }
 
-// ExpPacketPacingCapFlags is enum ibv_exp_packet_pacing_cap_flags (infiniband/verbs_exp.h:278:1).
+// ExpPacketPacingCapFlags is enum ibv_exp_packet_pacing_cap_flags (infiniband/verbs_exp.h:282:1).
 type ExpPacketPacingCapFlags uint32
 
 const (
@@ -2471,7 +2471,7 @@ func (v ExpPacketPacingCapFlags) String() string {
 	return "ExpPacketPacingCapFlags(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// ExpOooTransportCapBits is enum ibv_exp_ooo_transport_cap_bits (infiniband/verbs_exp.h:282:1).
+// ExpOooTransportCapBits is enum ibv_exp_ooo_transport_cap_bits (infiniband/verbs_exp.h:286:1).
 type ExpOooTransportCapBits uint32
 
 const (
@@ -2487,7 +2487,7 @@ func (v ExpOooTransportCapBits) String() string {
 	return "ExpOooTransportCapBits(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// ExpSwParsingOffloads is enum ibv_exp_sw_parsing_offloads (infiniband/verbs_exp.h:286:1).
+// ExpSwParsingOffloads is enum ibv_exp_sw_parsing_offloads (infiniband/verbs_exp.h:290:1).
 type ExpSwParsingOffloads uint32
 
 const (
@@ -2524,7 +2524,7 @@ func (v ExpSwParsingOffloads) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpSwParsingOffloads, "ExpSwParsingOffloads")
 }
 
-// ExpTmCapFlags is enum ibv_exp_tm_cap_flags (infiniband/verbs_exp.h:292:1).
+// ExpTmCapFlags is enum ibv_exp_tm_cap_flags (infiniband/verbs_exp.h:296:1).
 type ExpTmCapFlags uint32
 
 const (
@@ -2554,7 +2554,7 @@ func (v ExpTmCapFlags) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpTmCapFlags, "ExpTmCapFlags")
 }
 
-// ExpPciAtomicCapOpsSupportedSizes is enum ibv_exp_pci_atomic_cap_ops_supported_sizes (infiniband/verbs_exp.h:297:1).
+// ExpPciAtomicCapOpsSupportedSizes is enum ibv_exp_pci_atomic_cap_ops_supported_sizes (infiniband/verbs_exp.h:301:1).
 type ExpPciAtomicCapOpsSupportedSizes uint32
 
 const (
@@ -2591,7 +2591,7 @@ func (v ExpPciAtomicCapOpsSupportedSizes) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpPciAtomicCapOpsSupportedSizes, "ExpPciAtomicCapOpsSupportedSizes")
 }
 
-// ExpVLANOffloads is enum ibv_exp_vlan_offloads (infiniband/verbs_exp.h:304:1).
+// ExpVLANOffloads is enum ibv_exp_vlan_offloads (infiniband/verbs_exp.h:308:1).
 type ExpVLANOffloads uint32
 
 const (
@@ -2628,7 +2628,7 @@ func (v ExpVLANOffloads) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpVLANOffloads, "ExpVLANOffloads")
 }
 
-// ExpRXHashFunctionFlags is enum ibv_exp_rx_hash_function_flags (infiniband/verbs_exp.h:310:1).
+// ExpRXHashFunctionFlags is enum ibv_exp_rx_hash_function_flags (infiniband/verbs_exp.h:314:1).
 type ExpRXHashFunctionFlags uint32
 
 const (
@@ -2658,7 +2658,7 @@ func (v ExpRXHashFunctionFlags) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpRXHashFunctionFlags, "ExpRXHashFunctionFlags")
 }
 
-// ExpRXHashFields is enum ibv_exp_rx_hash_fields (infiniband/verbs_exp.h:315:1).
+// ExpRXHashFields is enum ibv_exp_rx_hash_fields (infiniband/verbs_exp.h:319:1).
 type ExpRXHashFields uint32
 
 const (
@@ -2730,7 +2730,7 @@ func (v ExpRXHashFields) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpRXHashFields, "ExpRXHashFields")
 }
 
-// ExpAccessFlags is enum ibv_exp_access_flags (infiniband/verbs_exp.h:331:1).
+// ExpAccessFlags is enum ibv_exp_access_flags (infiniband/verbs_exp.h:335:1).
 type ExpAccessFlags uint64
 
 const (
@@ -2879,7 +2879,7 @@ func (v ExpAccessFlags) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpAccessFlags, "ExpAccessFlags")
 }
 
-// ExpCalcOp is enum ibv_exp_calc_op (infiniband/verbs_exp.h:354:1).
+// ExpCalcOp is enum ibv_exp_calc_op (infiniband/verbs_exp.h:358:1).
 type ExpCalcOp uint32
 
 const (
@@ -2910,7 +2910,7 @@ func (v ExpCalcOp) String() string {
 	return "ExpCalcOp(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// ExpCalcDataType is enum ibv_exp_calc_data_type (infiniband/verbs_exp.h:363:1).
+// ExpCalcDataType is enum ibv_exp_calc_data_type (infiniband/verbs_exp.h:367:1).
 type ExpCalcDataType uint32
 
 const (
@@ -2935,7 +2935,7 @@ func (v ExpCalcDataType) String() string {
 	return "ExpCalcDataType(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// ExpCalcDataSize is enum ibv_exp_calc_data_size (infiniband/verbs_exp.h:370:1).
+// ExpCalcDataSize is enum ibv_exp_calc_data_size (infiniband/verbs_exp.h:374:1).
 type ExpCalcDataSize uint32
 
 const (
@@ -2961,7 +2961,7 @@ func (v ExpCalcDataSize) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpCalcDataSize, "ExpCalcDataSize")
 }
 
-// ExpWROpcode is enum ibv_exp_wr_opcode (infiniband/verbs_exp.h:377:1).
+// ExpWROpcode is enum ibv_exp_wr_opcode (infiniband/verbs_exp.h:381:1).
 type ExpWROpcode uint32
 
 const (
@@ -3031,7 +3031,7 @@ func (v ExpWROpcode) String() string {
 	return "ExpWROpcode(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// ExpSendFlags is enum ibv_exp_send_flags (infiniband/verbs_exp.h:400:1).
+// ExpSendFlags is enum ibv_exp_send_flags (infiniband/verbs_exp.h:404:1).
 type ExpSendFlags uint64
 
 const (
@@ -3103,7 +3103,7 @@ func (v ExpSendFlags) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpSendFlags, "ExpSendFlags")
 }
 
-// ExpSendWRCompMask is enum ibv_exp_send_wr_comp_mask (infiniband/verbs_exp.h:411:1).
+// ExpSendWRCompMask is enum ibv_exp_send_wr_comp_mask (infiniband/verbs_exp.h:415:1).
 type ExpSendWRCompMask uint32
 
 const (
@@ -3119,7 +3119,7 @@ func (v ExpSendWRCompMask) String() string {
 	return "ExpSendWRCompMask(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// ExpUMRWRType is enum ibv_exp_umr_wr_type (infiniband/verbs_exp.h:415:1).
+// ExpUMRWRType is enum ibv_exp_umr_wr_type (infiniband/verbs_exp.h:419:1).
 type ExpUMRWRType uint32
 
 const (
@@ -3152,7 +3152,7 @@ func (v ExpUMRWRType) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpUMRWRType, "ExpUMRWRType")
 }
 
-// ExpCQCreateFlags is enum ibv_exp_cq_create_flags (infiniband/verbs_exp.h:422:1).
+// ExpCQCreateFlags is enum ibv_exp_cq_create_flags (infiniband/verbs_exp.h:426:1).
 type ExpCQCreateFlags uint32
 
 const (
@@ -3203,7 +3203,7 @@ func (v ExpCQCreateFlags) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpCQCreateFlags, "ExpCQCreateFlags")
 }
 
-// ExpCQInitAttrMask is enum ibv_exp_cq_init_attr_mask (infiniband/verbs_exp.h:436:1).
+// ExpCQInitAttrMask is enum ibv_exp_cq_init_attr_mask (infiniband/verbs_exp.h:440:1).
 type ExpCQInitAttrMask uint32
 
 const (
@@ -3248,7 +3248,7 @@ func (v ExpCQInitAttrMask) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpCQInitAttrMask, "ExpCQInitAttrMask")
 }
 
-// ExpQPAttrMask is enum ibv_exp_qp_attr_mask (infiniband/verbs_exp.h:445:1).
+// ExpQPAttrMask is enum ibv_exp_qp_attr_mask (infiniband/verbs_exp.h:449:1).
 type ExpQPAttrMask uint64
 
 const (
@@ -3446,7 +3446,7 @@ func (v ExpQPAttrMask) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpQPAttrMask, "ExpQPAttrMask")
 }
 
-// ExpQPAttrCompMask is enum ibv_exp_qp_attr_comp_mask (infiniband/verbs_exp.h:475:1).
+// ExpQPAttrCompMask is enum ibv_exp_qp_attr_comp_mask (infiniband/verbs_exp.h:479:1).
 type ExpQPAttrCompMask uint32
 
 const (
@@ -3483,7 +3483,7 @@ func (v ExpQPAttrCompMask) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpQPAttrCompMask, "ExpQPAttrCompMask")
 }
 
-// ExpQPInitAttrCompMask is enum ibv_exp_qp_init_attr_comp_mask (infiniband/verbs_exp.h:483:1).
+// ExpQPInitAttrCompMask is enum ibv_exp_qp_init_attr_comp_mask (infiniband/verbs_exp.h:487:1).
 type ExpQPInitAttrCompMask uint32
 
 const (
@@ -3598,7 +3598,7 @@ func (v ExpQPInitAttrCompMask) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpQPInitAttrCompMask, "ExpQPInitAttrCompMask")
 }
 
-// ExpQpgType is enum ibv_exp_qpg_type (infiniband/verbs_exp.h:501:1).
+// ExpQpgType is enum ibv_exp_qpg_type (infiniband/verbs_exp.h:505:1).
 type ExpQpgType uint32
 
 const (
@@ -3638,7 +3638,7 @@ func (v ExpQpgType) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpQpgType, "ExpQpgType")
 }
 
-// ExpQPCreateFlags is enum ibv_exp_qp_create_flags (infiniband/verbs_exp.h:509:1).
+// ExpQPCreateFlags is enum ibv_exp_qp_create_flags (infiniband/verbs_exp.h:513:1).
 type ExpQPCreateFlags uint32
 
 const (
@@ -3693,7 +3693,7 @@ func (v ExpQPCreateFlags) String() string {
 	return "ExpQPCreateFlags(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// ExpCQAttrMask is enum ibv_exp_cq_attr_mask (infiniband/verbs_exp.h:527:1).
+// ExpCQAttrMask is enum ibv_exp_cq_attr_mask (infiniband/verbs_exp.h:531:1).
 type ExpCQAttrMask uint32
 
 const (
@@ -3723,7 +3723,7 @@ func (v ExpCQAttrMask) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpCQAttrMask, "ExpCQAttrMask")
 }
 
-// ExpCQCapFlags is enum ibv_exp_cq_cap_flags (infiniband/verbs_exp.h:532:1).
+// ExpCQCapFlags is enum ibv_exp_cq_cap_flags (infiniband/verbs_exp.h:536:1).
 type ExpCQCapFlags uint32
 
 const (
@@ -3747,7 +3747,7 @@ func (v ExpCQCapFlags) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpCQCapFlags, "ExpCQCapFlags")
 }
 
-// ExpCQAttrCompMask is enum ibv_exp_cq_attr_comp_mask (infiniband/verbs_exp.h:538:1).
+// ExpCQAttrCompMask is enum ibv_exp_cq_attr_comp_mask (infiniband/verbs_exp.h:542:1).
 type ExpCQAttrCompMask uint32
 
 const (
@@ -3784,7 +3784,7 @@ func (v ExpCQAttrCompMask) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpCQAttrCompMask, "ExpCQAttrCompMask")
 }
 
-// ExpWCOpcode is enum ibv_exp_wc_opcode (infiniband/verbs_exp.h:545:1).
+// ExpWCOpcode is enum ibv_exp_wc_opcode (infiniband/verbs_exp.h:549:1).
 type ExpWCOpcode uint32
 
 const (
@@ -3854,7 +3854,7 @@ func (v ExpWCOpcode) String() string {
 	return "ExpWCOpcode(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// ExpWCFlags is enum ibv_exp_wc_flags (infiniband/verbs_exp.h:568:1).
+// ExpWCFlags is enum ibv_exp_wc_flags (infiniband/verbs_exp.h:572:1).
 type ExpWCFlags uint64
 
 const (
@@ -4045,7 +4045,7 @@ func (v ExpWCFlags) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpWCFlags, "ExpWCFlags")
 }
 
-// ExpTaskType is enum ibv_exp_task_type (infiniband/verbs_exp.h:597:1).
+// ExpTaskType is enum ibv_exp_task_type (infiniband/verbs_exp.h:601:1).
 type ExpTaskType uint32
 
 const (
@@ -4071,7 +4071,7 @@ func (v ExpTaskType) String() string {
 	return abiutil.FlagString(uint64(v), flagsExpTaskType, "ExpTaskType")
 }
 
-// ExpTaskCompMask is enum ibv_exp_task_comp_mask (infiniband/verbs_exp.h:602:1).
+// ExpTaskCompMask is enum ibv_exp_task_comp_mask (infiniband/verbs_exp.h:606:1).
 type ExpTaskCompMask uint32
 
 const (
@@ -4087,7 +4087,7 @@ func (v ExpTaskCompMask) String() string {
 	return "ExpTaskCompMask(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
-// ExpQueryIntfStatus is enum ibv_exp_query_intf_status (infiniband/verbs_exp.h:607:1).
+// ExpQueryIntfStatus is enum ibv_exp_query_intf_status (infiniband/verbs_exp.h:611:1).
 type ExpQueryIntfStatus uint32
 
 const (
@@ -4129,19 +4129,19 @@ func (v ExpQueryIntfStatus) String() string {
 
 // Constants of anonymous enums and integer macros.
 const (
-	LinkLayerUnspecified  = 0                    // IBV_LINK_LAYER_UNSPECIFIED (infiniband/verbs.h:149:5)
-	LinkLayerInfiniband   = 1                    // IBV_LINK_LAYER_INFINIBAND (infiniband/verbs.h:150:5)
-	LinkLayerEthernet     = 2                    // IBV_LINK_LAYER_ETHERNET (infiniband/verbs.h:151:5)
-	ExpLinkLayerStart     = 0x20                 // IBV_EXP_LINK_LAYER_START (infiniband/verbs.h:152:5)
-	ExpLinkLayerScif      = 0x20                 // IBV_EXP_LINK_LAYER_SCIF (infiniband/verbs.h:153:5)
-	SysfsNameMax          = 0x40                 // IBV_SYSFS_NAME_MAX (infiniband/verbs.h:409:5)
-	SysfsPathMax          = 0x100                // IBV_SYSFS_PATH_MAX (infiniband/verbs.h:410:5)
-	ExpAccessFlagsShift   = 15                   // IBV_EXP_ACCESS_FLAGS_SHIFT (infiniband/verbs_exp.h:327:5)
-	ExpCQCreateFlagsMask  = 31                   // IBV_EXP_CQ_CREATE_FLAGS_MASK (infiniband/verbs_exp.h:431:5)
-	LegacyXRCSRQHandle    = 4294967295           // LEGACY_XRC_SRQ_HANDLE (infiniband/ofa_verbs.h:26:9)
-	ExpImplicitMRSize     = 18446744073709551615 // IBV_EXP_IMPLICIT_MR_SIZE (infiniband/verbs_exp.h:111:9)
-	ExpDeviceAttrReserved = 0x100000000          // IBV_EXP_DEVICE_ATTR_RESERVED (infiniband/verbs_exp.h:114:9)
-	ExpRXHashInner        = 0x80000000           // IBV_EXP_RX_HASH_INNER (infiniband/verbs_exp.h:117:9)
-	EthernetLlSize        = 6                    // ETHERNET_LL_SIZE (infiniband/verbs_exp.h:119:9)
-	MaxEnvVal             = 0x1000               // VERBS_MAX_ENV_VAL (infiniband/verbs_exp.h:120:9)
+	LinkLayerUnspecified  = 0                    // IBV_LINK_LAYER_UNSPECIFIED (infiniband/verbs.h:151:5)
+	LinkLayerInfiniband   = 1                    // IBV_LINK_LAYER_INFINIBAND (infiniband/verbs.h:152:5)
+	LinkLayerEthernet     = 2                    // IBV_LINK_LAYER_ETHERNET (infiniband/verbs.h:153:5)
+	ExpLinkLayerStart     = 0x20                 // IBV_EXP_LINK_LAYER_START (infiniband/verbs.h:154:5)
+	ExpLinkLayerScif      = 0x20                 // IBV_EXP_LINK_LAYER_SCIF (infiniband/verbs.h:155:5)
+	SysfsNameMax          = 0x40                 // IBV_SYSFS_NAME_MAX (infiniband/verbs.h:411:5)
+	SysfsPathMax          = 0x100                // IBV_SYSFS_PATH_MAX (infiniband/verbs.h:412:5)
+	ExpAccessFlagsShift   = 15                   // IBV_EXP_ACCESS_FLAGS_SHIFT (infiniband/verbs_exp.h:331:5)
+	ExpCQCreateFlagsMask  = 31                   // IBV_EXP_CQ_CREATE_FLAGS_MASK (infiniband/verbs_exp.h:435:5)
+	LegacyXRCSRQHandle    = 4294967295           // LEGACY_XRC_SRQ_HANDLE (infiniband/ofa_verbs.h:28:9)
+	ExpImplicitMRSize     = 18446744073709551615 // IBV_EXP_IMPLICIT_MR_SIZE (infiniband/verbs_exp.h:115:9)
+	ExpDeviceAttrReserved = 0x100000000          // IBV_EXP_DEVICE_ATTR_RESERVED (infiniband/verbs_exp.h:118:9)
+	ExpRXHashInner        = 0x80000000           // IBV_EXP_RX_HASH_INNER (infiniband/verbs_exp.h:121:9)
+	EthernetLlSize        = 6                    // ETHERNET_LL_SIZE (infiniband/verbs_exp.h:123:9)
+	MaxEnvVal             = 0x1000               // VERBS_MAX_ENV_VAL (infiniband/verbs_exp.h:124:9)
 )

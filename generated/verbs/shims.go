@@ -21,6 +21,17 @@ import (
 #include <stdint.h>
 #include <infiniband/verbs_exp.h>
 
+// Whether this build compiled the headers' restatement, /usr/include/infiniband/verbs_exp.h being absent
+// (zheaders.go checks it at the first call: it is there once MLNX_OFED is installed).
+#if defined(VERBSEXP_RESTATED_HEADERS) && defined(__has_include)
+#if !__has_include("/usr/include/infiniband/verbs_exp.h")
+#define verbsexp_RESTATED_ALONE 1
+#endif
+#endif
+#ifndef verbsexp_RESTATED_ALONE
+#define verbsexp_RESTATED_ALONE 0
+#endif
+
 // The layouts this package was generated with: a different header set fails here.
 #define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (go run github.com/verbsexp/verbsexp/gen -I ../../headers -o .): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)"
 #if defined(__x86_64__)
@@ -7319,6 +7330,12 @@ var libibverbs = dynlib.New("libibverbs.so.1", "libibverbs.so").Require(dynlib.G
 	Symbol:      "ibv_exp_cmd_query_device",
 })
 
+// The preamble says whether this build compiled the headers' restatement while
+// the installed headers it defers to were absent (zheaders.go).
+func init() {
+	generatedFrom.Restated = C.verbsexp_RESTATED_ALONE != 0
+}
+
 // unpack splits a packed trampoline result: the C int in the low 32 bits, errno in the high 32.
 func unpack(v C.int64_t) (int64, syscall.Errno) {
 	return int64(int32(v)), syscall.Errno(uint32(v >> 32))
@@ -7329,9 +7346,12 @@ func unpack(v C.int64_t) (int64, syscall.Errno) {
 // list: a second free is an error, not a double free (abiutil.List).
 type DeviceList = abiutil.List[Device]
 
-// GetCtx calls verbs_get_ctx (infiniband/verbs.h:949:36), an inline function of the headers, compiled into this package.
+// GetCtx calls verbs_get_ctx (infiniband/verbs.h:951:36), an inline function of the headers, compiled into this package.
 // Its result does not signal failure; the error reports only arguments and symbol resolution.
 func GetCtx(ctx *Context) (*VerbsContext, error) {
+	if err := CheckHeaders(); err != nil {
+		return nil, err
+	}
 	if ctx == nil {
 		return nil, abiutil.NilArg("verbs_get_ctx", "ctx")
 	}
@@ -7340,10 +7360,13 @@ func GetCtx(ctx *Context) (*VerbsContext, error) {
 
 var symGetDeviceListRaw = dynlib.Sym{Name: "ibv_get_device_list"}
 
-// GetDeviceListRaw calls ibv_get_device_list (infiniband/verbs.h:972:19), an exported libibverbs function, resolved at first call.
+// GetDeviceListRaw calls ibv_get_device_list (infiniband/verbs.h:974:19), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 // GetDeviceList is its form with a list (no count to pass or keep).
 func GetDeviceListRaw(numDevices *int32) (**Device, error) {
+	if err := CheckHeaders(); err != nil {
+		return nil, err
+	}
 	fn, err := libibverbs.Lookup(&symGetDeviceListRaw)
 	if err != nil {
 		return nil, err
@@ -7355,10 +7378,13 @@ func GetDeviceListRaw(numDevices *int32) (**Device, error) {
 	return (**Device)(ret.verbsexp_r), nil
 }
 
-// GetDeviceList calls ibv_get_device_list (infiniband/verbs.h:972:19), an exported libibverbs function, resolved at first call,
+// GetDeviceList calls ibv_get_device_list (infiniband/verbs.h:974:19), an exported libibverbs function, resolved at first call,
 // and returns its array as a DeviceList (its length is num_devices), which FreeDeviceList frees.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func GetDeviceList() (DeviceList, error) {
+	if err := CheckHeaders(); err != nil {
+		return DeviceList{}, err
+	}
 	fn, err := libibverbs.Lookup(&symGetDeviceListRaw)
 	if err != nil {
 		return DeviceList{}, err
@@ -7378,10 +7404,13 @@ func GetDeviceList() (DeviceList, error) {
 
 var symFreeDeviceListRaw = dynlib.Sym{Name: "ibv_free_device_list"}
 
-// FreeDeviceListRaw calls ibv_free_device_list (infiniband/verbs.h:973:6), an exported libibverbs function, resolved at first call.
+// FreeDeviceListRaw calls ibv_free_device_list (infiniband/verbs.h:975:6), an exported libibverbs function, resolved at first call.
 // The error reports only arguments and symbol resolution.
 // FreeDeviceList is its form with a list (a second free is an error).
 func FreeDeviceListRaw(list **Device) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	fn, err := libibverbs.Lookup(&symFreeDeviceListRaw)
 	if err != nil {
 		return err
@@ -7390,11 +7419,14 @@ func FreeDeviceListRaw(list **Device) error {
 	return nil
 }
 
-// FreeDeviceList calls ibv_free_device_list (infiniband/verbs.h:973:6), an exported libibverbs function, resolved at first call,
+// FreeDeviceList calls ibv_free_device_list (infiniband/verbs.h:975:6), an exported libibverbs function, resolved at first call,
 // on the array of a DeviceList, which goes back to C once, whichever copy of the list
 // is freed: a second free, or the zero DeviceList, is an error (EINVAL).
 // The error reports only arguments and symbol resolution.
 func FreeDeviceList(list DeviceList) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	fn, err := libibverbs.Lookup(&symFreeDeviceListRaw)
 	if err != nil {
 		return err
@@ -7409,9 +7441,12 @@ func FreeDeviceList(list DeviceList) error {
 
 var symGetDeviceName = dynlib.Sym{Name: "ibv_get_device_name"}
 
-// GetDeviceName calls ibv_get_device_name (infiniband/verbs.h:974:12), an exported libibverbs function, resolved at first call.
+// GetDeviceName calls ibv_get_device_name (infiniband/verbs.h:976:12), an exported libibverbs function, resolved at first call.
 // The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
 func GetDeviceName(device *Device) (string, error) {
+	if err := CheckHeaders(); err != nil {
+		return "", err
+	}
 	if device == nil {
 		return "", abiutil.NilArg("ibv_get_device_name", "device")
 	}
@@ -7424,9 +7459,12 @@ func GetDeviceName(device *Device) (string, error) {
 
 var symGetDeviceGUID = dynlib.Sym{Name: "ibv_get_device_guid"}
 
-// GetDeviceGUID calls ibv_get_device_guid (infiniband/verbs.h:975:10), an exported libibverbs function, resolved at first call.
+// GetDeviceGUID calls ibv_get_device_guid (infiniband/verbs.h:977:10), an exported libibverbs function, resolved at first call.
 // Its result does not signal failure; the error reports only arguments and symbol resolution.
 func GetDeviceGUID(device *Device) (uint64, error) {
+	if err := CheckHeaders(); err != nil {
+		return 0, err
+	}
 	if device == nil {
 		return 0, abiutil.NilArg("ibv_get_device_guid", "device")
 	}
@@ -7439,9 +7477,12 @@ func GetDeviceGUID(device *Device) (uint64, error) {
 
 var symOpenDevice = dynlib.Sym{Name: "ibv_open_device"}
 
-// OpenDevice calls ibv_open_device (infiniband/verbs.h:976:20), an exported libibverbs function, resolved at first call.
+// OpenDevice calls ibv_open_device (infiniband/verbs.h:978:20), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func OpenDevice(device *Device) (*Context, error) {
+	if err := CheckHeaders(); err != nil {
+		return nil, err
+	}
 	if device == nil {
 		return nil, abiutil.NilArg("ibv_open_device", "device")
 	}
@@ -7458,9 +7499,12 @@ func OpenDevice(device *Device) (*Context, error) {
 
 var symCloseDevice = dynlib.Sym{Name: "ibv_close_device"}
 
-// CloseDevice calls ibv_close_device (infiniband/verbs.h:977:5), an exported libibverbs function, resolved at first call.
+// CloseDevice calls ibv_close_device (infiniband/verbs.h:979:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func CloseDevice(context *Context) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if context == nil {
 		return abiutil.NilArg("ibv_close_device", "context")
 	}
@@ -7474,9 +7518,12 @@ func CloseDevice(context *Context) error {
 
 var symGetAsyncEvent = dynlib.Sym{Name: "ibv_get_async_event"}
 
-// GetAsyncEvent calls ibv_get_async_event (infiniband/verbs.h:979:5), an exported libibverbs function, resolved at first call.
+// GetAsyncEvent calls ibv_get_async_event (infiniband/verbs.h:981:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func GetAsyncEvent(context *Context, event *AsyncEvent) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if context == nil {
 		return abiutil.NilArg("ibv_get_async_event", "context")
 	}
@@ -7493,9 +7540,12 @@ func GetAsyncEvent(context *Context, event *AsyncEvent) error {
 
 var symAckAsyncEvent = dynlib.Sym{Name: "ibv_ack_async_event"}
 
-// AckAsyncEvent calls ibv_ack_async_event (infiniband/verbs.h:981:6), an exported libibverbs function, resolved at first call.
+// AckAsyncEvent calls ibv_ack_async_event (infiniband/verbs.h:983:6), an exported libibverbs function, resolved at first call.
 // The error reports only arguments and symbol resolution.
 func AckAsyncEvent(event *AsyncEvent) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if event == nil {
 		return abiutil.NilArg("ibv_ack_async_event", "event")
 	}
@@ -7509,9 +7559,12 @@ func AckAsyncEvent(event *AsyncEvent) error {
 
 var symQueryDevice = dynlib.Sym{Name: "ibv_query_device"}
 
-// QueryDevice calls ibv_query_device (infiniband/verbs.h:983:5), an exported libibverbs function, resolved at first call.
+// QueryDevice calls ibv_query_device (infiniband/verbs.h:985:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func QueryDevice(context *Context, deviceAttr *DeviceAttr) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if context == nil {
 		return abiutil.NilArg("ibv_query_device", "context")
 	}
@@ -7528,9 +7581,12 @@ func QueryDevice(context *Context, deviceAttr *DeviceAttr) error {
 
 var symQueryPort = dynlib.Sym{Name: "ibv_query_port"}
 
-// QueryPort calls ibv_query_port (infiniband/verbs.h:985:5), an exported libibverbs function, resolved at first call.
+// QueryPort calls ibv_query_port (infiniband/verbs.h:987:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func QueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if context == nil {
 		return abiutil.NilArg("ibv_query_port", "context")
 	}
@@ -7545,9 +7601,12 @@ func QueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
 	return abiutil.Status("ibv_query_port", r, errno)
 }
 
-// IbvQueryPort calls ___ibv_query_port (infiniband/verbs.h:990:19), an inline function of the headers, compiled into this package.
+// IbvQueryPort calls ___ibv_query_port (infiniband/verbs.h:992:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func IbvQueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if context == nil {
 		return abiutil.NilArg("___ibv_query_port", "context")
 	}
@@ -7560,9 +7619,12 @@ func IbvQueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
 
 var symQueryGID = dynlib.Sym{Name: "ibv_query_gid"}
 
-// QueryGID calls ibv_query_gid (infiniband/verbs.h:1001:5), an exported libibverbs function, resolved at first call.
+// QueryGID calls ibv_query_gid (infiniband/verbs.h:1003:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func QueryGID(context *Context, portNum uint8, index int32, gid *GID) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if context == nil {
 		return abiutil.NilArg("ibv_query_gid", "context")
 	}
@@ -7579,9 +7641,12 @@ func QueryGID(context *Context, portNum uint8, index int32, gid *GID) error {
 
 var symQueryPkey = dynlib.Sym{Name: "ibv_query_pkey"}
 
-// QueryPkey calls ibv_query_pkey (infiniband/verbs.h:1003:5), an exported libibverbs function, resolved at first call.
+// QueryPkey calls ibv_query_pkey (infiniband/verbs.h:1005:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func QueryPkey(context *Context, portNum uint8, index int32, pkey *uint16) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if context == nil {
 		return abiutil.NilArg("ibv_query_pkey", "context")
 	}
@@ -7595,9 +7660,12 @@ func QueryPkey(context *Context, portNum uint8, index int32, pkey *uint16) error
 
 var symAllocPD = dynlib.Sym{Name: "ibv_alloc_pd"}
 
-// AllocPD calls ibv_alloc_pd (infiniband/verbs.h:1006:15), an exported libibverbs function, resolved at first call.
+// AllocPD calls ibv_alloc_pd (infiniband/verbs.h:1008:15), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func AllocPD(context *Context) (*PD, error) {
+	if err := CheckHeaders(); err != nil {
+		return nil, err
+	}
 	if context == nil {
 		return nil, abiutil.NilArg("ibv_alloc_pd", "context")
 	}
@@ -7614,9 +7682,12 @@ func AllocPD(context *Context) (*PD, error) {
 
 var symDeallocPD = dynlib.Sym{Name: "ibv_dealloc_pd"}
 
-// DeallocPD calls ibv_dealloc_pd (infiniband/verbs.h:1007:5), an exported libibverbs function, resolved at first call.
+// DeallocPD calls ibv_dealloc_pd (infiniband/verbs.h:1009:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DeallocPD(pd *PD) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if pd == nil {
 		return abiutil.NilArg("ibv_dealloc_pd", "pd")
 	}
@@ -7630,9 +7701,12 @@ func DeallocPD(pd *PD) error {
 
 var symRegMR = dynlib.Sym{Name: "ibv_reg_mr"}
 
-// RegMR calls ibv_reg_mr (infiniband/verbs.h:1009:15), an exported libibverbs function, resolved at first call.
+// RegMR calls ibv_reg_mr (infiniband/verbs.h:1011:15), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func RegMR(pd *PD, addr unsafe.Pointer, length uint64, access int32) (*MR, error) {
+	if err := CheckHeaders(); err != nil {
+		return nil, err
+	}
 	if pd == nil {
 		return nil, abiutil.NilArg("ibv_reg_mr", "pd")
 	}
@@ -7649,9 +7723,12 @@ func RegMR(pd *PD, addr unsafe.Pointer, length uint64, access int32) (*MR, error
 
 var symDeregMR = dynlib.Sym{Name: "ibv_dereg_mr"}
 
-// DeregMR calls ibv_dereg_mr (infiniband/verbs.h:1011:5), an exported libibverbs function, resolved at first call.
+// DeregMR calls ibv_dereg_mr (infiniband/verbs.h:1013:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DeregMR(mr *MR) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if mr == nil {
 		return abiutil.NilArg("ibv_dereg_mr", "mr")
 	}
@@ -7665,9 +7742,12 @@ func DeregMR(mr *MR) error {
 
 var symCreateCompChannel = dynlib.Sym{Name: "ibv_create_comp_channel"}
 
-// CreateCompChannel calls ibv_create_comp_channel (infiniband/verbs.h:1013:25), an exported libibverbs function, resolved at first call.
+// CreateCompChannel calls ibv_create_comp_channel (infiniband/verbs.h:1015:25), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func CreateCompChannel(context *Context) (*CompChannel, error) {
+	if err := CheckHeaders(); err != nil {
+		return nil, err
+	}
 	if context == nil {
 		return nil, abiutil.NilArg("ibv_create_comp_channel", "context")
 	}
@@ -7684,9 +7764,12 @@ func CreateCompChannel(context *Context) (*CompChannel, error) {
 
 var symDestroyCompChannel = dynlib.Sym{Name: "ibv_destroy_comp_channel"}
 
-// DestroyCompChannel calls ibv_destroy_comp_channel (infiniband/verbs.h:1014:5), an exported libibverbs function, resolved at first call.
+// DestroyCompChannel calls ibv_destroy_comp_channel (infiniband/verbs.h:1016:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DestroyCompChannel(channel *CompChannel) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if channel == nil {
 		return abiutil.NilArg("ibv_destroy_comp_channel", "channel")
 	}
@@ -7700,9 +7783,12 @@ func DestroyCompChannel(channel *CompChannel) error {
 
 var symCreateCQ = dynlib.Sym{Name: "ibv_create_cq"}
 
-// CreateCQ calls ibv_create_cq (infiniband/verbs.h:1016:15), an exported libibverbs function, resolved at first call.
+// CreateCQ calls ibv_create_cq (infiniband/verbs.h:1018:15), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func CreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel *CompChannel, compVector int32) (*CQ, error) {
+	if err := CheckHeaders(); err != nil {
+		return nil, err
+	}
 	if context == nil {
 		return nil, abiutil.NilArg("ibv_create_cq", "context")
 	}
@@ -7719,9 +7805,12 @@ func CreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel *Co
 
 var symResizeCQ = dynlib.Sym{Name: "ibv_resize_cq"}
 
-// ResizeCQ calls ibv_resize_cq (infiniband/verbs.h:1020:5), an exported libibverbs function, resolved at first call.
+// ResizeCQ calls ibv_resize_cq (infiniband/verbs.h:1022:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ResizeCQ(cq *CQ, cqe int32) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if cq == nil {
 		return abiutil.NilArg("ibv_resize_cq", "cq")
 	}
@@ -7735,9 +7824,12 @@ func ResizeCQ(cq *CQ, cqe int32) error {
 
 var symDestroyCQ = dynlib.Sym{Name: "ibv_destroy_cq"}
 
-// DestroyCQ calls ibv_destroy_cq (infiniband/verbs.h:1021:5), an exported libibverbs function, resolved at first call.
+// DestroyCQ calls ibv_destroy_cq (infiniband/verbs.h:1023:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DestroyCQ(cq *CQ) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if cq == nil {
 		return abiutil.NilArg("ibv_destroy_cq", "cq")
 	}
@@ -7751,9 +7843,12 @@ func DestroyCQ(cq *CQ) error {
 
 var symGetCQEvent = dynlib.Sym{Name: "ibv_get_cq_event"}
 
-// GetCQEvent calls ibv_get_cq_event (infiniband/verbs.h:1022:5), an exported libibverbs function, resolved at first call.
+// GetCQEvent calls ibv_get_cq_event (infiniband/verbs.h:1024:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func GetCQEvent(channel *CompChannel, cq **CQ, cqContext *unsafe.Pointer) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if channel == nil {
 		return abiutil.NilArg("ibv_get_cq_event", "channel")
 	}
@@ -7767,9 +7862,12 @@ func GetCQEvent(channel *CompChannel, cq **CQ, cqContext *unsafe.Pointer) error 
 
 var symAckCQEvents = dynlib.Sym{Name: "ibv_ack_cq_events"}
 
-// AckCQEvents calls ibv_ack_cq_events (infiniband/verbs.h:1024:6), an exported libibverbs function, resolved at first call.
+// AckCQEvents calls ibv_ack_cq_events (infiniband/verbs.h:1026:6), an exported libibverbs function, resolved at first call.
 // The error reports only arguments and symbol resolution.
 func AckCQEvents(cq *CQ, nevents uint32) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if cq == nil {
 		return abiutil.NilArg("ibv_ack_cq_events", "cq")
 	}
@@ -7781,10 +7879,13 @@ func AckCQEvents(cq *CQ, nevents uint32) error {
 	return nil
 }
 
-// PollCQRaw calls ibv_poll_cq (infiniband/verbs.h:1027:19), an inline function of the headers, compiled into this package.
+// PollCQRaw calls ibv_poll_cq (infiniband/verbs.h:1029:19), an inline function of the headers, compiled into this package.
 // It returns the count C returns, or a *abiutil.CallError wrapping the errno when C fails.
 // PollCQ is its form with a slice.
 func PollCQRaw(cq *CQ, numEntries int32, wc *WC) (int32, error) {
+	if err := CheckHeaders(); err != nil {
+		return 0, err
+	}
 	if cq == nil {
 		return 0, abiutil.NilArg("ibv_poll_cq", "cq")
 	}
@@ -7801,12 +7902,15 @@ func PollCQRaw(cq *CQ, numEntries int32, wc *WC) (int32, error) {
 	return int32(r), nil
 }
 
-// PollCQ calls ibv_poll_cq (infiniband/verbs.h:1027:19), an inline function of the headers, compiled into this package,
+// PollCQ calls ibv_poll_cq (infiniband/verbs.h:1029:19), an inline function of the headers, compiled into this package,
 // on the elements of wc: num_entries is len(wc).
 // An empty wc is passed as it is (count 0; NULL when nil), and C answers as for no elements;
 // a wc longer than num_entries can count is refused (EINVAL). PollCQRaw takes the pointer and count.
 // It returns the count C returns, or a *abiutil.CallError wrapping the errno when C fails.
 func PollCQ(cq *CQ, wc []WC) (int, error) {
+	if err := CheckHeaders(); err != nil {
+		return 0, err
+	}
 	if cq == nil {
 		return 0, abiutil.NilArg("ibv_poll_cq", "cq")
 	}
@@ -7823,9 +7927,12 @@ func PollCQ(cq *CQ, wc []WC) (int, error) {
 	return int(r), nil
 }
 
-// ReqNotifyCQ calls ibv_req_notify_cq (infiniband/verbs.h:1033:19), an inline function of the headers, compiled into this package.
+// ReqNotifyCQ calls ibv_req_notify_cq (infiniband/verbs.h:1035:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ReqNotifyCQ(cq *CQ, solicitedOnly int32) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if cq == nil {
 		return abiutil.NilArg("ibv_req_notify_cq", "cq")
 	}
@@ -7838,9 +7945,12 @@ func ReqNotifyCQ(cq *CQ, solicitedOnly int32) error {
 
 var symCreateQP = dynlib.Sym{Name: "ibv_create_qp"}
 
-// CreateQP calls ibv_create_qp (infiniband/verbs.h:1038:15), an exported libibverbs function, resolved at first call.
+// CreateQP calls ibv_create_qp (infiniband/verbs.h:1040:15), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func CreateQP(pd *PD, qpInitAttr *QPInitAttr) (*QP, error) {
+	if err := CheckHeaders(); err != nil {
+		return nil, err
+	}
 	if pd == nil {
 		return nil, abiutil.NilArg("ibv_create_qp", "pd")
 	}
@@ -7860,9 +7970,12 @@ func CreateQP(pd *PD, qpInitAttr *QPInitAttr) (*QP, error) {
 
 var symModifyQP = dynlib.Sym{Name: "ibv_modify_qp"}
 
-// ModifyQP calls ibv_modify_qp (infiniband/verbs.h:1040:5), an exported libibverbs function, resolved at first call.
+// ModifyQP calls ibv_modify_qp (infiniband/verbs.h:1042:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ModifyQP(qp *QP, attr *QPAttr, attrMask int32) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if qp == nil {
 		return abiutil.NilArg("ibv_modify_qp", "qp")
 	}
@@ -7879,9 +7992,12 @@ func ModifyQP(qp *QP, attr *QPAttr, attrMask int32) error {
 
 var symQueryQP = dynlib.Sym{Name: "ibv_query_qp"}
 
-// QueryQP calls ibv_query_qp (infiniband/verbs.h:1042:5), an exported libibverbs function, resolved at first call.
+// QueryQP calls ibv_query_qp (infiniband/verbs.h:1044:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func QueryQP(qp *QP, attr *QPAttr, attrMask int32, initAttr *QPInitAttr) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if qp == nil {
 		return abiutil.NilArg("ibv_query_qp", "qp")
 	}
@@ -7901,9 +8017,12 @@ func QueryQP(qp *QP, attr *QPAttr, attrMask int32, initAttr *QPInitAttr) error {
 
 var symDestroyQP = dynlib.Sym{Name: "ibv_destroy_qp"}
 
-// DestroyQP calls ibv_destroy_qp (infiniband/verbs.h:1044:5), an exported libibverbs function, resolved at first call.
+// DestroyQP calls ibv_destroy_qp (infiniband/verbs.h:1046:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DestroyQP(qp *QP) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if qp == nil {
 		return abiutil.NilArg("ibv_destroy_qp", "qp")
 	}
@@ -7915,10 +8034,13 @@ func DestroyQP(qp *QP) error {
 	return abiutil.Status("ibv_destroy_qp", r, errno)
 }
 
-// PostSend calls ibv_post_send (infiniband/verbs.h:1046:19), an inline function of the headers, compiled into this package.
+// PostSend calls ibv_post_send (infiniband/verbs.h:1048:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // badWR may be nil: the failing request is then not reported.
 func PostSend(qp *QP, wr *SendWR, badWR **SendWR) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if qp == nil {
 		return abiutil.NilArg("ibv_post_send", "qp")
 	}
@@ -7932,10 +8054,13 @@ func PostSend(qp *QP, wr *SendWR, badWR **SendWR) error {
 	return abiutil.Status("ibv_post_send", r, errno)
 }
 
-// PostRecv calls ibv_post_recv (infiniband/verbs.h:1052:19), an inline function of the headers, compiled into this package.
+// PostRecv calls ibv_post_recv (infiniband/verbs.h:1054:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // badWR may be nil: the failing request is then not reported.
 func PostRecv(qp *QP, wr *RecvWR, badWR **RecvWR) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if qp == nil {
 		return abiutil.NilArg("ibv_post_recv", "qp")
 	}
@@ -7951,9 +8076,12 @@ func PostRecv(qp *QP, wr *RecvWR, badWR **RecvWR) error {
 
 var symCreateAH = dynlib.Sym{Name: "ibv_create_ah"}
 
-// CreateAH calls ibv_create_ah (infiniband/verbs.h:1058:15), an exported libibverbs function, resolved at first call.
+// CreateAH calls ibv_create_ah (infiniband/verbs.h:1060:15), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func CreateAH(pd *PD, attr *AHAttr) (*AH, error) {
+	if err := CheckHeaders(); err != nil {
+		return nil, err
+	}
 	if pd == nil {
 		return nil, abiutil.NilArg("ibv_create_ah", "pd")
 	}
@@ -7973,9 +8101,12 @@ func CreateAH(pd *PD, attr *AHAttr) (*AH, error) {
 
 var symDestroyAH = dynlib.Sym{Name: "ibv_destroy_ah"}
 
-// DestroyAH calls ibv_destroy_ah (infiniband/verbs.h:1059:5), an exported libibverbs function, resolved at first call.
+// DestroyAH calls ibv_destroy_ah (infiniband/verbs.h:1061:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DestroyAH(ah *AH) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if ah == nil {
 		return abiutil.NilArg("ibv_destroy_ah", "ah")
 	}
@@ -7989,9 +8120,12 @@ func DestroyAH(ah *AH) error {
 
 var symForkInit = dynlib.Sym{Name: "ibv_fork_init"}
 
-// ForkInit calls ibv_fork_init (infiniband/verbs.h:1061:5), an exported libibverbs function, resolved at first call.
+// ForkInit calls ibv_fork_init (infiniband/verbs.h:1063:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ForkInit() error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	fn, err := libibverbs.Lookup(&symForkInit)
 	if err != nil {
 		return err
@@ -8002,9 +8136,12 @@ func ForkInit() error {
 
 var symWCStatusStr = dynlib.Sym{Name: "ibv_wc_status_str"}
 
-// WCStatusStr calls ibv_wc_status_str (infiniband/verbs.h:1063:12), an exported libibverbs function, resolved at first call.
+// WCStatusStr calls ibv_wc_status_str (infiniband/verbs.h:1065:12), an exported libibverbs function, resolved at first call.
 // The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
 func WCStatusStr(status WCStatus) (string, error) {
+	if err := CheckHeaders(); err != nil {
+		return "", err
+	}
 	fn, err := libibverbs.Lookup(&symWCStatusStr)
 	if err != nil {
 		return "", err
@@ -8014,9 +8151,12 @@ func WCStatusStr(status WCStatus) (string, error) {
 
 var symNodeTypeStr = dynlib.Sym{Name: "ibv_node_type_str"}
 
-// NodeTypeStr calls ibv_node_type_str (infiniband/verbs.h:1064:12), an exported libibverbs function, resolved at first call.
+// NodeTypeStr calls ibv_node_type_str (infiniband/verbs.h:1066:12), an exported libibverbs function, resolved at first call.
 // The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
 func NodeTypeStr(nodeType NodeType) (string, error) {
+	if err := CheckHeaders(); err != nil {
+		return "", err
+	}
 	fn, err := libibverbs.Lookup(&symNodeTypeStr)
 	if err != nil {
 		return "", err
@@ -8026,9 +8166,12 @@ func NodeTypeStr(nodeType NodeType) (string, error) {
 
 var symPortStateStr = dynlib.Sym{Name: "ibv_port_state_str"}
 
-// PortStateStr calls ibv_port_state_str (infiniband/verbs.h:1065:12), an exported libibverbs function, resolved at first call.
+// PortStateStr calls ibv_port_state_str (infiniband/verbs.h:1067:12), an exported libibverbs function, resolved at first call.
 // The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
 func PortStateStr(portState PortState) (string, error) {
+	if err := CheckHeaders(); err != nil {
+		return "", err
+	}
 	fn, err := libibverbs.Lookup(&symPortStateStr)
 	if err != nil {
 		return "", err
@@ -8038,9 +8181,12 @@ func PortStateStr(portState PortState) (string, error) {
 
 var symEventTypeStr = dynlib.Sym{Name: "ibv_event_type_str"}
 
-// EventTypeStr calls ibv_event_type_str (infiniband/verbs.h:1066:12), an exported libibverbs function, resolved at first call.
+// EventTypeStr calls ibv_event_type_str (infiniband/verbs.h:1068:12), an exported libibverbs function, resolved at first call.
 // The C string comes back as a Go copy (NULL as ""); the error reports only arguments and symbol resolution.
 func EventTypeStr(event EventType) (string, error) {
+	if err := CheckHeaders(); err != nil {
+		return "", err
+	}
 	fn, err := libibverbs.Lookup(&symEventTypeStr)
 	if err != nil {
 		return "", err
@@ -8048,9 +8194,12 @@ func EventTypeStr(event EventType) (string, error) {
 	return C.GoString((*C.char)(C.verbsexp_EventTypeStr(fn, C.uint32_t(event)))), nil
 }
 
-// GetExpCtx calls verbs_get_exp_ctx (infiniband/verbs_exp.h:1331:40), an inline function of the headers, compiled into this package.
+// GetExpCtx calls verbs_get_exp_ctx (infiniband/verbs_exp.h:1335:40), an inline function of the headers, compiled into this package.
 // Its result does not signal failure; the error reports only arguments and symbol resolution.
 func GetExpCtx(ctx *Context) (*ContextExp, error) {
+	if err := CheckHeaders(); err != nil {
+		return nil, err
+	}
 	if ctx == nil {
 		return nil, abiutil.NilArg("verbs_get_exp_ctx", "ctx")
 	}
@@ -8059,10 +8208,13 @@ func GetExpCtx(ctx *Context) (*ContextExp, error) {
 
 var symExpGetDeviceListRaw = dynlib.Sym{Name: "ibv_exp_get_device_list"}
 
-// ExpGetDeviceListRaw calls ibv_exp_get_device_list (infiniband/verbs_exp.h:1372:19), an exported libibverbs function, resolved at first call.
+// ExpGetDeviceListRaw calls ibv_exp_get_device_list (infiniband/verbs_exp.h:1376:19), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 // ExpGetDeviceList is its form with a list (no count to pass or keep).
 func ExpGetDeviceListRaw(numDevices *int32) (**Device, error) {
+	if err := CheckHeaders(); err != nil {
+		return nil, err
+	}
 	fn, err := libibverbs.Lookup(&symExpGetDeviceListRaw)
 	if err != nil {
 		return nil, err
@@ -8074,10 +8226,13 @@ func ExpGetDeviceListRaw(numDevices *int32) (**Device, error) {
 	return (**Device)(ret.verbsexp_r), nil
 }
 
-// ExpGetDeviceList calls ibv_exp_get_device_list (infiniband/verbs_exp.h:1372:19), an exported libibverbs function, resolved at first call,
+// ExpGetDeviceList calls ibv_exp_get_device_list (infiniband/verbs_exp.h:1376:19), an exported libibverbs function, resolved at first call,
 // and returns its array as a DeviceList (its length is num_devices), which FreeDeviceList frees.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func ExpGetDeviceList() (DeviceList, error) {
+	if err := CheckHeaders(); err != nil {
+		return DeviceList{}, err
+	}
 	fn, err := libibverbs.Lookup(&symExpGetDeviceListRaw)
 	if err != nil {
 		return DeviceList{}, err
@@ -8095,9 +8250,12 @@ func ExpGetDeviceList() (DeviceList, error) {
 	return arr, nil
 }
 
-// ExpQueryDevice calls ibv_exp_query_device (infiniband/verbs_exp.h:1375:19), an inline function of the headers, compiled into this package.
+// ExpQueryDevice calls ibv_exp_query_device (infiniband/verbs_exp.h:1379:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ExpQueryDevice(context *Context, attr *ExpDeviceAttr) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if context == nil {
 		return abiutil.NilArg("ibv_exp_query_device", "context")
 	}
@@ -8108,9 +8266,12 @@ func ExpQueryDevice(context *Context, attr *ExpDeviceAttr) error {
 	return abiutil.Status("ibv_exp_query_device", r, errno)
 }
 
-// ExpCreateCQ calls ibv_exp_create_cq (infiniband/verbs_exp.h:1392:29), an inline function of the headers, compiled into this package.
+// ExpCreateCQ calls ibv_exp_create_cq (infiniband/verbs_exp.h:1396:29), an inline function of the headers, compiled into this package.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func ExpCreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel *CompChannel, compVector int32, attr *ExpCQInitAttr) (*CQ, error) {
+	if err := CheckHeaders(); err != nil {
+		return nil, err
+	}
 	if context == nil {
 		return nil, abiutil.NilArg("ibv_exp_create_cq", "context")
 	}
@@ -8124,9 +8285,12 @@ func ExpCreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel 
 	return (*CQ)(ret.verbsexp_r), nil
 }
 
-// ExpModifyCQ calls ibv_exp_modify_cq (infiniband/verbs_exp.h:1427:19), an inline function of the headers, compiled into this package.
+// ExpModifyCQ calls ibv_exp_modify_cq (infiniband/verbs_exp.h:1431:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ExpModifyCQ(cq *CQ, cqAttr *ExpCQAttr, cqAttrMask int32) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if cq == nil {
 		return abiutil.NilArg("ibv_exp_modify_cq", "cq")
 	}
@@ -8140,9 +8304,12 @@ func ExpModifyCQ(cq *CQ, cqAttr *ExpCQAttr, cqAttrMask int32) error {
 	return abiutil.Status("ibv_exp_modify_cq", r, errno)
 }
 
-// ExpCreateQP calls ibv_exp_create_qp (infiniband/verbs_exp.h:1444:29), an inline function of the headers, compiled into this package.
+// ExpCreateQP calls ibv_exp_create_qp (infiniband/verbs_exp.h:1448:29), an inline function of the headers, compiled into this package.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func ExpCreateQP(context *Context, qpInitAttr *ExpQPInitAttr) (*QP, error) {
+	if err := CheckHeaders(); err != nil {
+		return nil, err
+	}
 	if context == nil {
 		return nil, abiutil.NilArg("ibv_exp_create_qp", "context")
 	}
@@ -8156,9 +8323,12 @@ func ExpCreateQP(context *Context, qpInitAttr *ExpQPInitAttr) (*QP, error) {
 	return (*QP)(ret.verbsexp_r), nil
 }
 
-// ExpModifyQP calls ibv_exp_modify_qp (infiniband/verbs_exp.h:1466:19), an inline function of the headers, compiled into this package.
+// ExpModifyQP calls ibv_exp_modify_qp (infiniband/verbs_exp.h:1470:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ExpModifyQP(qp *QP, attr *ExpQPAttr, expAttrMask uint64) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if qp == nil {
 		return abiutil.NilArg("ibv_exp_modify_qp", "qp")
 	}
@@ -8172,10 +8342,13 @@ func ExpModifyQP(qp *QP, attr *ExpQPAttr, expAttrMask uint64) error {
 	return abiutil.Status("ibv_exp_modify_qp", r, errno)
 }
 
-// ExpPostSend calls ibv_exp_post_send (infiniband/verbs_exp.h:1484:19), an inline function of the headers, compiled into this package.
+// ExpPostSend calls ibv_exp_post_send (infiniband/verbs_exp.h:1488:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // badWR may be nil: the failing request is then not reported.
 func ExpPostSend(qp *QP, wr *ExpSendWR, badWR **ExpSendWR) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if qp == nil {
 		return abiutil.NilArg("ibv_exp_post_send", "qp")
 	}
@@ -8189,10 +8362,13 @@ func ExpPostSend(qp *QP, wr *ExpSendWR, badWR **ExpSendWR) error {
 	return abiutil.Status("ibv_exp_post_send", r, errno)
 }
 
-// ExpPollCQRaw calls ibv_exp_poll_cq (infiniband/verbs_exp.h:1496:19), an inline function of the headers, compiled into this package.
+// ExpPollCQRaw calls ibv_exp_poll_cq (infiniband/verbs_exp.h:1500:19), an inline function of the headers, compiled into this package.
 // It returns the count C returns, or a *abiutil.CallError wrapping the errno when C fails.
 // ExpPollCQ is its form with a slice.
 func ExpPollCQRaw(ibcq *CQ, numEntries int32, wc *ExpWC, wcSize uint32) (int32, error) {
+	if err := CheckHeaders(); err != nil {
+		return 0, err
+	}
 	if ibcq == nil {
 		return 0, abiutil.NilArg("ibv_exp_poll_cq", "ibcq")
 	}
@@ -8209,12 +8385,15 @@ func ExpPollCQRaw(ibcq *CQ, numEntries int32, wc *ExpWC, wcSize uint32) (int32, 
 	return int32(r), nil
 }
 
-// ExpPollCQ calls ibv_exp_poll_cq (infiniband/verbs_exp.h:1496:19), an inline function of the headers, compiled into this package,
+// ExpPollCQ calls ibv_exp_poll_cq (infiniband/verbs_exp.h:1500:19), an inline function of the headers, compiled into this package,
 // on the elements of wc: num_entries is len(wc), and num_entries the size of one.
 // An empty wc is passed as it is (count 0; NULL when nil), and C answers as for no elements;
 // a wc longer than num_entries can count is refused (EINVAL). ExpPollCQRaw takes the pointer and count.
 // It returns the count C returns, or a *abiutil.CallError wrapping the errno when C fails.
 func ExpPollCQ(ibcq *CQ, wc []ExpWC) (int, error) {
+	if err := CheckHeaders(); err != nil {
+		return 0, err
+	}
 	if ibcq == nil {
 		return 0, abiutil.NilArg("ibv_exp_poll_cq", "ibcq")
 	}
@@ -8231,10 +8410,13 @@ func ExpPollCQ(ibcq *CQ, wc []ExpWC) (int, error) {
 	return int(r), nil
 }
 
-// ExpPostTask calls ibv_exp_post_task (infiniband/verbs_exp.h:1509:19), an inline function of the headers, compiled into this package.
+// ExpPostTask calls ibv_exp_post_task (infiniband/verbs_exp.h:1513:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // badTask may be nil: the failing request is then not reported.
 func ExpPostTask(context *Context, task *ExpTask, badTask **ExpTask) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if context == nil {
 		return abiutil.NilArg("ibv_exp_post_task", "context")
 	}
@@ -8250,6 +8432,9 @@ func ExpPostTask(context *Context, task *ExpTask, badTask **ExpTask) error {
 // cgo does not check; the address of Go memory breaks cgo's pointer rules here.
 // It runs the same trampoline, so the same code, as ExpPostTask.
 func ExpPostTaskCMem(context uintptr, task uintptr, badTask uintptr) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if context == 0 {
 		return abiutil.NilArg("ibv_exp_post_task", "context")
 	}

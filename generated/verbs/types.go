@@ -8,212 +8,212 @@ import "unsafe"
 // FuncPtr is a C function pointer stored in a record; Go cannot call it directly.
 type FuncPtr unsafe.Pointer
 
-// ExpAHAttr stands for struct ibv_exp_ah_attr (infiniband/verbs_exp.h:74:8), which the headers declare but never define: use it only through pointers.
+// ExpAHAttr stands for struct ibv_exp_ah_attr (infiniband/verbs_exp.h:78:8), which the headers declare but never define: use it only through pointers.
 type ExpAHAttr struct {
 	_ [0]byte
 }
 
-// ExpAllocDMAttr stands for struct ibv_exp_alloc_dm_attr (infiniband/verbs_exp.h:69:8), which the headers declare but never define: use it only through pointers.
+// ExpAllocDMAttr stands for struct ibv_exp_alloc_dm_attr (infiniband/verbs_exp.h:73:8), which the headers declare but never define: use it only through pointers.
 type ExpAllocDMAttr struct {
 	_ [0]byte
 }
 
-// ExpArmAttr stands for struct ibv_exp_arm_attr (infiniband/verbs_exp.h:95:8), which the headers declare but never define: use it only through pointers.
+// ExpArmAttr stands for struct ibv_exp_arm_attr (infiniband/verbs_exp.h:99:8), which the headers declare but never define: use it only through pointers.
 type ExpArmAttr struct {
 	_ [0]byte
 }
 
-// ExpCreateMRIn stands for struct ibv_exp_create_mr_in (infiniband/verbs_exp.h:94:8), which the headers declare but never define: use it only through pointers.
+// ExpCreateMRIn stands for struct ibv_exp_create_mr_in (infiniband/verbs_exp.h:98:8), which the headers declare but never define: use it only through pointers.
 type ExpCreateMRIn struct {
 	_ [0]byte
 }
 
-// ExpCreateSRQAttr stands for struct ibv_exp_create_srq_attr (infiniband/verbs_exp.h:72:8), which the headers declare but never define: use it only through pointers.
+// ExpCreateSRQAttr stands for struct ibv_exp_create_srq_attr (infiniband/verbs_exp.h:76:8), which the headers declare but never define: use it only through pointers.
 type ExpCreateSRQAttr struct {
 	_ [0]byte
 }
 
-// ExpDCInfoEnt stands for struct ibv_exp_dc_info_ent (infiniband/verbs_exp.h:85:8), which the headers declare but never define: use it only through pointers.
+// ExpDCInfoEnt stands for struct ibv_exp_dc_info_ent (infiniband/verbs_exp.h:89:8), which the headers declare but never define: use it only through pointers.
 type ExpDCInfoEnt struct {
 	_ [0]byte
 }
 
-// ExpDCTAttr stands for struct ibv_exp_dct_attr (infiniband/verbs_exp.h:104:8), which the headers declare but never define: use it only through pointers.
+// ExpDCTAttr stands for struct ibv_exp_dct_attr (infiniband/verbs_exp.h:108:8), which the headers declare but never define: use it only through pointers.
 type ExpDCTAttr struct {
 	_ [0]byte
 }
 
-// ExpDCTInitAttr stands for struct ibv_exp_dct_init_attr (infiniband/verbs_exp.h:103:8), which the headers declare but never define: use it only through pointers.
+// ExpDCTInitAttr stands for struct ibv_exp_dct_init_attr (infiniband/verbs_exp.h:107:8), which the headers declare but never define: use it only through pointers.
 type ExpDCTInitAttr struct {
 	_ [0]byte
 }
 
-// ExpDeregOut stands for struct ibv_exp_dereg_out (infiniband/verbs_exp.h:90:8), which the headers declare but never define: use it only through pointers.
+// ExpDeregOut stands for struct ibv_exp_dereg_out (infiniband/verbs_exp.h:94:8), which the headers declare but never define: use it only through pointers.
 type ExpDeregOut struct {
 	_ [0]byte
 }
 
-// ExpDestroyResDomainAttr stands for struct ibv_exp_destroy_res_domain_attr (infiniband/verbs_exp.h:89:8), which the headers declare but never define: use it only through pointers.
+// ExpDestroyResDomainAttr stands for struct ibv_exp_destroy_res_domain_attr (infiniband/verbs_exp.h:93:8), which the headers declare but never define: use it only through pointers.
 type ExpDestroyResDomainAttr struct {
 	_ [0]byte
 }
 
-// ExpDM stands for struct ibv_exp_dm (infiniband/verbs_exp.h:68:8), which the headers declare but never define: use it only through pointers.
+// ExpDM stands for struct ibv_exp_dm (infiniband/verbs_exp.h:72:8), which the headers declare but never define: use it only through pointers.
 type ExpDM struct {
 	_ [0]byte
 }
 
-// ExpEcCalc stands for struct ibv_exp_ec_calc (infiniband/verbs_exp.h:75:8), which the headers declare but never define: use it only through pointers.
+// ExpEcCalc stands for struct ibv_exp_ec_calc (infiniband/verbs_exp.h:79:8), which the headers declare but never define: use it only through pointers.
 type ExpEcCalc struct {
 	_ [0]byte
 }
 
-// ExpEcCalcInitAttr stands for struct ibv_exp_ec_calc_init_attr (infiniband/verbs_exp.h:76:8), which the headers declare but never define: use it only through pointers.
+// ExpEcCalcInitAttr stands for struct ibv_exp_ec_calc_init_attr (infiniband/verbs_exp.h:80:8), which the headers declare but never define: use it only through pointers.
 type ExpEcCalcInitAttr struct {
 	_ [0]byte
 }
 
-// ExpEcComp stands for struct ibv_exp_ec_comp (infiniband/verbs_exp.h:78:8), which the headers declare but never define: use it only through pointers.
+// ExpEcComp stands for struct ibv_exp_ec_comp (infiniband/verbs_exp.h:82:8), which the headers declare but never define: use it only through pointers.
 type ExpEcComp struct {
 	_ [0]byte
 }
 
-// ExpEcMem stands for struct ibv_exp_ec_mem (infiniband/verbs_exp.h:77:8), which the headers declare but never define: use it only through pointers.
+// ExpEcMem stands for struct ibv_exp_ec_mem (infiniband/verbs_exp.h:81:8), which the headers declare but never define: use it only through pointers.
 type ExpEcMem struct {
 	_ [0]byte
 }
 
-// ExpEcStripe stands for struct ibv_exp_ec_stripe (infiniband/verbs_exp.h:79:8), which the headers declare but never define: use it only through pointers.
+// ExpEcStripe stands for struct ibv_exp_ec_stripe (infiniband/verbs_exp.h:83:8), which the headers declare but never define: use it only through pointers.
 type ExpEcStripe struct {
 	_ [0]byte
 }
 
-// ExpFlow stands for struct ibv_exp_flow (infiniband/verbs_exp.h:100:8), which the headers declare but never define: use it only through pointers.
+// ExpFlow stands for struct ibv_exp_flow (infiniband/verbs_exp.h:104:8), which the headers declare but never define: use it only through pointers.
 type ExpFlow struct {
 	_ [0]byte
 }
 
-// ExpFlowAttr stands for struct ibv_exp_flow_attr (infiniband/verbs_exp.h:101:8), which the headers declare but never define: use it only through pointers.
+// ExpFlowAttr stands for struct ibv_exp_flow_attr (infiniband/verbs_exp.h:105:8), which the headers declare but never define: use it only through pointers.
 type ExpFlowAttr struct {
 	_ [0]byte
 }
 
-// ExpGIDAttr stands for struct ibv_exp_gid_attr (infiniband/verbs_exp.h:80:8), which the headers declare but never define: use it only through pointers.
+// ExpGIDAttr stands for struct ibv_exp_gid_attr (infiniband/verbs_exp.h:84:8), which the headers declare but never define: use it only through pointers.
 type ExpGIDAttr struct {
 	_ [0]byte
 }
 
-// ExpMemcpyDMAttr stands for struct ibv_exp_memcpy_dm_attr (infiniband/verbs_exp.h:70:8), which the headers declare but never define: use it only through pointers.
+// ExpMemcpyDMAttr stands for struct ibv_exp_memcpy_dm_attr (infiniband/verbs_exp.h:74:8), which the headers declare but never define: use it only through pointers.
 type ExpMemcpyDMAttr struct {
 	_ [0]byte
 }
 
-// ExpMkeyAttr stands for struct ibv_exp_mkey_attr (infiniband/verbs_exp.h:93:8), which the headers declare but never define: use it only through pointers.
+// ExpMkeyAttr stands for struct ibv_exp_mkey_attr (infiniband/verbs_exp.h:97:8), which the headers declare but never define: use it only through pointers.
 type ExpMkeyAttr struct {
 	_ [0]byte
 }
 
-// ExpMkeyListContainerAttr stands for struct ibv_exp_mkey_list_container_attr (infiniband/verbs_exp.h:92:8), which the headers declare but never define: use it only through pointers.
+// ExpMkeyListContainerAttr stands for struct ibv_exp_mkey_list_container_attr (infiniband/verbs_exp.h:96:8), which the headers declare but never define: use it only through pointers.
 type ExpMkeyListContainerAttr struct {
 	_ [0]byte
 }
 
-// ExpMWBind stands for struct ibv_exp_mw_bind (infiniband/verbs_exp.h:96:8), which the headers declare but never define: use it only through pointers.
+// ExpMWBind stands for struct ibv_exp_mw_bind (infiniband/verbs_exp.h:100:8), which the headers declare but never define: use it only through pointers.
 type ExpMWBind struct {
 	_ [0]byte
 }
 
-// ExpOpenDeviceAttr stands for struct ibv_exp_open_device_attr (infiniband/verbs_exp.h:73:8), which the headers declare but never define: use it only through pointers.
+// ExpOpenDeviceAttr stands for struct ibv_exp_open_device_attr (infiniband/verbs_exp.h:77:8), which the headers declare but never define: use it only through pointers.
 type ExpOpenDeviceAttr struct {
 	_ [0]byte
 }
 
-// ExpOpsWR stands for struct ibv_exp_ops_wr (infiniband/verbs_exp.h:71:8), which the headers declare but never define: use it only through pointers.
+// ExpOpsWR stands for struct ibv_exp_ops_wr (infiniband/verbs_exp.h:75:8), which the headers declare but never define: use it only through pointers.
 type ExpOpsWR struct {
 	_ [0]byte
 }
 
-// ExpPeerAbortPeek stands for struct ibv_exp_peer_abort_peek (infiniband/verbs_exp.h:67:8), which the headers declare but never define: use it only through pointers.
+// ExpPeerAbortPeek stands for struct ibv_exp_peer_abort_peek (infiniband/verbs_exp.h:71:8), which the headers declare but never define: use it only through pointers.
 type ExpPeerAbortPeek struct {
 	_ [0]byte
 }
 
-// ExpPeerCommit stands for struct ibv_exp_peer_commit (infiniband/verbs_exp.h:64:8), which the headers declare but never define: use it only through pointers.
+// ExpPeerCommit stands for struct ibv_exp_peer_commit (infiniband/verbs_exp.h:68:8), which the headers declare but never define: use it only through pointers.
 type ExpPeerCommit struct {
 	_ [0]byte
 }
 
-// ExpPeerDirectAttr stands for struct ibv_exp_peer_direct_attr (infiniband/verbs_exp.h:63:8), which the headers declare but never define: use it only through pointers.
+// ExpPeerDirectAttr stands for struct ibv_exp_peer_direct_attr (infiniband/verbs_exp.h:67:8), which the headers declare but never define: use it only through pointers.
 type ExpPeerDirectAttr struct {
 	_ [0]byte
 }
 
-// ExpPeerPeek stands for struct ibv_exp_peer_peek (infiniband/verbs_exp.h:66:8), which the headers declare but never define: use it only through pointers.
+// ExpPeerPeek stands for struct ibv_exp_peer_peek (infiniband/verbs_exp.h:70:8), which the headers declare but never define: use it only through pointers.
 type ExpPeerPeek struct {
 	_ [0]byte
 }
 
-// ExpPortAttr stands for struct ibv_exp_port_attr (infiniband/verbs_exp.h:102:8), which the headers declare but never define: use it only through pointers.
+// ExpPortAttr stands for struct ibv_exp_port_attr (infiniband/verbs_exp.h:106:8), which the headers declare but never define: use it only through pointers.
 type ExpPortAttr struct {
 	_ [0]byte
 }
 
-// ExpPrefetchAttr stands for struct ibv_exp_prefetch_attr (infiniband/verbs_exp.h:91:8), which the headers declare but never define: use it only through pointers.
+// ExpPrefetchAttr stands for struct ibv_exp_prefetch_attr (infiniband/verbs_exp.h:95:8), which the headers declare but never define: use it only through pointers.
 type ExpPrefetchAttr struct {
 	_ [0]byte
 }
 
-// ExpQueryIntfParams stands for struct ibv_exp_query_intf_params (infiniband/verbs_exp.h:86:8), which the headers declare but never define: use it only through pointers.
+// ExpQueryIntfParams stands for struct ibv_exp_query_intf_params (infiniband/verbs_exp.h:90:8), which the headers declare but never define: use it only through pointers.
 type ExpQueryIntfParams struct {
 	_ [0]byte
 }
 
-// ExpRegMRIn stands for struct ibv_exp_reg_mr_in (infiniband/verbs_exp.h:97:8), which the headers declare but never define: use it only through pointers.
+// ExpRegMRIn stands for struct ibv_exp_reg_mr_in (infiniband/verbs_exp.h:101:8), which the headers declare but never define: use it only through pointers.
 type ExpRegMRIn struct {
 	_ [0]byte
 }
 
-// ExpRegSharedMRIn stands for struct ibv_exp_reg_shared_mr_in (infiniband/verbs_exp.h:99:8), which the headers declare but never define: use it only through pointers.
+// ExpRegSharedMRIn stands for struct ibv_exp_reg_shared_mr_in (infiniband/verbs_exp.h:103:8), which the headers declare but never define: use it only through pointers.
 type ExpRegSharedMRIn struct {
 	_ [0]byte
 }
 
-// ExpReleaseIntfParams stands for struct ibv_exp_release_intf_params (infiniband/verbs_exp.h:87:8), which the headers declare but never define: use it only through pointers.
+// ExpReleaseIntfParams stands for struct ibv_exp_release_intf_params (infiniband/verbs_exp.h:91:8), which the headers declare but never define: use it only through pointers.
 type ExpReleaseIntfParams struct {
 	_ [0]byte
 }
 
-// ExpResDomainInitAttr stands for struct ibv_exp_res_domain_init_attr (infiniband/verbs_exp.h:88:8), which the headers declare but never define: use it only through pointers.
+// ExpResDomainInitAttr stands for struct ibv_exp_res_domain_init_attr (infiniband/verbs_exp.h:92:8), which the headers declare but never define: use it only through pointers.
 type ExpResDomainInitAttr struct {
 	_ [0]byte
 }
 
-// ExpRollbackCtx stands for struct ibv_exp_rollback_ctx (infiniband/verbs_exp.h:65:8), which the headers declare but never define: use it only through pointers.
+// ExpRollbackCtx stands for struct ibv_exp_rollback_ctx (infiniband/verbs_exp.h:69:8), which the headers declare but never define: use it only through pointers.
 type ExpRollbackCtx struct {
 	_ [0]byte
 }
 
-// ExpRWQIndTableInitAttr stands for struct ibv_exp_rwq_ind_table_init_attr (infiniband/verbs_exp.h:84:8), which the headers declare but never define: use it only through pointers.
+// ExpRWQIndTableInitAttr stands for struct ibv_exp_rwq_ind_table_init_attr (infiniband/verbs_exp.h:88:8), which the headers declare but never define: use it only through pointers.
 type ExpRWQIndTableInitAttr struct {
 	_ [0]byte
 }
 
-// ExpValues stands for struct ibv_exp_values (infiniband/verbs_exp.h:98:8), which the headers declare but never define: use it only through pointers.
+// ExpValues stands for struct ibv_exp_values (infiniband/verbs_exp.h:102:8), which the headers declare but never define: use it only through pointers.
 type ExpValues struct {
 	_ [0]byte
 }
 
-// ExpWQ stands for struct ibv_exp_wq (infiniband/verbs_exp.h:81:8), which the headers declare but never define: use it only through pointers.
+// ExpWQ stands for struct ibv_exp_wq (infiniband/verbs_exp.h:85:8), which the headers declare but never define: use it only through pointers.
 type ExpWQ struct {
 	_ [0]byte
 }
 
-// ExpWQAttr stands for struct ibv_exp_wq_attr (infiniband/verbs_exp.h:82:8), which the headers declare but never define: use it only through pointers.
+// ExpWQAttr stands for struct ibv_exp_wq_attr (infiniband/verbs_exp.h:86:8), which the headers declare but never define: use it only through pointers.
 type ExpWQAttr struct {
 	_ [0]byte
 }
 
-// ExpWQInitAttr stands for struct ibv_exp_wq_init_attr (infiniband/verbs_exp.h:83:8), which the headers declare but never define: use it only through pointers.
+// ExpWQInitAttr stands for struct ibv_exp_wq_init_attr (infiniband/verbs_exp.h:87:8), which the headers declare but never define: use it only through pointers.
 type ExpWQInitAttr struct {
 	_ [0]byte
 }

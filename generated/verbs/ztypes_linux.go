@@ -6,14 +6,14 @@ package verbs
 
 import "unsafe"
 
-// XRCDomain is struct ibv_xrc_domain (infiniband/ofa_verbs.h:28:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// XRCDomain is struct ibv_xrc_domain (infiniband/ofa_verbs.h:30:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type XRCDomain struct {
 	Context *Context
 	Handle  uint32
 	_       [4]byte
 }
 
-// GID is union ibv_gid (infiniband/verbs.h:426:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// GID is union ibv_gid (infiniband/verbs.h:428:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type GID struct {
 	_ [2]uint64
 }
@@ -28,13 +28,13 @@ func (r *GID) Global() *GIDGlobal {
 	return (*GIDGlobal)(unsafe.Add(unsafe.Pointer(r), 0))
 }
 
-// GIDGlobal is the unnamed struct type of union ibv_gid.global (infiniband/verbs.h:431:7): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// GIDGlobal is the unnamed struct type of union ibv_gid.global (infiniband/verbs.h:433:7): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type GIDGlobal struct {
 	SubnetPrefix uint64
 	InterfaceID  uint64
 }
 
-// DeviceAttr is struct ibv_device_attr (infiniband/verbs.h:434:1): 232 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// DeviceAttr is struct ibv_device_attr (infiniband/verbs.h:436:1): 232 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type DeviceAttr struct {
 	FwVer                 [64]byte
 	NodeGUID              uint64
@@ -79,26 +79,26 @@ type DeviceAttr struct {
 	_                     [4]byte
 }
 
-// QueryDeviceExInput is struct ibv_query_device_ex_input (infiniband/verbs.h:477:1): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// QueryDeviceExInput is struct ibv_query_device_ex_input (infiniband/verbs.h:479:1): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type QueryDeviceExInput struct {
 	CompMask uint32
 }
 
-// ODPCaps is struct ibv_odp_caps (infiniband/verbs.h:481:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ODPCaps is struct ibv_odp_caps (infiniband/verbs.h:483:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ODPCaps struct {
 	GeneralCaps      uint64
 	PerTransportCaps ODPCapsPerTransportCaps
 	_                [4]byte
 }
 
-// ODPCapsPerTransportCaps is the unnamed struct type of struct ibv_odp_caps.per_transport_caps (infiniband/verbs.h:487:7): 12 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ODPCapsPerTransportCaps is the unnamed struct type of struct ibv_odp_caps.per_transport_caps (infiniband/verbs.h:489:7): 12 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ODPCapsPerTransportCaps struct {
 	RCODPCaps uint32
 	UCODPCaps uint32
 	UDODPCaps uint32
 }
 
-// DeviceAttrEx is struct ibv_device_attr_ex (infiniband/verbs.h:490:1): 264 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// DeviceAttrEx is struct ibv_device_attr_ex (infiniband/verbs.h:492:1): 264 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type DeviceAttrEx struct {
 	OrigAttr DeviceAttr
 	CompMask uint32
@@ -106,7 +106,7 @@ type DeviceAttrEx struct {
 	ODPCaps  ODPCaps
 }
 
-// PortAttr is struct ibv_port_attr (infiniband/verbs.h:496:1): 48 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// PortAttr is struct ibv_port_attr (infiniband/verbs.h:498:1): 48 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type PortAttr struct {
 	State         PortState
 	MaxMTU        MTU
@@ -131,14 +131,14 @@ type PortAttr struct {
 	Reserved      uint8
 }
 
-// AsyncEvent is struct ibv_async_event (infiniband/verbs.h:520:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// AsyncEvent is struct ibv_async_event (infiniband/verbs.h:522:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type AsyncEvent struct {
 	Element   AsyncEventElement
 	EventType EventType
 	_         [4]byte
 }
 
-// AsyncEventElement is the unnamed union type of struct ibv_async_event.element (infiniband/verbs.h:528:7): 8 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// AsyncEventElement is the unnamed union type of struct ibv_async_event.element (infiniband/verbs.h:530:7): 8 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type AsyncEventElement struct {
 	_ [1]uint64
 }
@@ -203,7 +203,7 @@ func (r *AsyncEventElement) SetXRCQPNum(v uint32) {
 	*(*uint32)(unsafe.Add(unsafe.Pointer(r), 0)) = v
 }
 
-// WC is struct ibv_wc (infiniband/verbs.h:532:1): 48 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// WC is struct ibv_wc (infiniband/verbs.h:534:1): 48 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type WC struct {
 	WRID         uint64
 	Status       WCStatus
@@ -221,7 +221,7 @@ type WC struct {
 	_            [2]byte
 }
 
-// MWBindInfo is struct ibv_mw_bind_info (infiniband/verbs.h:548:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// MWBindInfo is struct ibv_mw_bind_info (infiniband/verbs.h:550:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type MWBindInfo struct {
 	MR            *MR
 	Addr          uint64
@@ -230,26 +230,26 @@ type MWBindInfo struct {
 	_             [4]byte
 }
 
-// PD is struct ibv_pd (infiniband/verbs.h:555:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// PD is struct ibv_pd (infiniband/verbs.h:557:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type PD struct {
 	Context *Context
 	Handle  uint32
 	_       [4]byte
 }
 
-// XRCDInitAttr is struct ibv_xrcd_init_attr (infiniband/verbs.h:560:1): 12 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// XRCDInitAttr is struct ibv_xrcd_init_attr (infiniband/verbs.h:562:1): 12 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type XRCDInitAttr struct {
 	CompMask uint32
 	FD       int32
 	Oflags   int32
 }
 
-// XRCD is struct ibv_xrcd (infiniband/verbs.h:566:1): 8 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// XRCD is struct ibv_xrcd (infiniband/verbs.h:568:1): 8 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type XRCD struct {
 	Context *Context
 }
 
-// MR is struct ibv_mr (infiniband/verbs.h:570:1): 48 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// MR is struct ibv_mr (infiniband/verbs.h:572:1): 48 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type MR struct {
 	Context *Context
 	PD      *PD
@@ -261,7 +261,7 @@ type MR struct {
 	_       [4]byte
 }
 
-// MW is struct ibv_mw (infiniband/verbs.h:580:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// MW is struct ibv_mw (infiniband/verbs.h:582:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type MW struct {
 	Context *Context
 	PD      *PD
@@ -271,7 +271,7 @@ type MW struct {
 	_       [4]byte
 }
 
-// GlobalRoute is struct ibv_global_route (infiniband/verbs.h:588:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// GlobalRoute is struct ibv_global_route (infiniband/verbs.h:590:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type GlobalRoute struct {
 	Dgid         GID
 	FlowLabel    uint32
@@ -281,7 +281,7 @@ type GlobalRoute struct {
 	_            [1]byte
 }
 
-// AHAttr is struct ibv_ah_attr (infiniband/verbs.h:596:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// AHAttr is struct ibv_ah_attr (infiniband/verbs.h:598:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type AHAttr struct {
 	GRH         GlobalRoute
 	Dlid        uint16
@@ -293,21 +293,21 @@ type AHAttr struct {
 	_           [1]byte
 }
 
-// SRQAttr is struct ibv_srq_attr (infiniband/verbs.h:606:1): 12 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// SRQAttr is struct ibv_srq_attr (infiniband/verbs.h:608:1): 12 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type SRQAttr struct {
 	MaxWR    uint32
 	MaxSGE   uint32
 	SRQLimit uint32
 }
 
-// SRQInitAttr is struct ibv_srq_init_attr (infiniband/verbs.h:612:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// SRQInitAttr is struct ibv_srq_init_attr (infiniband/verbs.h:614:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type SRQInitAttr struct {
 	SRQContext unsafe.Pointer
 	Attr       SRQAttr
 	_          [4]byte
 }
 
-// SRQInitAttrEx is struct ibv_srq_init_attr_ex (infiniband/verbs.h:617:1): 56 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// SRQInitAttrEx is struct ibv_srq_init_attr_ex (infiniband/verbs.h:619:1): 56 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type SRQInitAttrEx struct {
 	SRQContext unsafe.Pointer
 	Attr       SRQAttr
@@ -319,7 +319,7 @@ type SRQInitAttrEx struct {
 	CQ         *CQ
 }
 
-// QPCap is struct ibv_qp_cap (infiniband/verbs.h:627:1): 20 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// QPCap is struct ibv_qp_cap (infiniband/verbs.h:629:1): 20 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type QPCap struct {
 	MaxSendWR     uint32
 	MaxRecvWR     uint32
@@ -328,7 +328,7 @@ type QPCap struct {
 	MaxInlineData uint32
 }
 
-// QPInitAttr is struct ibv_qp_init_attr (infiniband/verbs.h:635:1): 72 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// QPInitAttr is struct ibv_qp_init_attr (infiniband/verbs.h:637:1): 72 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type QPInitAttr struct {
 	QPContext unsafe.Pointer
 	SendCQ    *CQ
@@ -341,7 +341,7 @@ type QPInitAttr struct {
 	XRCDomain *XRCDomain
 }
 
-// QPInitAttrEx is struct ibv_qp_init_attr_ex (infiniband/verbs.h:646:1): 80 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// QPInitAttrEx is struct ibv_qp_init_attr_ex (infiniband/verbs.h:648:1): 80 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type QPInitAttrEx struct {
 	QPContext unsafe.Pointer
 	SendCQ    *CQ
@@ -355,7 +355,7 @@ type QPInitAttrEx struct {
 	XRCD      *XRCD
 }
 
-// QPOpenAttr is struct ibv_qp_open_attr (infiniband/verbs.h:659:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// QPOpenAttr is struct ibv_qp_open_attr (infiniband/verbs.h:661:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type QPOpenAttr struct {
 	CompMask  uint32
 	QPNum     uint32
@@ -365,7 +365,7 @@ type QPOpenAttr struct {
 	_         [4]byte
 }
 
-// QPAttr is struct ibv_qp_attr (infiniband/verbs.h:667:1): 136 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// QPAttr is struct ibv_qp_attr (infiniband/verbs.h:669:1): 136 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type QPAttr struct {
 	QPState          QPState
 	CurQPState       QPState
@@ -395,14 +395,14 @@ type QPAttr struct {
 	_                [1]byte
 }
 
-// SGE is struct ibv_sge (infiniband/verbs.h:695:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// SGE is struct ibv_sge (infiniband/verbs.h:697:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type SGE struct {
 	Addr   uint64
 	Length uint32
 	Lkey   uint32
 }
 
-// SendWR is struct ibv_send_wr (infiniband/verbs.h:701:1): 128 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// SendWR is struct ibv_send_wr (infiniband/verbs.h:703:1): 128 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type SendWR struct {
 	WRID      uint64
 	Next      *SendWR
@@ -432,7 +432,7 @@ func (r *SendWR) SetXRCRemoteSRQNum(v uint32) {
 	*(*uint32)(unsafe.Add(unsafe.Pointer(r), 72)) = v
 }
 
-// SendWRWR is the unnamed union type of struct ibv_send_wr.wr (infiniband/verbs.h:725:7): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// SendWRWR is the unnamed union type of struct ibv_send_wr.wr (infiniband/verbs.h:727:7): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type SendWRWR struct {
 	_ [4]uint64
 }
@@ -452,14 +452,14 @@ func (r *SendWRWR) UD() *SendWRWRUD {
 	return (*SendWRWRUD)(unsafe.Add(unsafe.Pointer(r), 0))
 }
 
-// SendWRWRRDMA is the unnamed struct type of struct ibv_send_wr.wr.rdma (infiniband/verbs.h:713:11): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// SendWRWRRDMA is the unnamed struct type of struct ibv_send_wr.wr.rdma (infiniband/verbs.h:715:11): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type SendWRWRRDMA struct {
 	RemoteAddr uint64
 	Rkey       uint32
 	_          [4]byte
 }
 
-// SendWRWRAtomic is the unnamed struct type of struct ibv_send_wr.wr.atomic (infiniband/verbs.h:719:11): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// SendWRWRAtomic is the unnamed struct type of struct ibv_send_wr.wr.atomic (infiniband/verbs.h:721:11): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type SendWRWRAtomic struct {
 	RemoteAddr uint64
 	CompareAdd uint64
@@ -468,14 +468,14 @@ type SendWRWRAtomic struct {
 	_          [4]byte
 }
 
-// SendWRWRUD is the unnamed struct type of struct ibv_send_wr.wr.ud (infiniband/verbs.h:724:11): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// SendWRWRUD is the unnamed struct type of struct ibv_send_wr.wr.ud (infiniband/verbs.h:726:11): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type SendWRWRUD struct {
 	AH         *AH
 	RemoteQPN  uint32
 	RemoteQkey uint32
 }
 
-// SendWRQPType is the unnamed union type of struct ibv_send_wr.qp_type (infiniband/verbs.h:731:11): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// SendWRQPType is the unnamed union type of struct ibv_send_wr.qp_type (infiniband/verbs.h:733:11): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type SendWRQPType struct {
 	_ [1]uint32
 }
@@ -485,12 +485,12 @@ func (r *SendWRQPType) XRC() *SendWRQPTypeXRC {
 	return (*SendWRQPTypeXRC)(unsafe.Add(unsafe.Pointer(r), 0))
 }
 
-// SendWRQPTypeXRC is the unnamed struct type of struct ibv_send_wr.qp_type.xrc (infiniband/verbs.h:730:15): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// SendWRQPTypeXRC is the unnamed struct type of struct ibv_send_wr.qp_type.xrc (infiniband/verbs.h:732:15): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type SendWRQPTypeXRC struct {
 	RemoteSRQN uint32
 }
 
-// SendWRBindMW is the unnamed struct type of struct ibv_send_wr.bind_mw (infiniband/verbs.h:738:7): 48 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// SendWRBindMW is the unnamed struct type of struct ibv_send_wr.bind_mw (infiniband/verbs.h:740:7): 48 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type SendWRBindMW struct {
 	MW       *MW
 	Rkey     uint32
@@ -498,7 +498,7 @@ type SendWRBindMW struct {
 	BindInfo MWBindInfo
 }
 
-// RecvWR is struct ibv_recv_wr (infiniband/verbs.h:741:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// RecvWR is struct ibv_recv_wr (infiniband/verbs.h:743:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type RecvWR struct {
 	WRID   uint64
 	Next   *RecvWR
@@ -507,7 +507,7 @@ type RecvWR struct {
 	_      [4]byte
 }
 
-// MWBind is struct ibv_mw_bind (infiniband/verbs.h:748:1): 48 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// MWBind is struct ibv_mw_bind (infiniband/verbs.h:750:1): 48 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type MWBind struct {
 	WRID      uint64
 	SendFlags int32
@@ -515,14 +515,14 @@ type MWBind struct {
 	BindInfo  MWBindInfo
 }
 
-// CompChannel is struct ibv_comp_channel (infiniband/verbs.h:789:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// CompChannel is struct ibv_comp_channel (infiniband/verbs.h:791:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type CompChannel struct {
 	Context *Context
 	FD      int32
 	Refcnt  int32
 }
 
-// AH is struct ibv_ah (infiniband/verbs.h:807:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// AH is struct ibv_ah (infiniband/verbs.h:809:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type AH struct {
 	Context *Context
 	PD      *PD
@@ -530,7 +530,7 @@ type AH struct {
 	_       [4]byte
 }
 
-// FlowAttr is struct ibv_flow_attr (infiniband/verbs.h:814:1): 20 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// FlowAttr is struct ibv_flow_attr (infiniband/verbs.h:816:1): 20 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type FlowAttr struct {
 	CompMask   uint32
 	Type       FlowAttrType
@@ -542,7 +542,7 @@ type FlowAttr struct {
 	Flags      uint32
 }
 
-// Flow is struct ibv_flow (infiniband/verbs.h:824:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// Flow is struct ibv_flow (infiniband/verbs.h:826:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type Flow struct {
 	CompMask uint32
 	_        [4]byte
@@ -551,13 +551,13 @@ type Flow struct {
 	_        [4]byte
 }
 
-// DeviceOps is struct ibv_device_ops (infiniband/verbs.h:830:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// DeviceOps is struct ibv_device_ops (infiniband/verbs.h:832:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type DeviceOps struct {
 	AllocContext FuncPtr
 	FreeContext  FuncPtr
 }
 
-// Device is struct ibv_device (infiniband/verbs.h:835:1): 664 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// Device is struct ibv_device (infiniband/verbs.h:837:1): 664 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type Device struct {
 	Ops           DeviceOps
 	NodeType      NodeType
@@ -568,7 +568,7 @@ type Device struct {
 	IbdevPath     [256]byte
 }
 
-// ContextOps is struct ibv_context_ops (infiniband/verbs.h:846:1): 256 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ContextOps is struct ibv_context_ops (infiniband/verbs.h:848:1): 256 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ContextOps struct {
 	QueryDevice FuncPtr
 	QueryPort   FuncPtr
@@ -604,7 +604,7 @@ type ContextOps struct {
 	AsyncEvent  FuncPtr
 }
 
-// ExpDeviceCalcCap is struct ibv_exp_device_calc_cap (infiniband/verbs_exp.h:623:1): 40 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpDeviceCalcCap is struct ibv_exp_device_calc_cap (infiniband/verbs_exp.h:627:1): 40 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpDeviceCalcCap struct {
 	DataTypes uint64
 	DataSizes uint64
@@ -613,14 +613,14 @@ type ExpDeviceCalcCap struct {
 	FpOps     uint64
 }
 
-// ExpExtAtomicsParams is struct ibv_exp_ext_atomics_params (infiniband/verbs_exp.h:631:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpExtAtomicsParams is struct ibv_exp_ext_atomics_params (infiniband/verbs_exp.h:635:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpExtAtomicsParams struct {
 	LogAtomicArgSizes  uint64
 	MaxFaBitBoundary   uint32
 	LogMaxAtomicInline uint32
 }
 
-// ExpMaskedAtomicParams is struct ibv_exp_masked_atomic_params (infiniband/verbs_exp.h:637:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpMaskedAtomicParams is struct ibv_exp_masked_atomic_params (infiniband/verbs_exp.h:641:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpMaskedAtomicParams struct {
 	MaxFaBitBoundary                         uint32
 	LogMaxAtomicInline                       uint32
@@ -628,7 +628,7 @@ type ExpMaskedAtomicParams struct {
 	MaskedLogAtomicArgSizesNetworkEndianness uint64
 }
 
-// ExpUMRCaps is struct ibv_exp_umr_caps (infiniband/verbs_exp.h:644:1): 16 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ExpUMRCaps is struct ibv_exp_umr_caps (infiniband/verbs_exp.h:648:1): 16 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ExpUMRCaps struct {
 	MaxKlmListSize        uint32
 	MaxSendWQEInlineKlms  uint32
@@ -636,13 +636,13 @@ type ExpUMRCaps struct {
 	MaxUMRStrideDimension uint32
 }
 
-// ExpODPCaps is struct ibv_exp_odp_caps (infiniband/verbs_exp.h:651:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpODPCaps is struct ibv_exp_odp_caps (infiniband/verbs_exp.h:655:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpODPCaps struct {
 	GeneralODPCaps   uint64
 	PerTransportCaps ExpODPCapsPerTransportCaps
 }
 
-// ExpODPCapsPerTransportCaps is the unnamed struct type of struct ibv_exp_odp_caps.per_transport_caps (infiniband/verbs_exp.h:660:7): 24 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ExpODPCapsPerTransportCaps is the unnamed struct type of struct ibv_exp_odp_caps.per_transport_caps (infiniband/verbs_exp.h:664:7): 24 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ExpODPCapsPerTransportCaps struct {
 	RCODPCaps     uint32
 	UCODPCaps     uint32
@@ -652,7 +652,7 @@ type ExpODPCapsPerTransportCaps struct {
 	RawEthODPCaps uint32
 }
 
-// ExpRXHashCaps is struct ibv_exp_rx_hash_caps (infiniband/verbs_exp.h:663:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpRXHashCaps is struct ibv_exp_rx_hash_caps (infiniband/verbs_exp.h:667:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpRXHashCaps struct {
 	MaxRWQIndirectionTables    uint32
 	MaxRWQIndirectionTableSize uint32
@@ -663,7 +663,7 @@ type ExpRXHashCaps struct {
 	_                          [4]byte
 }
 
-// ExpMpRQCaps is struct ibv_exp_mp_rq_caps (infiniband/verbs_exp.h:671:1): 12 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ExpMpRQCaps is struct ibv_exp_mp_rq_caps (infiniband/verbs_exp.h:675:1): 12 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ExpMpRQCaps struct {
 	SupportedQps                 uint32
 	AllowedShifts                uint32
@@ -673,19 +673,19 @@ type ExpMpRQCaps struct {
 	MaxSingleStrideLogNumOfBytes uint8
 }
 
-// ExpEcCaps is struct ibv_exp_ec_caps (infiniband/verbs_exp.h:680:1): 8 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ExpEcCaps is struct ibv_exp_ec_caps (infiniband/verbs_exp.h:684:1): 8 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ExpEcCaps struct {
 	MaxEcDataVectorCount   uint32
 	MaxEcCalcInflightCalcs uint32
 }
 
-// ExpTSOCaps is struct ibv_exp_tso_caps (infiniband/verbs_exp.h:685:1): 8 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ExpTSOCaps is struct ibv_exp_tso_caps (infiniband/verbs_exp.h:689:1): 8 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ExpTSOCaps struct {
 	MaxTSO        uint32
 	SupportedQpts uint32
 }
 
-// ExpPacketPacingCaps is struct ibv_exp_packet_pacing_caps (infiniband/verbs_exp.h:690:1): 16 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ExpPacketPacingCaps is struct ibv_exp_packet_pacing_caps (infiniband/verbs_exp.h:694:1): 16 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ExpPacketPacingCaps struct {
 	QPRateLimitMin uint32
 	QPRateLimitMax uint32
@@ -694,7 +694,7 @@ type ExpPacketPacingCaps struct {
 	Reserved       [3]uint8
 }
 
-// ExpOooCaps is struct ibv_exp_ooo_caps (infiniband/verbs_exp.h:698:1): 16 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ExpOooCaps is struct ibv_exp_ooo_caps (infiniband/verbs_exp.h:702:1): 16 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ExpOooCaps struct {
 	RCCaps  uint32
 	XRCCaps uint32
@@ -702,13 +702,13 @@ type ExpOooCaps struct {
 	UDCaps  uint32
 }
 
-// ExpSwParsingCaps is struct ibv_exp_sw_parsing_caps (infiniband/verbs_exp.h:705:1): 8 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ExpSwParsingCaps is struct ibv_exp_sw_parsing_caps (infiniband/verbs_exp.h:709:1): 8 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ExpSwParsingCaps struct {
 	SwParsingOffloads uint32
 	SupportedQpts     uint32
 }
 
-// ExpTmCaps is struct ibv_exp_tm_caps (infiniband/verbs_exp.h:710:1): 20 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ExpTmCaps is struct ibv_exp_tm_caps (infiniband/verbs_exp.h:714:1): 20 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ExpTmCaps struct {
 	MaxRndvHdrSize  uint32
 	MaxNumTags      uint32
@@ -717,19 +717,19 @@ type ExpTmCaps struct {
 	MaxSGE          uint32
 }
 
-// ExpUMRFixedSizeCaps is struct ibv_exp_umr_fixed_size_caps (infiniband/verbs_exp.h:718:1): 8 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpUMRFixedSizeCaps is struct ibv_exp_umr_fixed_size_caps (infiniband/verbs_exp.h:722:1): 8 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpUMRFixedSizeCaps struct {
 	MaxEntitySize uint64
 }
 
-// ExpPciAtomicCaps is struct ibv_exp_pci_atomic_caps (infiniband/verbs_exp.h:722:1): 6 bytes, aligned to 2 on every target (amd64, arm64, ppc64le).
+// ExpPciAtomicCaps is struct ibv_exp_pci_atomic_caps (infiniband/verbs_exp.h:726:1): 6 bytes, aligned to 2 on every target (amd64, arm64, ppc64le).
 type ExpPciAtomicCaps struct {
 	FetchAdd    uint16
 	Swap        uint16
 	CompareSwap uint16
 }
 
-// ExpDeviceAttr is struct ibv_exp_device_attr (infiniband/verbs_exp.h:729:1): 600 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpDeviceAttr is struct ibv_exp_device_attr (infiniband/verbs_exp.h:733:1): 600 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpDeviceAttr struct {
 	FwVer                 [64]byte
 	NodeGUID              uint64
@@ -811,7 +811,7 @@ type ExpDeviceAttr struct {
 	_                     [2]byte
 }
 
-// ExpMWBindInfo is struct ibv_exp_mw_bind_info (infiniband/verbs_exp.h:811:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpMWBindInfo is struct ibv_exp_mw_bind_info (infiniband/verbs_exp.h:815:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpMWBindInfo struct {
 	MR               *MR
 	Addr             uint64
@@ -819,7 +819,7 @@ type ExpMWBindInfo struct {
 	ExpMWAccessFlags uint64
 }
 
-// ExpCmpSwap is struct ibv_exp_cmp_swap (infiniband/verbs_exp.h:819:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpCmpSwap is struct ibv_exp_cmp_swap (infiniband/verbs_exp.h:823:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpCmpSwap struct {
 	CompareMask uint64
 	CompareVal  uint64
@@ -827,20 +827,20 @@ type ExpCmpSwap struct {
 	SwapMask    uint64
 }
 
-// ExpFetchAdd is struct ibv_exp_fetch_add (infiniband/verbs_exp.h:826:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpFetchAdd is struct ibv_exp_fetch_add (infiniband/verbs_exp.h:830:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpFetchAdd struct {
 	AddVal        uint64
 	FieldBoundary uint64
 }
 
-// ExpMemRegion is struct ibv_exp_mem_region (infiniband/verbs_exp.h:831:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpMemRegion is struct ibv_exp_mem_region (infiniband/verbs_exp.h:835:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpMemRegion struct {
 	BaseAddr uint64
 	MR       *MR
 	Length   uint64
 }
 
-// ExpMemRepeatBlock is struct ibv_exp_mem_repeat_block (infiniband/verbs_exp.h:837:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpMemRepeatBlock is struct ibv_exp_mem_repeat_block (infiniband/verbs_exp.h:841:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpMemRepeatBlock struct {
 	BaseAddr  uint64
 	MR        *MR
@@ -848,14 +848,14 @@ type ExpMemRepeatBlock struct {
 	Stride    *uint64
 }
 
-// ExpMkeyListContainer is struct ibv_exp_mkey_list_container (infiniband/verbs_exp.h:844:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpMkeyListContainer is struct ibv_exp_mkey_list_container (infiniband/verbs_exp.h:848:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpMkeyListContainer struct {
 	MaxKlmListSize uint32
 	_              [4]byte
 	Context        *Context
 }
 
-// ExpSendWR is struct ibv_exp_send_wr (infiniband/verbs_exp.h:851:1): 288 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWR is struct ibv_exp_send_wr (infiniband/verbs_exp.h:855:1): 288 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWR struct {
 	WRID         uint64
 	Next         *ExpSendWR
@@ -903,7 +903,7 @@ func (r *ExpSendWR) TSO() *ExpSendWRTSO {
 	return (*ExpSendWRTSO)(unsafe.Add(unsafe.Pointer(r), 152))
 }
 
-// ExpSendWREx is the unnamed union type of struct ibv_exp_send_wr.ex (infiniband/verbs_exp.h:861:7): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ExpSendWREx is the unnamed union type of struct ibv_exp_send_wr.ex (infiniband/verbs_exp.h:865:7): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ExpSendWREx struct {
 	_ [1]uint32
 }
@@ -928,7 +928,7 @@ func (r *ExpSendWREx) SetInvalidateRkey(v uint32) {
 	*(*uint32)(unsafe.Add(unsafe.Pointer(r), 0)) = v
 }
 
-// ExpSendWRWR is the unnamed union type of struct ibv_exp_send_wr.wr (infiniband/verbs_exp.h:878:7): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRWR is the unnamed union type of struct ibv_exp_send_wr.wr (infiniband/verbs_exp.h:882:7): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRWR struct {
 	_ [4]uint64
 }
@@ -948,14 +948,14 @@ func (r *ExpSendWRWR) UD() *ExpSendWRWRUD {
 	return (*ExpSendWRWRUD)(unsafe.Add(unsafe.Pointer(r), 0))
 }
 
-// ExpSendWRWRRDMA is the unnamed struct type of struct ibv_exp_send_wr.wr.rdma (infiniband/verbs_exp.h:866:11): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRWRRDMA is the unnamed struct type of struct ibv_exp_send_wr.wr.rdma (infiniband/verbs_exp.h:870:11): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRWRRDMA struct {
 	RemoteAddr uint64
 	Rkey       uint32
 	_          [4]byte
 }
 
-// ExpSendWRWRAtomic is the unnamed struct type of struct ibv_exp_send_wr.wr.atomic (infiniband/verbs_exp.h:872:11): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRWRAtomic is the unnamed struct type of struct ibv_exp_send_wr.wr.atomic (infiniband/verbs_exp.h:876:11): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRWRAtomic struct {
 	RemoteAddr uint64
 	CompareAdd uint64
@@ -964,14 +964,14 @@ type ExpSendWRWRAtomic struct {
 	_          [4]byte
 }
 
-// ExpSendWRWRUD is the unnamed struct type of struct ibv_exp_send_wr.wr.ud (infiniband/verbs_exp.h:877:11): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRWRUD is the unnamed struct type of struct ibv_exp_send_wr.wr.ud (infiniband/verbs_exp.h:881:11): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRWRUD struct {
 	AH         *AH
 	RemoteQPN  uint32
 	RemoteQkey uint32
 }
 
-// ExpSendWRQPType is the unnamed union type of struct ibv_exp_send_wr.qp_type (infiniband/verbs_exp.h:884:11): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ExpSendWRQPType is the unnamed union type of struct ibv_exp_send_wr.qp_type (infiniband/verbs_exp.h:888:11): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ExpSendWRQPType struct {
 	_ [1]uint32
 }
@@ -981,12 +981,12 @@ func (r *ExpSendWRQPType) XRC() *ExpSendWRQPTypeXRC {
 	return (*ExpSendWRQPTypeXRC)(unsafe.Add(unsafe.Pointer(r), 0))
 }
 
-// ExpSendWRQPTypeXRC is the unnamed struct type of struct ibv_exp_send_wr.qp_type.xrc (infiniband/verbs_exp.h:883:15): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ExpSendWRQPTypeXRC is the unnamed struct type of struct ibv_exp_send_wr.qp_type.xrc (infiniband/verbs_exp.h:887:15): 4 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ExpSendWRQPTypeXRC struct {
 	RemoteSRQN uint32
 }
 
-// ExpSendWRTask is the unnamed union type of struct ibv_exp_send_wr.task (infiniband/verbs_exp.h:907:7): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRTask is the unnamed union type of struct ibv_exp_send_wr.task (infiniband/verbs_exp.h:911:7): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRTask struct {
 	_ [4]uint64
 }
@@ -1011,14 +1011,14 @@ func (r *ExpSendWRTask) WQEEnable() *ExpSendWRTaskWQEEnable {
 	return (*ExpSendWRTaskWQEEnable)(unsafe.Add(unsafe.Pointer(r), 0))
 }
 
-// ExpSendWRTaskRDMA is the unnamed struct type of struct ibv_exp_send_wr.task.rdma (infiniband/verbs_exp.h:892:11): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRTaskRDMA is the unnamed struct type of struct ibv_exp_send_wr.task.rdma (infiniband/verbs_exp.h:896:11): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRTaskRDMA struct {
 	RemoteAddr uint64
 	Rkey       uint32
 	_          [4]byte
 }
 
-// ExpSendWRTaskAtomic is the unnamed struct type of struct ibv_exp_send_wr.task.atomic (infiniband/verbs_exp.h:898:11): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRTaskAtomic is the unnamed struct type of struct ibv_exp_send_wr.task.atomic (infiniband/verbs_exp.h:902:11): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRTaskAtomic struct {
 	RemoteAddr uint64
 	CompareAdd uint64
@@ -1027,21 +1027,21 @@ type ExpSendWRTaskAtomic struct {
 	_          [4]byte
 }
 
-// ExpSendWRTaskCQEWait is the unnamed struct type of struct ibv_exp_send_wr.task.cqe_wait (infiniband/verbs_exp.h:902:11): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRTaskCQEWait is the unnamed struct type of struct ibv_exp_send_wr.task.cqe_wait (infiniband/verbs_exp.h:906:11): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRTaskCQEWait struct {
 	CQ      *CQ
 	CQCount int32
 	_       [4]byte
 }
 
-// ExpSendWRTaskWQEEnable is the unnamed struct type of struct ibv_exp_send_wr.task.wqe_enable (infiniband/verbs_exp.h:906:11): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRTaskWQEEnable is the unnamed struct type of struct ibv_exp_send_wr.task.wqe_enable (infiniband/verbs_exp.h:910:11): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRTaskWQEEnable struct {
 	QP       *QP
 	WQECount int32
 	_        [4]byte
 }
 
-// ExpSendWROp is the unnamed union type of struct ibv_exp_send_wr.op (infiniband/verbs_exp.h:914:7): 12 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ExpSendWROp is the unnamed union type of struct ibv_exp_send_wr.op (infiniband/verbs_exp.h:918:7): 12 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ExpSendWROp struct {
 	_ [3]uint32
 }
@@ -1051,14 +1051,14 @@ func (r *ExpSendWROp) Calc() *ExpSendWROpCalc {
 	return (*ExpSendWROpCalc)(unsafe.Add(unsafe.Pointer(r), 0))
 }
 
-// ExpSendWROpCalc is the unnamed struct type of struct ibv_exp_send_wr.op.calc (infiniband/verbs_exp.h:913:11): 12 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ExpSendWROpCalc is the unnamed struct type of struct ibv_exp_send_wr.op.calc (infiniband/verbs_exp.h:917:11): 12 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ExpSendWROpCalc struct {
 	CalcOp   ExpCalcOp
 	DataType ExpCalcDataType
 	DataSize ExpCalcDataSize
 }
 
-// ExpSendWRDC is the unnamed struct type of struct ibv_exp_send_wr.dc (infiniband/verbs_exp.h:919:7): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRDC is the unnamed struct type of struct ibv_exp_send_wr.dc (infiniband/verbs_exp.h:923:7): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRDC struct {
 	AH           *AH
 	DCTAccessKey uint64
@@ -1066,7 +1066,7 @@ type ExpSendWRDC struct {
 	_            [4]byte
 }
 
-// ExpSendWRBindMW is the unnamed struct type of struct ibv_exp_send_wr.bind_mw (infiniband/verbs_exp.h:925:11): 48 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRBindMW is the unnamed struct type of struct ibv_exp_send_wr.bind_mw (infiniband/verbs_exp.h:929:11): 48 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRBindMW struct {
 	MW       *MW
 	Rkey     uint32
@@ -1074,7 +1074,7 @@ type ExpSendWRBindMW struct {
 	BindInfo ExpMWBindInfo
 }
 
-// ExpSendWRTSO is the unnamed struct type of struct ibv_exp_send_wr.tso (infiniband/verbs_exp.h:930:11): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRTSO is the unnamed struct type of struct ibv_exp_send_wr.tso (infiniband/verbs_exp.h:934:11): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRTSO struct {
 	Hdr   unsafe.Pointer
 	HdrSz uint16
@@ -1082,7 +1082,7 @@ type ExpSendWRTSO struct {
 	_     [4]byte
 }
 
-// ExpSendWRExtOp is the unnamed union type of struct ibv_exp_send_wr.ext_op (infiniband/verbs_exp.h:964:7): 72 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRExtOp is the unnamed union type of struct ibv_exp_send_wr.ext_op (infiniband/verbs_exp.h:968:7): 72 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRExtOp struct {
 	_ [9]uint64
 }
@@ -1097,7 +1097,7 @@ func (r *ExpSendWRExtOp) MaskedAtomics() *ExpSendWRExtOpMaskedAtomics {
 	return (*ExpSendWRExtOpMaskedAtomics)(unsafe.Add(unsafe.Pointer(r), 0))
 }
 
-// ExpSendWRExtOpUMR is the unnamed struct type of struct ibv_exp_send_wr.ext_op.umr (infiniband/verbs_exp.h:950:11): 72 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRExtOpUMR is the unnamed struct type of struct ibv_exp_send_wr.ext_op.umr (infiniband/verbs_exp.h:954:11): 72 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRExtOpUMR struct {
 	UMRType       uint32
 	_             [4]byte
@@ -1110,7 +1110,7 @@ type ExpSendWRExtOpUMR struct {
 	MemList       ExpSendWRExtOpUMRMemList
 }
 
-// ExpSendWRExtOpUMRMemList is the unnamed union type of struct ibv_exp_send_wr.ext_op.umr.mem_list (infiniband/verbs_exp.h:949:15): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRExtOpUMRMemList is the unnamed union type of struct ibv_exp_send_wr.ext_op.umr.mem_list (infiniband/verbs_exp.h:953:15): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRExtOpUMRMemList struct {
 	_ [3]uint64
 }
@@ -1130,7 +1130,7 @@ func (r *ExpSendWRExtOpUMRMemList) Rb() *ExpSendWRExtOpUMRMemListRb {
 	return (*ExpSendWRExtOpUMRMemListRb)(unsafe.Add(unsafe.Pointer(r), 0))
 }
 
-// ExpSendWRExtOpUMRMemListRb is the unnamed struct type of struct ibv_exp_send_wr.ext_op.umr.mem_list.rb (infiniband/verbs_exp.h:948:19): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRExtOpUMRMemListRb is the unnamed struct type of struct ibv_exp_send_wr.ext_op.umr.mem_list.rb (infiniband/verbs_exp.h:952:19): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRExtOpUMRMemListRb struct {
 	MemRepeatBlockList *ExpMemRepeatBlock
 	RepeatCount        *uint64
@@ -1138,7 +1138,7 @@ type ExpSendWRExtOpUMRMemListRb struct {
 	_                  [4]byte
 }
 
-// ExpSendWRExtOpMaskedAtomics is the unnamed struct type of struct ibv_exp_send_wr.ext_op.masked_atomics (infiniband/verbs_exp.h:963:11): 56 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRExtOpMaskedAtomics is the unnamed struct type of struct ibv_exp_send_wr.ext_op.masked_atomics (infiniband/verbs_exp.h:967:11): 56 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRExtOpMaskedAtomics struct {
 	LogArgSz   uint32
 	_          [4]byte
@@ -1148,7 +1148,7 @@ type ExpSendWRExtOpMaskedAtomics struct {
 	WRData     ExpSendWRExtOpMaskedAtomicsWRData
 }
 
-// ExpSendWRExtOpMaskedAtomicsWRData is the unnamed union type of struct ibv_exp_send_wr.ext_op.masked_atomics.wr_data (infiniband/verbs_exp.h:962:15): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRExtOpMaskedAtomicsWRData is the unnamed union type of struct ibv_exp_send_wr.ext_op.masked_atomics.wr_data (infiniband/verbs_exp.h:966:15): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRExtOpMaskedAtomicsWRData struct {
 	_ [4]uint64
 }
@@ -1158,12 +1158,12 @@ func (r *ExpSendWRExtOpMaskedAtomicsWRData) InlineData() *ExpSendWRExtOpMaskedAt
 	return (*ExpSendWRExtOpMaskedAtomicsWRDataInlineData)(unsafe.Add(unsafe.Pointer(r), 0))
 }
 
-// ExpSendWRExtOpMaskedAtomicsWRDataInlineData is the unnamed struct type of struct ibv_exp_send_wr.ext_op.masked_atomics.wr_data.inline_data (infiniband/verbs_exp.h:961:19): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRExtOpMaskedAtomicsWRDataInlineData is the unnamed struct type of struct ibv_exp_send_wr.ext_op.masked_atomics.wr_data.inline_data (infiniband/verbs_exp.h:965:19): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRExtOpMaskedAtomicsWRDataInlineData struct {
 	Op ExpSendWRExtOpMaskedAtomicsWRDataInlineDataOp
 }
 
-// ExpSendWRExtOpMaskedAtomicsWRDataInlineDataOp is the unnamed union type of struct ibv_exp_send_wr.ext_op.masked_atomics.wr_data.inline_data.op (infiniband/verbs_exp.h:960:23): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpSendWRExtOpMaskedAtomicsWRDataInlineDataOp is the unnamed union type of struct ibv_exp_send_wr.ext_op.masked_atomics.wr_data.inline_data.op (infiniband/verbs_exp.h:964:23): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpSendWRExtOpMaskedAtomicsWRDataInlineDataOp struct {
 	_ [4]uint64
 }
@@ -1178,7 +1178,7 @@ func (r *ExpSendWRExtOpMaskedAtomicsWRDataInlineDataOp) FetchAdd() *ExpFetchAdd 
 	return (*ExpFetchAdd)(unsafe.Add(unsafe.Pointer(r), 0))
 }
 
-// ExpTask is struct ibv_exp_task (infiniband/verbs_exp.h:968:1): 40 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpTask is struct ibv_exp_task (infiniband/verbs_exp.h:972:1): 40 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpTask struct {
 	TaskType ExpTaskType
 	_        [4]byte
@@ -1188,7 +1188,7 @@ type ExpTask struct {
 	_        [4]byte
 }
 
-// ExpTaskItem is the unnamed struct type of struct ibv_exp_task.item (infiniband/verbs_exp.h:976:7): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpTaskItem is the unnamed struct type of struct ibv_exp_task.item (infiniband/verbs_exp.h:980:7): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpTaskItem struct {
 	QP *QP
 	_  unsafe.Pointer
@@ -1214,12 +1214,12 @@ func (r *ExpTaskItem) SetRecvWR(v *RecvWR) {
 	*(**RecvWR)(unsafe.Add(unsafe.Pointer(r), 8)) = v
 }
 
-// ExpResDomain is struct ibv_exp_res_domain (infiniband/verbs_exp.h:985:1): 8 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpResDomain is struct ibv_exp_res_domain (infiniband/verbs_exp.h:989:1): 8 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpResDomain struct {
 	Context *Context
 }
 
-// ExpCQInitAttr is struct ibv_exp_cq_init_attr (infiniband/verbs_exp.h:989:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpCQInitAttr is struct ibv_exp_cq_init_attr (infiniband/verbs_exp.h:993:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpCQInitAttr struct {
 	CompMask        uint32
 	Flags           uint32
@@ -1227,20 +1227,20 @@ type ExpCQInitAttr struct {
 	PeerDirectAttrs *ExpPeerDirectAttr
 }
 
-// ExpCQAttr is struct ibv_exp_cq_attr (infiniband/verbs_exp.h:996:1): 12 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ExpCQAttr is struct ibv_exp_cq_attr (infiniband/verbs_exp.h:1000:1): 12 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ExpCQAttr struct {
 	CompMask   uint32
 	Moderation ExpCQAttrModeration
 	CQCapFlags uint32
 }
 
-// ExpCQAttrModeration is the unnamed struct type of struct ibv_exp_cq_attr.moderation (infiniband/verbs_exp.h:1001:7): 4 bytes, aligned to 2 on every target (amd64, arm64, ppc64le).
+// ExpCQAttrModeration is the unnamed struct type of struct ibv_exp_cq_attr.moderation (infiniband/verbs_exp.h:1005:7): 4 bytes, aligned to 2 on every target (amd64, arm64, ppc64le).
 type ExpCQAttrModeration struct {
 	CQCount  uint16
 	CQPeriod uint16
 }
 
-// ExpWC is struct ibv_exp_wc (infiniband/verbs_exp.h:1018:1): 104 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpWC is struct ibv_exp_wc (infiniband/verbs_exp.h:1022:1): 104 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpWC struct {
 	WRID         uint64
 	Status       WCStatus
@@ -1279,27 +1279,27 @@ func (r *ExpWC) MpWR() *ExpWCMpWR {
 	return (*ExpWCMpWR)(unsafe.Add(unsafe.Pointer(r), 20))
 }
 
-// ExpWCMpWR is the unnamed struct type of struct ibv_exp_wc.mp_wr (infiniband/verbs_exp.h:1028:11): 4 bytes, aligned to 2 on every target (amd64, arm64, ppc64le).
+// ExpWCMpWR is the unnamed struct type of struct ibv_exp_wc.mp_wr (infiniband/verbs_exp.h:1032:11): 4 bytes, aligned to 2 on every target (amd64, arm64, ppc64le).
 type ExpWCMpWR struct {
 	StridesOffset uint16
 	ByteLen       uint16
 }
 
-// ExpWCTmInfo is the unnamed struct type of struct ibv_exp_wc.tm_info (infiniband/verbs_exp.h:1046:7): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpWCTmInfo is the unnamed struct type of struct ibv_exp_wc.tm_info (infiniband/verbs_exp.h:1050:7): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpWCTmInfo struct {
 	Tag  uint64
 	Priv uint32
 	_    [4]byte
 }
 
-// ExpBurstInfo is struct ibv_exp_burst_info (infiniband/verbs_exp.h:1053:1): 8 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ExpBurstInfo is struct ibv_exp_burst_info (infiniband/verbs_exp.h:1057:1): 8 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ExpBurstInfo struct {
 	MaxBurstSz   uint32
 	TypicalPktSz uint16
 	_            [2]byte
 }
 
-// ExpQPAttr is struct ibv_exp_qp_attr (infiniband/verbs_exp.h:1059:1): 168 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpQPAttr is struct ibv_exp_qp_attr (infiniband/verbs_exp.h:1063:1): 168 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpQPAttr struct {
 	QPState          QPState
 	CurQPState       QPState
@@ -1335,13 +1335,13 @@ type ExpQPAttr struct {
 	_                [4]byte
 }
 
-// ExpQpgInitAttrib is struct ibv_exp_qpg_init_attrib (infiniband/verbs_exp.h:1092:1): 8 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
+// ExpQpgInitAttrib is struct ibv_exp_qpg_init_attrib (infiniband/verbs_exp.h:1096:1): 8 bytes, aligned to 4 on every target (amd64, arm64, ppc64le).
 type ExpQpgInitAttrib struct {
 	TssChildCount uint32
 	RSSChildCount uint32
 }
 
-// ExpQpg is struct ibv_exp_qpg (infiniband/verbs_exp.h:1098:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpQpg is struct ibv_exp_qpg (infiniband/verbs_exp.h:1102:1): 16 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpQpg struct {
 	QpgType uint32
 	_       [4]byte
@@ -1363,7 +1363,7 @@ func (r *ExpQpg) ParentAttrib() *ExpQpgInitAttrib {
 	return (*ExpQpgInitAttrib)(unsafe.Add(unsafe.Pointer(r), 8))
 }
 
-// ExpRWQIndTable is struct ibv_exp_rwq_ind_table (infiniband/verbs_exp.h:1106:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpRWQIndTable is struct ibv_exp_rwq_ind_table (infiniband/verbs_exp.h:1110:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpRWQIndTable struct {
 	Context      *Context
 	PD           *PD
@@ -1373,7 +1373,7 @@ type ExpRWQIndTable struct {
 	_            [4]byte
 }
 
-// ExpRXHashConf is struct ibv_exp_rx_hash_conf (infiniband/verbs_exp.h:1114:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpRXHashConf is struct ibv_exp_rx_hash_conf (infiniband/verbs_exp.h:1118:1): 32 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpRXHashConf struct {
 	RXHashFunction   uint8
 	RXHashKeyLen     uint8
@@ -1383,7 +1383,7 @@ type ExpRXHashConf struct {
 	RWQIndTbl        *ExpRWQIndTable
 }
 
-// ExpQPInitAttr is struct ibv_exp_qp_init_attr (infiniband/verbs_exp.h:1123:1): 152 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ExpQPInitAttr is struct ibv_exp_qp_init_attr (infiniband/verbs_exp.h:1127:1): 152 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ExpQPInitAttr struct {
 	QPContext       unsafe.Pointer
 	SendCQ          *CQ
@@ -1410,14 +1410,14 @@ type ExpQPInitAttr struct {
 	AssociatedQPN   uint32
 }
 
-// EnvItem is struct verbs_env_item (infiniband/verbs_exp.h:1151:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// EnvItem is struct verbs_env_item (infiniband/verbs_exp.h:1155:1): 24 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type EnvItem struct {
 	Name  *byte
 	Value *byte
 	Next  *EnvItem
 }
 
-// ContextExp is struct verbs_context_exp (infiniband/verbs_exp.h:1168:1): 664 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
+// ContextExp is struct verbs_context_exp (infiniband/verbs_exp.h:1172:1): 664 bytes, aligned to 8 on every target (amd64, arm64, ppc64le).
 type ContextExp struct {
 	ExpAllocDM                  FuncPtr
 	ExpFreeDM                   FuncPtr

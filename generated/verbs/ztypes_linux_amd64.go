@@ -6,7 +6,7 @@ package verbs
 
 import "unsafe"
 
-// SRQLegacy is struct ibv_srq_legacy (infiniband/ofa_verbs.h:35:1): 176 bytes, aligned to 8 on linux/amd64.
+// SRQLegacy is struct ibv_srq_legacy (infiniband/ofa_verbs.h:37:1): 176 bytes, aligned to 8 on linux/amd64.
 type SRQLegacy struct {
 	Context            *Context
 	SRQContext         unsafe.Pointer
@@ -26,7 +26,7 @@ type SRQLegacy struct {
 	XRCCQ              *CQ
 }
 
-// SRQ is struct ibv_srq (infiniband/verbs.h:754:1): 176 bytes, aligned to 8 on linux/amd64.
+// SRQ is struct ibv_srq (infiniband/verbs.h:756:1): 176 bytes, aligned to 8 on linux/amd64.
 type SRQ struct {
 	Context                   *Context
 	SRQContext                unsafe.Pointer
@@ -46,7 +46,7 @@ type SRQ struct {
 	XRCCQ                     *CQ
 }
 
-// QP is struct ibv_qp (infiniband/verbs.h:773:1): 160 bytes, aligned to 8 on linux/amd64.
+// QP is struct ibv_qp (infiniband/verbs.h:775:1): 160 bytes, aligned to 8 on linux/amd64.
 type QP struct {
 	Context         *Context
 	QPContext       unsafe.Pointer
@@ -64,7 +64,7 @@ type QP struct {
 	_               [4]byte
 }
 
-// CQ is struct ibv_cq (infiniband/verbs.h:795:1): 128 bytes, aligned to 8 on linux/amd64.
+// CQ is struct ibv_cq (infiniband/verbs.h:797:1): 128 bytes, aligned to 8 on linux/amd64.
 type CQ struct {
 	Context              *Context
 	Channel              *CompChannel
@@ -77,7 +77,7 @@ type CQ struct {
 	AsyncEventsCompleted uint32
 }
 
-// Context is struct ibv_context (infiniband/verbs.h:903:1): 328 bytes, aligned to 8 on linux/amd64.
+// Context is struct ibv_context (infiniband/verbs.h:905:1): 328 bytes, aligned to 8 on linux/amd64.
 type Context struct {
 	Device         *Device
 	Ops            ContextOps
@@ -89,7 +89,7 @@ type Context struct {
 	AbiCompat      unsafe.Pointer
 }
 
-// VerbsContext is struct verbs_context (infiniband/verbs.h:919:1): 432 bytes, aligned to 8 on linux/amd64.
+// VerbsContext is struct verbs_context (infiniband/verbs.h:921:1): 432 bytes, aligned to 8 on linux/amd64.
 type VerbsContext struct {
 	QueryDeviceEx FuncPtr
 	Reserved2     FuncPtr
@@ -107,7 +107,7 @@ type VerbsContext struct {
 	Context       Context
 }
 
-// ExpDCT is struct ibv_exp_dct (infiniband/verbs_exp.h:1005:1): 136 bytes, aligned to 8 on linux/amd64.
+// ExpDCT is struct ibv_exp_dct (infiniband/verbs_exp.h:1009:1): 136 bytes, aligned to 8 on linux/amd64.
 type ExpDCT struct {
 	Context         *Context
 	Handle          uint32
@@ -121,7 +121,7 @@ type ExpDCT struct {
 	_               [4]byte
 }
 
-// Environment is struct verbs_environment (infiniband/verbs_exp.h:1157:1): 48 bytes, aligned to 8 on linux/amd64.
+// Environment is struct verbs_environment (infiniband/verbs_exp.h:1161:1): 48 bytes, aligned to 8 on linux/amd64.
 type Environment struct {
 	Head *EnvItem
 	Mtx  [5]uint64

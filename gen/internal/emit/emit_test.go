@@ -38,7 +38,7 @@ func TestRenderErrorHasNoSource(t *testing.T) {
 // are outside that namespace.
 func TestGeneratedCNames(t *testing.T) {
 	w := &shim.Wrapper{Trampoline: "verbsexp_ExpPostTask", CMem: "ExpPostTaskCMem"}
-	for _, n := range []string{cFn, cRes, cErr, cParam(0), cParam(12), cSlot(2), "verbsexp_packed", retStruct("void *"), retStruct("int64_t"), w.Trampoline, w.CMemTrampoline(), "VERBSEXP_REGENERATE"} {
+	for _, n := range []string{cFn, cRes, cErr, cParam(0), cParam(12), cSlot(2), "verbsexp_packed", retStruct("void *"), retStruct("int64_t"), w.Trampoline, w.CMemTrampoline(), "VERBSEXP_REGENERATE", restatedAlone} {
 		if !parse.GeneratedCName(n) {
 			t.Errorf("%s is declared by the generated C but not reserved", n)
 		}

@@ -44,6 +44,7 @@ func (in Input) shims(preamble string) *jen.File {
 		}))
 	}
 	f.Var().Id("libibverbs").Op("=").Add(lib)
+	in.restatedInit(f) // headers.go
 	f.Line()
 	f.Comment("unpack splits a packed trampoline result: the C int in the low 32 bits, errno in the high 32.")
 	f.Func().Id("unpack").Params(jen.Id("v").Qual("C", "int64_t")).Parens(jen.List(jen.Int64(), jen.Qual("syscall", "Errno"))).Block(
@@ -105,6 +106,7 @@ func (in Input) preamble() string {
 	b.WriteString("#cgo CFLAGS: -Wno-deprecated-declarations\n#cgo LDFLAGS: -ldl\n")
 	b.WriteString("#include <errno.h>\n#include <stddef.h>\n#include <stdint.h>\n")
 	fmt.Fprintf(&b, "#include <%s>\n\n", in.Entry)
+	b.WriteString(in.restatedPreamble()) // headers.go
 	b.WriteString("// The layouts this package was generated with: a different header set fails here.\n")
 	// The advice names the recorded command but says to point its -I at
 	// the headers being built with: rerunning it as recorded would undo
@@ -343,7 +345,7 @@ func (in Input) wrapper(f *jen.File, w *shim.Wrapper, cmem bool) {
 		return jen.Return(err)
 	}
 
-	var body []jen.Code
+	body := []jen.Code{in.checkHeadersFirst(fail)} // headers.go
 	for _, p := range w.Params {
 		if p.Required {
 			none := jen.Nil()

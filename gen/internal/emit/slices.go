@@ -134,6 +134,7 @@ func (in Input) sliceForm(f *jen.File, w *shim.Wrapper) {
 		}
 		return jen.Return(err)
 	}
+	body = append(body, in.checkHeadersFirst(fail)) // headers.go: nothing is called on changed headers
 
 	for i, p := range w.Params {
 		switch {

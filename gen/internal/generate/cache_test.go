@@ -20,11 +20,19 @@ import (
 // compiler, the generator) is as it was.
 
 func options(targets []target.Target, dirs ...string) Options {
+	var cflags []string // the package names each directory as given: its headers are linked
+	for _, d := range dirs {
+		if !filepath.IsAbs(d) {
+			d = "${SRCDIR}/" + d
+		}
+		cflags = append(cflags, "-I"+d)
+	}
 	return Options{
 		Parse:   parse.Options{IncludeDirs: dirs, Entry: parse.DefaultEntry, ScopeDir: parse.DefaultScope},
 		Targets: targets,
 		Package: "verbs",
 		Command: "test",
+		CFlags:  cflags,
 	}
 }
 
@@ -40,6 +48,9 @@ func run(t *testing.T, opts Options) (map[string]string, Cached) {
 	files := map[string]string{}
 	for _, f := range res.Files {
 		files[f.Name] = string(f.Data)
+		if f.Link != "" {
+			files[f.Name] = "symbolic link to " + f.Link
+		}
 	}
 	return files, res.Cached
 }
@@ -403,9 +414,10 @@ func TestCacheProbedShadowing(t *testing.T) {
 }
 
 // TestCacheFormatsChangedSourcesOnly: after a header change that adds a
-// constant, the run formats again only the Go source that changed
-// (consts.go: shims.go changes only in its cgo preamble, which is put in
-// after formatting); the others' formatted text comes from the cache
+// constant, the run formats again only the Go sources that changed
+// (consts.go, and zheaders.go, which records the header's digest:
+// shims.go changes only in its cgo preamble, which is put in after
+// formatting); the others' formatted text comes from the cache
 // (one "gofmt" entry per source formatted), and the package is the one
 // an uncached run writes.
 func TestCacheFormatsChangedSourcesOnly(t *testing.T) {
@@ -429,7 +441,7 @@ func TestCacheFormatsChangedSourcesOnly(t *testing.T) {
 	}
 	write(t, filepath.Join(inc, "infiniband/verbs_exp.h"), "#include <stdint.h>\nstruct ibv_a { uint32_t a; };\nint ibv_f(struct ibv_a *a);\n#define IBV_X 1\n#define IBV_Y 2\n")
 	check(t, "after adding a constant", opts)
-	if n := formatted() - before; n != 1 {
-		t.Errorf("%d files formatted again after a constant was added; want 1 (consts.go)", n)
+	if n := formatted() - before; n != 2 {
+		t.Errorf("%d files formatted again after a constant was added; want 2 (consts.go, zheaders.go)", n)
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/verbsexp/verbsexp/gen/internal/model"
 	"github.com/verbsexp/verbsexp/gen/internal/parse"
 	"github.com/verbsexp/verbsexp/gen/internal/shim"
-	"github.com/verbsexp/verbsexp/internal/inputfile"
 	"github.com/verbsexp/verbsexp/internal/target"
 )
 
@@ -113,11 +112,12 @@ func Run(opts Options) (*Result, error) {
 	if err := checkInScope(opts.Parse, units.Units[0], pkg); err != nil {
 		return nil, err
 	}
-	hashes, err := hashInputs(pkg.Inputs)
+	hashes, sources, err := readInputs(opts, pkg)
 	if err != nil {
 		return nil, err
 	}
 	shims := shim.Build(pkg, layout.NewPlanner(pkg, 0))
+	check := pkg.Claim("the check of the headers ("+emit.HeadersFile+")", "CheckHeaders", "_", parse.Pos{})
 	res.Pkg, res.Shims = pkg, shims
 	res.Notes = append(append(append(append(append([]parse.Diag(nil), pkg.Notes...), shims.Skipped...), shims.Renamed...), shims.SliceNotes...), units.Notes...)
 	// By position (file, then line and column as numbers), then text.
@@ -150,6 +150,7 @@ func Run(opts Options) (*Result, error) {
 	files, err := emit.Files(emit.Input{
 		Pkg: pkg, Plans: plans, Command: opts.Command, GoGenerate: opts.GoGenerate, Hashes: hashes,
 		Shims: shims, Entry: opts.Parse.Entry, CFlags: opts.CFlags, Format: cachedFormat(c),
+		Sources: sources, HeadersCheck: check,
 	})
 	if err != nil {
 		return nil, err
@@ -239,20 +240,21 @@ func storeFiles(c *cache.Cache, key cache.Key, files []emit.File) {
 	c.Put("files", key, encodeFiles(files))
 }
 
-// encodeFiles stores files as a count, then each name and content with
-// its length (uvarints): a megabyte of Go source decodes in a copy.
+// encodeFiles stores files as a count, then each name, content and link
+// target with its length (uvarints): a megabyte of Go source decodes in
+// a copy.
 func encodeFiles(files []emit.File) []byte {
 	n := binary.MaxVarintLen64
 	for _, f := range files {
-		n += 2*binary.MaxVarintLen64 + len(f.Name) + len(f.Data)
+		n += 3*binary.MaxVarintLen64 + len(f.Name) + len(f.Data) + len(f.Link)
 	}
 	b := make([]byte, 0, n)
 	b = binary.AppendUvarint(b, uint64(len(files)))
 	for _, f := range files {
-		b = binary.AppendUvarint(b, uint64(len(f.Name)))
-		b = append(b, f.Name...)
-		b = binary.AppendUvarint(b, uint64(len(f.Data)))
-		b = append(b, f.Data...)
+		for _, field := range [][]byte{[]byte(f.Name), f.Data, []byte(f.Link)} {
+			b = binary.AppendUvarint(b, uint64(len(field)))
+			b = append(b, field...)
+		}
 	}
 	return b
 }
@@ -276,25 +278,13 @@ func decodeFiles(b []byte) ([]emit.File, bool) {
 	for i := range files {
 		name, ok1 := next()
 		data, ok2 := next()
-		if !ok1 || !ok2 || len(name) == 0 {
+		link, ok3 := next()
+		if !ok1 || !ok2 || !ok3 || len(name) == 0 || len(link) > 0 && (len(data) > 0 || !emit.LinkName(string(name))) {
 			return nil, false
 		}
-		files[i] = emit.File{Name: string(name), Data: data}
+		files[i] = emit.File{Name: string(name), Data: data, Link: string(link)}
 	}
 	return files, len(b) == 0
-}
-
-func hashInputs(inputs []parse.Input) ([]string, error) {
-	var r []string
-	for _, in := range inputs {
-		b, err := inputfile.Read(in.Abs, parse.MaxHeaderBytes, "it changed since it was read (the generator reads headers of at most that size)")
-		if err != nil {
-			return nil, fmt.Errorf("hashing %s: %v", in.Path, err)
-		}
-		sum := sha256.Sum256(b)
-		r = append(r, hex.EncodeToString(sum[:]))
-	}
-	return r, nil
 }
 
 // checkInScope refuses a package without records: a -scope that names no

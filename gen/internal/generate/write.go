@@ -62,7 +62,14 @@ func Write(dir string, files []emit.File) error {
 	defer release()
 	defer removeScratch(tmp)
 	for _, f := range files {
-		if err := os.WriteFile(filepath.Join(tmp, f.Name), f.Data, 0o644); err != nil {
+		p := filepath.Join(tmp, f.Name)
+		var err error
+		if f.Link != "" {
+			err = os.Symlink(f.Link, p)
+		} else {
+			err = os.WriteFile(p, f.Data, 0o644)
+		}
+		if err != nil {
 			return fmt.Errorf("writing %s: %v (nothing in %s was changed)", f.Name, err, dir)
 		}
 	}
@@ -111,32 +118,48 @@ func Write(dir string, files []emit.File) error {
 }
 
 // Current reports whether dir already holds exactly files, byte for
-// byte, and nothing else the generator wrote.
+// byte (links by their targets), and nothing else the generator wrote.
 func Current(dir string, files []emit.File) bool {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return false
 	}
-	want := map[string][]byte{}
+	want := map[string]emit.File{}
 	for _, f := range files {
-		want[f.Name] = f.Data
+		want[f.Name] = f
 	}
 	seen := 0
 	for _, e := range entries {
-		data, ok := want[e.Name()]
+		f, ok := want[e.Name()]
 		if !ok {
 			if emit.OutputName(e.Name()) {
 				return false // one the generator wrote once and would remove
 			}
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil || !bytes.Equal(b, data) {
+		if !SameFile(filepath.Join(dir, e.Name()), f) {
 			return false
 		}
 		seen++
 	}
 	return seen == len(files)
+}
+
+// SameFile reports whether path holds f: the same bytes in a regular
+// file, or a symbolic link to the same target.
+func SameFile(path string, f emit.File) bool {
+	fi, err := os.Lstat(path)
+	switch {
+	case err != nil:
+		return false
+	case f.Link != "":
+		target, err := os.Readlink(path)
+		return err == nil && fi.Mode()&fs.ModeSymlink != 0 && target == f.Link
+	case !fi.Mode().IsRegular():
+		return false
+	}
+	b, err := os.ReadFile(path)
+	return err == nil && bytes.Equal(b, f.Data)
 }
 
 // beforeRename runs between the checks and the final rename of the
@@ -287,14 +310,19 @@ func checkOwned(dir string) error {
 // name it writes (emit.OutputName), a regular file, and its own marker:
 // the generated-code line of emit.Marker in a Go or C file's leading
 // comments (another tool's "Code generated … DO NOT EDIT." is not
-// enough), "generator": "verbsexp/gen" in abi.json.
+// enough), "generator": "verbsexp/gen" in abi.json; or a symbolic link
+// named as its header links are (emit.LinkName), which holds nothing
+// to lose.
 func Owned(path string) bool {
 	name := filepath.Base(path)
 	if !emit.OutputName(name) {
 		return false
 	}
 	fi, err := os.Lstat(path)
-	if err != nil || !fi.Mode().IsRegular() {
+	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return emit.LinkName(name)
+	}
+	if err != nil || !fi.Mode().IsRegular() || emit.LinkName(name) {
 		return false
 	}
 	f, _, err := inputfile.Open(path) // swapped for a FIFO since the Lstat: refused, not read

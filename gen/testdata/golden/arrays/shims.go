@@ -203,6 +203,9 @@ type DeviceList = abiutil.List[Device]
 // It returns the count C returns, or a *abiutil.CallError wrapping the errno when C fails.
 // PollCQ is its form with a slice.
 func PollCQRaw(cq *CQ, numEntries int32, wc *WC) (int32, error) {
+	if err := CheckHeaders(); err != nil {
+		return 0, err
+	}
 	if cq == nil {
 		return 0, abiutil.NilArg("ibv_poll_cq", "cq")
 	}
@@ -222,6 +225,9 @@ func PollCQRaw(cq *CQ, numEntries int32, wc *WC) (int32, error) {
 // a wc longer than num_entries can count is refused (EINVAL). PollCQRaw takes the pointer and count.
 // It returns the count C returns, or a *abiutil.CallError wrapping the errno when C fails.
 func PollCQ(cq *CQ, wc []WC) (int, error) {
+	if err := CheckHeaders(); err != nil {
+		return 0, err
+	}
 	if cq == nil {
 		return 0, abiutil.NilArg("ibv_poll_cq", "cq")
 	}
@@ -239,6 +245,9 @@ func PollCQ(cq *CQ, wc []WC) (int, error) {
 // It returns the count C returns, or a *abiutil.CallError wrapping the errno when C fails.
 // ExpPollCQ is its form with a slice.
 func ExpPollCQRaw(ibcq *CQ, numEntries int32, wc *ExpWC, wcSize uint32) (int32, error) {
+	if err := CheckHeaders(); err != nil {
+		return 0, err
+	}
 	if ibcq == nil {
 		return 0, abiutil.NilArg("ibv_exp_poll_cq", "ibcq")
 	}
@@ -258,6 +267,9 @@ func ExpPollCQRaw(ibcq *CQ, numEntries int32, wc *ExpWC, wcSize uint32) (int32, 
 // a wc longer than num_entries can count is refused (EINVAL). ExpPollCQRaw takes the pointer and count.
 // It returns the count C returns, or a *abiutil.CallError wrapping the errno when C fails.
 func ExpPollCQ(ibcq *CQ, wc []ExpWC) (int, error) {
+	if err := CheckHeaders(); err != nil {
+		return 0, err
+	}
 	if ibcq == nil {
 		return 0, abiutil.NilArg("ibv_exp_poll_cq", "ibcq")
 	}
@@ -275,6 +287,9 @@ func ExpPollCQ(ibcq *CQ, wc []ExpWC) (int, error) {
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // Sum is its form with a slice.
 func SumRaw(cq *CQ, total *uint64, sgList *SGE, numSGE uint16) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_sum", "cq")
 	}
@@ -291,6 +306,9 @@ func SumRaw(cq *CQ, total *uint64, sgList *SGE, numSGE uint16) error {
 // a sgList longer than num_sge can count is refused (EINVAL). SumRaw takes the pointer and count.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func Sum(cq *CQ, total *uint64, sgList []SGE) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_sum", "cq")
 	}
@@ -305,6 +323,9 @@ func Sum(cq *CQ, total *uint64, sgList []SGE) error {
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // Count is its form with a slice.
 func CountRaw(cq *CQ, count uint64, sge *SGE) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_count", "cq")
 	}
@@ -321,6 +342,9 @@ func CountRaw(cq *CQ, count uint64, sge *SGE) error {
 // a sge longer than count can count is refused (EINVAL). CountRaw takes the pointer and count.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func Count(cq *CQ, sge []SGE) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_count", "cq")
 	}
@@ -332,6 +356,9 @@ func Count(cq *CQ, sge []SGE) error {
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // Named is its form with a slice.
 func NamedRaw(cq *CQ, numDevices uint64, devices **Device) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_named", "cq")
 	}
@@ -345,6 +372,9 @@ func NamedRaw(cq *CQ, numDevices uint64, devices **Device) error {
 // a devices longer than num_devices can count is refused (EINVAL). NamedRaw takes the pointer and count.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func Named(cq *CQ, devices []*Device) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_named", "cq")
 	}
@@ -355,6 +385,9 @@ func Named(cq *CQ, devices []*Device) error {
 // Between calls arrays_between (arrays.h:67:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func Between(cq *CQ, a *SGE, numSGE int32, b *WC) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_between", "cq")
 	}
@@ -371,6 +404,9 @@ func Between(cq *CQ, a *SGE, numSGE int32, b *WC) error {
 // Things calls arrays_things (arrays.h:69:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func Things(cq *CQ, things *Thing, numThings int32) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_things", "cq")
 	}
@@ -384,6 +420,9 @@ func Things(cq *CQ, things *Thing, numThings int32) error {
 // Values calls arrays_values (arrays.h:71:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func Values(cq *CQ, values *uint64, nvalues uint32) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_values", "cq")
 	}
@@ -394,6 +433,9 @@ func Values(cq *CQ, values *uint64, nvalues uint32) error {
 // Ack calls arrays_ack (arrays.h:73:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func Ack(cq *CQ, nevents uint32) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_ack", "cq")
 	}
@@ -404,6 +446,9 @@ func Ack(cq *CQ, nevents uint32) error {
 // At calls arrays_at (arrays.h:74:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func At(cq *CQ, index int32, wc *WC) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if cq == nil {
 		return abiutil.NilArg("arrays_at", "cq")
 	}
@@ -420,6 +465,9 @@ var symGetDeviceListRaw = dynlib.Sym{Name: "ibv_get_device_list"}
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 // GetDeviceList is its form with a list (no count to pass or keep).
 func GetDeviceListRaw(numDevices *int32) (**Device, error) {
+	if err := CheckHeaders(); err != nil {
+		return nil, err
+	}
 	fn, err := libibverbs.Lookup(&symGetDeviceListRaw)
 	if err != nil {
 		return nil, err
@@ -435,6 +483,9 @@ func GetDeviceListRaw(numDevices *int32) (**Device, error) {
 // and returns its array as a DeviceList (its length is num_devices), which FreeDeviceList frees.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func GetDeviceList() (DeviceList, error) {
+	if err := CheckHeaders(); err != nil {
+		return DeviceList{}, err
+	}
 	fn, err := libibverbs.Lookup(&symGetDeviceListRaw)
 	if err != nil {
 		return DeviceList{}, err
@@ -458,6 +509,9 @@ var symFreeDeviceListRaw = dynlib.Sym{Name: "ibv_free_device_list"}
 // The error reports only arguments and symbol resolution.
 // FreeDeviceList is its form with a list (a second free is an error).
 func FreeDeviceListRaw(list **Device) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	fn, err := libibverbs.Lookup(&symFreeDeviceListRaw)
 	if err != nil {
 		return err
@@ -471,6 +525,9 @@ func FreeDeviceListRaw(list **Device) error {
 // is freed: a second free, or the zero DeviceList, is an error (EINVAL).
 // The error reports only arguments and symbol resolution.
 func FreeDeviceList(list DeviceList) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	fn, err := libibverbs.Lookup(&symFreeDeviceListRaw)
 	if err != nil {
 		return err
@@ -488,6 +545,9 @@ var symList = dynlib.Sym{Name: "arrays_list"}
 // List calls arrays_list (arrays.h:80:19), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func List(numDevices *int32) (**Device, error) {
+	if err := CheckHeaders(); err != nil {
+		return nil, err
+	}
 	fn, err := libibverbs.Lookup(&symList)
 	if err != nil {
 		return nil, err

@@ -19,5 +19,10 @@ go generate in this directory regenerates the package; it runs
 (in a module other than github.com/verbsexp/verbsexp, add the generator first:
 go get -tool github.com/verbsexp/verbsexp/gen); gen check, run in CI, says
 whether it is current and agrees with the C compilers.
+
+The zhdr_*.h files are symbolic links to the headers the package was generated
+from, so that Go's build cache rebuilds it, and its guards check them again,
+when one changes; where they are missing, CheckHeaders reports the change at the
+first call.
 */
 package enums

@@ -125,6 +125,9 @@ var symDevStatus = dynlib.Sym{Name: "dev_status"}
 // DevStatus calls dev_status (funcs.h:9:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DevStatus(d *Dev, m Mode) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if d == nil {
 		return abiutil.NilArg("dev_status", "d")
 	}
@@ -141,6 +144,9 @@ var symDevOpen = dynlib.Sym{Name: "dev_open"}
 // DevOpen calls dev_open (funcs.h:10:12), an exported libibverbs function, resolved at first call.
 // A NULL result becomes a *abiutil.CallError wrapping errno.
 func DevOpen(name *byte, user unsafe.Pointer) (*Dev, error) {
+	if err := CheckHeaders(); err != nil {
+		return nil, err
+	}
 	fn, err := libibverbs.Lookup(&symDevOpen)
 	if err != nil {
 		return nil, err
@@ -157,6 +163,9 @@ var symDevClose = dynlib.Sym{Name: "dev_close"}
 // DevClose calls dev_close (funcs.h:11:6), an exported libibverbs function, resolved at first call.
 // The error reports only arguments and symbol resolution.
 func DevClose(d *Dev) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if d == nil {
 		return abiutil.NilArg("dev_close", "d")
 	}
@@ -173,6 +182,9 @@ var symDevGUID = dynlib.Sym{Name: "dev_guid"}
 // DevGUID calls dev_guid (funcs.h:12:10), an exported libibverbs function, resolved at first call.
 // Its result does not signal failure; the error reports only arguments and symbol resolution.
 func DevGUID(d *Dev) (uint64, error) {
+	if err := CheckHeaders(); err != nil {
+		return 0, err
+	}
 	if d == nil {
 		return 0, abiutil.NilArg("dev_guid", "d")
 	}
@@ -186,6 +198,9 @@ func DevGUID(d *Dev) (uint64, error) {
 // DevPoke calls dev_poke (funcs.h:13:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DevPoke(d *Dev, v uint16) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if d == nil {
 		return abiutil.NilArg("dev_poke", "d")
 	}
@@ -198,6 +213,9 @@ var symDevFlag = dynlib.Sym{Name: "dev_flag"}
 // DevFlag calls dev_flag (funcs.h:17:5), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DevFlag(d *Dev, on bool, w float64) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if d == nil {
 		return abiutil.NilArg("dev_flag", "d")
 	}
@@ -214,6 +232,9 @@ var symDevName = dynlib.Sym{Name: "dev_name"}
 // DevName calls dev_name (funcs.h:18:12), an exported libibverbs function, resolved at first call.
 // The C string comes back as a Go copy; a NULL result is "" with a *abiutil.CallError wrapping errno.
 func DevName(d *Dev) (string, error) {
+	if err := CheckHeaders(); err != nil {
+		return "", err
+	}
 	if d == nil {
 		return "", abiutil.NilArg("dev_name", "d")
 	}
@@ -233,6 +254,9 @@ var symDevCount = dynlib.Sym{Name: "dev_count"}
 // DevCount calls dev_count (funcs.h:19:6), an exported libibverbs function, resolved at first call.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DevCount(d *Dev) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if d == nil {
 		return abiutil.NilArg("dev_count", "d")
 	}
@@ -247,6 +271,9 @@ func DevCount(d *Dev) error {
 // DevLabel calls dev_label (funcs.h:20:26), an inline function of the headers, compiled into this package.
 // The C string comes back as a Go copy; a NULL result is "" with a *abiutil.CallError wrapping errno.
 func DevLabel(d *Dev) (string, error) {
+	if err := CheckHeaders(); err != nil {
+		return "", err
+	}
 	if d == nil {
 		return "", abiutil.NilArg("dev_label", "d")
 	}
@@ -260,6 +287,9 @@ func DevLabel(d *Dev) (string, error) {
 // DevFail calls dev_fail (funcs.h:21:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func DevFail(d *Dev, e int32) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if d == nil {
 		return abiutil.NilArg("dev_fail", "d")
 	}

@@ -189,6 +189,9 @@ func unpack(v C.int64_t) (int64, syscall.Errno) {
 // All calls names_all (names.h:24:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func All(nil_ *Rec, unpack_ int32, syscall_ int32, int64_ int32, type_ int32, r_ int32, err_ int32, ret_ int32, fn_ int32, errno_ int32, libibverbs_ int32, len_ int32, true_ int32, symAll_ int32, unsafe_ int32, abiutil_ int32, dynlib_ int32, c int32) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	if nil_ == nil {
 		return abiutil.NilArg("names_all", "nil")
 	}
@@ -199,6 +202,9 @@ func All(nil_ *Rec, unpack_ int32, syscall_ int32, int64_ int32, type_ int32, r_
 // ExpPostTaskCMem calls ibv_exp_post_task_c_mem (names.h:34:19), an inline function of the headers, compiled into this package.
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 func ExpPostTaskCMem(x int32) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	r, errno := unpack(C.verbsexp_ExpPostTaskCMem(C.int32_t(x)))
 	return abiutil.Status("ibv_exp_post_task_c_mem", r, errno)
 }
@@ -207,6 +213,9 @@ func ExpPostTaskCMem(x int32) error {
 // It returns nil on success, else a *abiutil.CallError wrapping the errno.
 // badTask may be nil: the failing request is then not reported.
 func ExpPostTask(context unsafe.Pointer, task unsafe.Pointer, badTask *unsafe.Pointer) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	r, errno := unpack(C.verbsexp_ExpPostTask(context, task, unsafe.Pointer(badTask)))
 	return abiutil.Status("ibv_exp_post_task", r, errno)
 }
@@ -216,6 +225,9 @@ func ExpPostTask(context unsafe.Pointer, task unsafe.Pointer, badTask *unsafe.Po
 // cgo does not check; the address of Go memory breaks cgo's pointer rules here.
 // It runs the same trampoline, so the same code, as ExpPostTask.
 func ExpPostTaskCMem_(context uintptr, task uintptr, badTask uintptr) error {
+	if err := CheckHeaders(); err != nil {
+		return err
+	}
 	r, errno := unpack(C.verbsexp_ExpPostTaskCMem_(C.uintptr_t(context), C.uintptr_t(task), C.uintptr_t(badTask)))
 	return abiutil.Status("ibv_exp_post_task", r, errno)
 }

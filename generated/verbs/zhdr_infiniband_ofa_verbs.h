@@ -1,0 +1,1 @@
+../../headers/infiniband/ofa_verbs.h

@@ -1,0 +1,1 @@
+../../headers/infiniband/verbs.h

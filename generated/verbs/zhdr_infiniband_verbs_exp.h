@@ -1,0 +1,1 @@
+../../headers/infiniband/verbs_exp.h
