@@ -300,7 +300,7 @@ func TestCompMaskRefusedSaysWhy(t *testing.T) {
 	if err := device.ConnectPair(qp, qp); err != nil {
 		t.Fatal(err)
 	}
-	say := func() (error, *verbs.ExpSendWR, *verbs.ExpSendWR, string) {
+	say := func() (*verbs.ExpSendWR, *verbs.ExpSendWR, string, error) {
 		var wrs []*verbs.ExpSendWR
 		for i := range 3 {
 			wrs = append(wrs, f.send(uint64(10+i), verbs.ExpWRNop, verbs.ExpSendSignaled, nil, 0))
@@ -309,9 +309,9 @@ func TestCompMaskRefusedSaysWhy(t *testing.T) {
 		bad := alloc[*verbs.ExpSendWR](f)
 		var err error
 		out := stderrOf(t, func() { err = verbs.ExpPostSend(qp, link(wrs...), bad) })
-		return err, *bad, wrs[1], out
+		return *bad, wrs[1], out, err
 	}
-	err, bad, want, out := say()
+	bad, want, out, err := say()
 	if !errors.Is(err, syscall.EINVAL) || bad != want {
 		t.Fatalf("comp_mask 4: %v, bad_wr %p; want EINVAL at the second WR %p", err, bad, want)
 	}
@@ -323,7 +323,7 @@ func TestCompMaskRefusedSaysWhy(t *testing.T) {
 	if got := f.poll(cq); len(got) != 1 || got[0].WRID != 10 {
 		t.Errorf("completions %+v, want the first NOP's: the WRs before the refused one stay posted", sum(got))
 	}
-	if _, _, _, out := say(); out != "" {
+	if _, _, out, _ := say(); out != "" {
 		t.Errorf("the second refusal said %q again", out)
 	}
 }

@@ -3,6 +3,7 @@ package emit
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -107,11 +108,15 @@ func (in Input) preamble() string {
 	b.WriteString("#include <errno.h>\n#include <stddef.h>\n#include <stdint.h>\n")
 	fmt.Fprintf(&b, "#include <%s>\n\n", in.Entry)
 	b.WriteString(in.restatedPreamble()) // headers.go
-	b.WriteString("// The layouts this package was generated with: a different header set fails here.\n")
+	// Headers that refuse themselves (the project's restatement, facing
+	// rdma-core's verbs.h) have said why, once: nothing more is checked.
+	b.WriteString("#ifndef VERBSEXP_HEADERS_REFUSED\n")
+	b.WriteString("// The layouts this package was generated with: a different header set fails here,\n")
+	b.WriteString("// what to do first and once, then each record, member and constant that differs.\n")
 	// The advice names the recorded command but says to point its -I at
 	// the headers being built with: rerunning it as recorded would undo
 	// a user's move to other headers.
-	fmt.Fprintf(&b, "#define VERBSEXP_REGENERATE %q\n", "; these headers differ from the ones this package was generated from ("+in.GoGenerate+"): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)")
+	hint := "these headers differ from the ones this package was generated from (" + in.GoGenerate + "): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
 	// Layouts and the values the API passes are pinned; a bound (one past
 	// the last flag, a mask of all flags) may grow, as releases move them
 	// when they add flags.
@@ -135,17 +140,42 @@ func (in Input) preamble() string {
 		fmt.Fprintf(&b, "%s %s\n", kw, t.CMacro)
 		as := abicheck.Assertions(m.Arches[arch], arch, "", rel)
 		if i == 0 {
-			b.Grow(len(in.Pkg.Arches) * len(as) * 160) // the asserts are most of it
+			b.Grow(len(in.Pkg.Arches) * len(as) * 200) // the asserts are most of it
 		}
+		// Another release lacks macros this one defines (3.1 … 4.3 lack
+		// IBV_EXP_DEVICE_ATTR_RESERVED): said by the preprocessor, once,
+		// before any assertion can fail on a record those headers lack.
+		missing := false
+		for _, c := range in.macrosOn(arch) {
+			kw := "#elif"
+			if !missing {
+				kw, missing = "#if", true
+			}
+			fmt.Fprintf(&b, "%s !defined(%s)\n#define VERBSEXP_ABI_DIFFERS 1\n#error %s\n", kw, c,
+				strconv.Quote("verbsexp: these headers do not define "+c+", which the headers of this package define on "+arch+": "+hint))
+		}
+		if missing {
+			b.WriteString("#endif\n")
+		}
+		b.WriteString("#ifndef VERBSEXP_ABI_DIFFERS\n")
+		// All of them at once, with what to do; then each on its own.
+		b.WriteString("_Static_assert(1")
+		for _, a := range as {
+			b.WriteString("\n\t&& ")
+			b.WriteString(a.Cond)
+		}
+		fmt.Fprintf(&b, ", %q);\n", "verbsexp: "+hint+"; what differs on "+arch+":")
 		for _, a := range as {
 			b.WriteString("_Static_assert(")
 			b.WriteString(a.Cond)
 			b.WriteString(", ")
 			b.WriteString(strconv.Quote(a.Msg)) // as %q
-			b.WriteString(" VERBSEXP_REGENERATE);\n")
+			b.WriteString(");\n")
 		}
+		b.WriteString("#endif\n")
 	}
 	b.WriteString("#else\n#error \"verbsexp: no layouts were generated for this architecture\"\n#endif\n\n")
+	b.WriteString("#ifndef VERBSEXP_ABI_DIFFERS\n")
 	if len(in.Pkg.CgoMacros) > 0 {
 		b.WriteString("// Macros of the headers named as variables of the C wrappers cgo writes after\n// this preamble: undefined here, after the headers and the asserts, or cgo's C would not compile.\n")
 		for _, m := range in.Pkg.CgoMacros {
@@ -172,7 +202,23 @@ func (in Input) preamble() string {
 		}
 	}
 	b.WriteString(listTrampolines(in.Shims))
+	b.WriteString("#endif // VERBSEXP_ABI_DIFFERS\n#endif // VERBSEXP_HEADERS_REFUSED\n")
 	return b.String()
+}
+
+// macrosOn lists the integer macros of the headers that have a value on
+// arch, in declaration order: the preamble first checks that the headers
+// being built with define each (a preprocessor check, so a release that
+// lacks one is named before any assertion fails on a record it lacks).
+func (in Input) macrosOn(arch string) []string {
+	i := slices.Index(in.Pkg.Arches, arch)
+	var r []string
+	for _, c := range in.Pkg.AllConsts() {
+		if c.Macro && i >= 0 && i < len(c.Values) {
+			r = append(r, c.C)
+		}
+	}
+	return r
 }
 
 // The C names the preamble declares besides the trampolines and

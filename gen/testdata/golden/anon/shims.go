@@ -18,164 +18,321 @@ import (
 #include <stdint.h>
 #include <anon.h>
 
-// The layouts this package was generated with: a different header set fails here.
-#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)"
+#ifndef VERBSEXP_HEADERS_REFUSED
+// The layouts this package was generated with: a different header set fails here,
+// what to do first and once, then each record, member and constant that differs.
 #if defined(__x86_64__)
-_Static_assert(sizeof(struct inner) == 8, "struct inner: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct inner) == 4, "struct inner: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct inner, a) == 0, "struct inner.a: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct inner *)0)->a) == 4, "struct inner.a: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct inner, b) == 4, "struct inner.b: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct inner *)0)->b) == 2, "struct inner.b: size is not 2 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct anon) == 80, "struct anon: size is not 80 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct anon) == 8, "struct anon: alignment is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, id) == 0, "struct anon.id: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->id) == 8, "struct anon.id: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, next) == 8, "struct anon.next: offset is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->next) == 8, "struct anon.next: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, ex) == 16, "struct anon.ex: offset is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->ex) == 4, "struct anon.ex: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, ex.imm) == 16, "struct anon.ex.imm: offset is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->ex.imm) == 4, "struct anon.ex.imm: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, ex.invalidate) == 16, "struct anon.ex.invalidate: offset is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->ex.invalidate) == 4, "struct anon.ex.invalidate: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr) == 24, "struct anon.wr: offset is not 24 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr) == 16, "struct anon.wr: size is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr.rdma) == 24, "struct anon.wr.rdma: offset is not 24 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr.rdma) == 16, "struct anon.wr.rdma: size is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr.rdma.addr) == 24, "struct anon.wr.rdma.addr: offset is not 24 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr.rdma.addr) == 8, "struct anon.wr.rdma.addr: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr.rdma.key) == 32, "struct anon.wr.rdma.key: offset is not 32 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr.rdma.key) == 4, "struct anon.wr.rdma.key: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr.in) == 24, "struct anon.wr.in: offset is not 24 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr.in) == 8, "struct anon.wr.in: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr.raw) == 24, "struct anon.wr.raw: offset is not 24 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr.raw) == 3, "struct anon.wr.raw: size is not 3 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, srqn) == 40, "struct anon.srqn: offset is not 40 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->srqn) == 4, "struct anon.srqn: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, lo) == 40, "struct anon.lo: offset is not 40 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->lo) == 2, "struct anon.lo: size is not 2 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, hi) == 42, "struct anon.hi: offset is not 42 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->hi) == 2, "struct anon.hi: size is not 2 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, item) == 48, "struct anon.item: offset is not 48 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->item) == 16, "struct anon.item: size is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, item.self) == 48, "struct anon.item.self: offset is not 48 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->item.self) == 8, "struct anon.item.self: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, item.a) == 56, "struct anon.item.a: offset is not 56 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->item.a) == 8, "struct anon.item.a: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, item.b) == 56, "struct anon.item.b: offset is not 56 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->item.b) == 8, "struct anon.item.b: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, callback) == 64, "struct anon.callback: offset is not 64 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->callback) == 8, "struct anon.callback: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, name) == 72, "struct anon.name: offset is not 72 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->name) == 5, "struct anon.name: size is not 5 on amd64" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct inner) == 8
+	&& _Alignof(struct inner) == 4
+	&& offsetof(struct inner, a) == 0
+	&& sizeof(((struct inner *)0)->a) == 4
+	&& offsetof(struct inner, b) == 4
+	&& sizeof(((struct inner *)0)->b) == 2
+	&& sizeof(struct anon) == 80
+	&& _Alignof(struct anon) == 8
+	&& offsetof(struct anon, id) == 0
+	&& sizeof(((struct anon *)0)->id) == 8
+	&& offsetof(struct anon, next) == 8
+	&& sizeof(((struct anon *)0)->next) == 8
+	&& offsetof(struct anon, ex) == 16
+	&& sizeof(((struct anon *)0)->ex) == 4
+	&& offsetof(struct anon, ex.imm) == 16
+	&& sizeof(((struct anon *)0)->ex.imm) == 4
+	&& offsetof(struct anon, ex.invalidate) == 16
+	&& sizeof(((struct anon *)0)->ex.invalidate) == 4
+	&& offsetof(struct anon, wr) == 24
+	&& sizeof(((struct anon *)0)->wr) == 16
+	&& offsetof(struct anon, wr.rdma) == 24
+	&& sizeof(((struct anon *)0)->wr.rdma) == 16
+	&& offsetof(struct anon, wr.rdma.addr) == 24
+	&& sizeof(((struct anon *)0)->wr.rdma.addr) == 8
+	&& offsetof(struct anon, wr.rdma.key) == 32
+	&& sizeof(((struct anon *)0)->wr.rdma.key) == 4
+	&& offsetof(struct anon, wr.in) == 24
+	&& sizeof(((struct anon *)0)->wr.in) == 8
+	&& offsetof(struct anon, wr.raw) == 24
+	&& sizeof(((struct anon *)0)->wr.raw) == 3
+	&& offsetof(struct anon, srqn) == 40
+	&& sizeof(((struct anon *)0)->srqn) == 4
+	&& offsetof(struct anon, lo) == 40
+	&& sizeof(((struct anon *)0)->lo) == 2
+	&& offsetof(struct anon, hi) == 42
+	&& sizeof(((struct anon *)0)->hi) == 2
+	&& offsetof(struct anon, item) == 48
+	&& sizeof(((struct anon *)0)->item) == 16
+	&& offsetof(struct anon, item.self) == 48
+	&& sizeof(((struct anon *)0)->item.self) == 8
+	&& offsetof(struct anon, item.a) == 56
+	&& sizeof(((struct anon *)0)->item.a) == 8
+	&& offsetof(struct anon, item.b) == 56
+	&& sizeof(((struct anon *)0)->item.b) == 8
+	&& offsetof(struct anon, callback) == 64
+	&& sizeof(((struct anon *)0)->callback) == 8
+	&& offsetof(struct anon, name) == 72
+	&& sizeof(((struct anon *)0)->name) == 5, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on amd64:");
+_Static_assert(sizeof(struct inner) == 8, "struct inner: size is not 8 on amd64");
+_Static_assert(_Alignof(struct inner) == 4, "struct inner: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct inner, a) == 0, "struct inner.a: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct inner *)0)->a) == 4, "struct inner.a: size is not 4 on amd64");
+_Static_assert(offsetof(struct inner, b) == 4, "struct inner.b: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct inner *)0)->b) == 2, "struct inner.b: size is not 2 on amd64");
+_Static_assert(sizeof(struct anon) == 80, "struct anon: size is not 80 on amd64");
+_Static_assert(_Alignof(struct anon) == 8, "struct anon: alignment is not 8 on amd64");
+_Static_assert(offsetof(struct anon, id) == 0, "struct anon.id: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->id) == 8, "struct anon.id: size is not 8 on amd64");
+_Static_assert(offsetof(struct anon, next) == 8, "struct anon.next: offset is not 8 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->next) == 8, "struct anon.next: size is not 8 on amd64");
+_Static_assert(offsetof(struct anon, ex) == 16, "struct anon.ex: offset is not 16 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->ex) == 4, "struct anon.ex: size is not 4 on amd64");
+_Static_assert(offsetof(struct anon, ex.imm) == 16, "struct anon.ex.imm: offset is not 16 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->ex.imm) == 4, "struct anon.ex.imm: size is not 4 on amd64");
+_Static_assert(offsetof(struct anon, ex.invalidate) == 16, "struct anon.ex.invalidate: offset is not 16 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->ex.invalidate) == 4, "struct anon.ex.invalidate: size is not 4 on amd64");
+_Static_assert(offsetof(struct anon, wr) == 24, "struct anon.wr: offset is not 24 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->wr) == 16, "struct anon.wr: size is not 16 on amd64");
+_Static_assert(offsetof(struct anon, wr.rdma) == 24, "struct anon.wr.rdma: offset is not 24 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->wr.rdma) == 16, "struct anon.wr.rdma: size is not 16 on amd64");
+_Static_assert(offsetof(struct anon, wr.rdma.addr) == 24, "struct anon.wr.rdma.addr: offset is not 24 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->wr.rdma.addr) == 8, "struct anon.wr.rdma.addr: size is not 8 on amd64");
+_Static_assert(offsetof(struct anon, wr.rdma.key) == 32, "struct anon.wr.rdma.key: offset is not 32 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->wr.rdma.key) == 4, "struct anon.wr.rdma.key: size is not 4 on amd64");
+_Static_assert(offsetof(struct anon, wr.in) == 24, "struct anon.wr.in: offset is not 24 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->wr.in) == 8, "struct anon.wr.in: size is not 8 on amd64");
+_Static_assert(offsetof(struct anon, wr.raw) == 24, "struct anon.wr.raw: offset is not 24 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->wr.raw) == 3, "struct anon.wr.raw: size is not 3 on amd64");
+_Static_assert(offsetof(struct anon, srqn) == 40, "struct anon.srqn: offset is not 40 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->srqn) == 4, "struct anon.srqn: size is not 4 on amd64");
+_Static_assert(offsetof(struct anon, lo) == 40, "struct anon.lo: offset is not 40 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->lo) == 2, "struct anon.lo: size is not 2 on amd64");
+_Static_assert(offsetof(struct anon, hi) == 42, "struct anon.hi: offset is not 42 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->hi) == 2, "struct anon.hi: size is not 2 on amd64");
+_Static_assert(offsetof(struct anon, item) == 48, "struct anon.item: offset is not 48 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->item) == 16, "struct anon.item: size is not 16 on amd64");
+_Static_assert(offsetof(struct anon, item.self) == 48, "struct anon.item.self: offset is not 48 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->item.self) == 8, "struct anon.item.self: size is not 8 on amd64");
+_Static_assert(offsetof(struct anon, item.a) == 56, "struct anon.item.a: offset is not 56 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->item.a) == 8, "struct anon.item.a: size is not 8 on amd64");
+_Static_assert(offsetof(struct anon, item.b) == 56, "struct anon.item.b: offset is not 56 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->item.b) == 8, "struct anon.item.b: size is not 8 on amd64");
+_Static_assert(offsetof(struct anon, callback) == 64, "struct anon.callback: offset is not 64 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->callback) == 8, "struct anon.callback: size is not 8 on amd64");
+_Static_assert(offsetof(struct anon, name) == 72, "struct anon.name: offset is not 72 on amd64");
+_Static_assert(sizeof(((struct anon *)0)->name) == 5, "struct anon.name: size is not 5 on amd64");
+#endif
 #elif defined(__aarch64__)
-_Static_assert(sizeof(struct inner) == 8, "struct inner: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct inner) == 4, "struct inner: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct inner, a) == 0, "struct inner.a: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct inner *)0)->a) == 4, "struct inner.a: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct inner, b) == 4, "struct inner.b: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct inner *)0)->b) == 2, "struct inner.b: size is not 2 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct anon) == 80, "struct anon: size is not 80 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct anon) == 8, "struct anon: alignment is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, id) == 0, "struct anon.id: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->id) == 8, "struct anon.id: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, next) == 8, "struct anon.next: offset is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->next) == 8, "struct anon.next: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, ex) == 16, "struct anon.ex: offset is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->ex) == 4, "struct anon.ex: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, ex.imm) == 16, "struct anon.ex.imm: offset is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->ex.imm) == 4, "struct anon.ex.imm: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, ex.invalidate) == 16, "struct anon.ex.invalidate: offset is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->ex.invalidate) == 4, "struct anon.ex.invalidate: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr) == 24, "struct anon.wr: offset is not 24 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr) == 16, "struct anon.wr: size is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr.rdma) == 24, "struct anon.wr.rdma: offset is not 24 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr.rdma) == 16, "struct anon.wr.rdma: size is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr.rdma.addr) == 24, "struct anon.wr.rdma.addr: offset is not 24 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr.rdma.addr) == 8, "struct anon.wr.rdma.addr: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr.rdma.key) == 32, "struct anon.wr.rdma.key: offset is not 32 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr.rdma.key) == 4, "struct anon.wr.rdma.key: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr.in) == 24, "struct anon.wr.in: offset is not 24 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr.in) == 8, "struct anon.wr.in: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr.raw) == 24, "struct anon.wr.raw: offset is not 24 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr.raw) == 3, "struct anon.wr.raw: size is not 3 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, srqn) == 40, "struct anon.srqn: offset is not 40 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->srqn) == 4, "struct anon.srqn: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, lo) == 40, "struct anon.lo: offset is not 40 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->lo) == 2, "struct anon.lo: size is not 2 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, hi) == 42, "struct anon.hi: offset is not 42 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->hi) == 2, "struct anon.hi: size is not 2 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, item) == 48, "struct anon.item: offset is not 48 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->item) == 16, "struct anon.item: size is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, item.self) == 48, "struct anon.item.self: offset is not 48 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->item.self) == 8, "struct anon.item.self: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, item.a) == 56, "struct anon.item.a: offset is not 56 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->item.a) == 8, "struct anon.item.a: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, item.b) == 56, "struct anon.item.b: offset is not 56 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->item.b) == 8, "struct anon.item.b: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, callback) == 64, "struct anon.callback: offset is not 64 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->callback) == 8, "struct anon.callback: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, name) == 72, "struct anon.name: offset is not 72 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->name) == 5, "struct anon.name: size is not 5 on arm64" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct inner) == 8
+	&& _Alignof(struct inner) == 4
+	&& offsetof(struct inner, a) == 0
+	&& sizeof(((struct inner *)0)->a) == 4
+	&& offsetof(struct inner, b) == 4
+	&& sizeof(((struct inner *)0)->b) == 2
+	&& sizeof(struct anon) == 80
+	&& _Alignof(struct anon) == 8
+	&& offsetof(struct anon, id) == 0
+	&& sizeof(((struct anon *)0)->id) == 8
+	&& offsetof(struct anon, next) == 8
+	&& sizeof(((struct anon *)0)->next) == 8
+	&& offsetof(struct anon, ex) == 16
+	&& sizeof(((struct anon *)0)->ex) == 4
+	&& offsetof(struct anon, ex.imm) == 16
+	&& sizeof(((struct anon *)0)->ex.imm) == 4
+	&& offsetof(struct anon, ex.invalidate) == 16
+	&& sizeof(((struct anon *)0)->ex.invalidate) == 4
+	&& offsetof(struct anon, wr) == 24
+	&& sizeof(((struct anon *)0)->wr) == 16
+	&& offsetof(struct anon, wr.rdma) == 24
+	&& sizeof(((struct anon *)0)->wr.rdma) == 16
+	&& offsetof(struct anon, wr.rdma.addr) == 24
+	&& sizeof(((struct anon *)0)->wr.rdma.addr) == 8
+	&& offsetof(struct anon, wr.rdma.key) == 32
+	&& sizeof(((struct anon *)0)->wr.rdma.key) == 4
+	&& offsetof(struct anon, wr.in) == 24
+	&& sizeof(((struct anon *)0)->wr.in) == 8
+	&& offsetof(struct anon, wr.raw) == 24
+	&& sizeof(((struct anon *)0)->wr.raw) == 3
+	&& offsetof(struct anon, srqn) == 40
+	&& sizeof(((struct anon *)0)->srqn) == 4
+	&& offsetof(struct anon, lo) == 40
+	&& sizeof(((struct anon *)0)->lo) == 2
+	&& offsetof(struct anon, hi) == 42
+	&& sizeof(((struct anon *)0)->hi) == 2
+	&& offsetof(struct anon, item) == 48
+	&& sizeof(((struct anon *)0)->item) == 16
+	&& offsetof(struct anon, item.self) == 48
+	&& sizeof(((struct anon *)0)->item.self) == 8
+	&& offsetof(struct anon, item.a) == 56
+	&& sizeof(((struct anon *)0)->item.a) == 8
+	&& offsetof(struct anon, item.b) == 56
+	&& sizeof(((struct anon *)0)->item.b) == 8
+	&& offsetof(struct anon, callback) == 64
+	&& sizeof(((struct anon *)0)->callback) == 8
+	&& offsetof(struct anon, name) == 72
+	&& sizeof(((struct anon *)0)->name) == 5, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on arm64:");
+_Static_assert(sizeof(struct inner) == 8, "struct inner: size is not 8 on arm64");
+_Static_assert(_Alignof(struct inner) == 4, "struct inner: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct inner, a) == 0, "struct inner.a: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct inner *)0)->a) == 4, "struct inner.a: size is not 4 on arm64");
+_Static_assert(offsetof(struct inner, b) == 4, "struct inner.b: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct inner *)0)->b) == 2, "struct inner.b: size is not 2 on arm64");
+_Static_assert(sizeof(struct anon) == 80, "struct anon: size is not 80 on arm64");
+_Static_assert(_Alignof(struct anon) == 8, "struct anon: alignment is not 8 on arm64");
+_Static_assert(offsetof(struct anon, id) == 0, "struct anon.id: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->id) == 8, "struct anon.id: size is not 8 on arm64");
+_Static_assert(offsetof(struct anon, next) == 8, "struct anon.next: offset is not 8 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->next) == 8, "struct anon.next: size is not 8 on arm64");
+_Static_assert(offsetof(struct anon, ex) == 16, "struct anon.ex: offset is not 16 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->ex) == 4, "struct anon.ex: size is not 4 on arm64");
+_Static_assert(offsetof(struct anon, ex.imm) == 16, "struct anon.ex.imm: offset is not 16 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->ex.imm) == 4, "struct anon.ex.imm: size is not 4 on arm64");
+_Static_assert(offsetof(struct anon, ex.invalidate) == 16, "struct anon.ex.invalidate: offset is not 16 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->ex.invalidate) == 4, "struct anon.ex.invalidate: size is not 4 on arm64");
+_Static_assert(offsetof(struct anon, wr) == 24, "struct anon.wr: offset is not 24 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->wr) == 16, "struct anon.wr: size is not 16 on arm64");
+_Static_assert(offsetof(struct anon, wr.rdma) == 24, "struct anon.wr.rdma: offset is not 24 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->wr.rdma) == 16, "struct anon.wr.rdma: size is not 16 on arm64");
+_Static_assert(offsetof(struct anon, wr.rdma.addr) == 24, "struct anon.wr.rdma.addr: offset is not 24 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->wr.rdma.addr) == 8, "struct anon.wr.rdma.addr: size is not 8 on arm64");
+_Static_assert(offsetof(struct anon, wr.rdma.key) == 32, "struct anon.wr.rdma.key: offset is not 32 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->wr.rdma.key) == 4, "struct anon.wr.rdma.key: size is not 4 on arm64");
+_Static_assert(offsetof(struct anon, wr.in) == 24, "struct anon.wr.in: offset is not 24 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->wr.in) == 8, "struct anon.wr.in: size is not 8 on arm64");
+_Static_assert(offsetof(struct anon, wr.raw) == 24, "struct anon.wr.raw: offset is not 24 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->wr.raw) == 3, "struct anon.wr.raw: size is not 3 on arm64");
+_Static_assert(offsetof(struct anon, srqn) == 40, "struct anon.srqn: offset is not 40 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->srqn) == 4, "struct anon.srqn: size is not 4 on arm64");
+_Static_assert(offsetof(struct anon, lo) == 40, "struct anon.lo: offset is not 40 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->lo) == 2, "struct anon.lo: size is not 2 on arm64");
+_Static_assert(offsetof(struct anon, hi) == 42, "struct anon.hi: offset is not 42 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->hi) == 2, "struct anon.hi: size is not 2 on arm64");
+_Static_assert(offsetof(struct anon, item) == 48, "struct anon.item: offset is not 48 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->item) == 16, "struct anon.item: size is not 16 on arm64");
+_Static_assert(offsetof(struct anon, item.self) == 48, "struct anon.item.self: offset is not 48 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->item.self) == 8, "struct anon.item.self: size is not 8 on arm64");
+_Static_assert(offsetof(struct anon, item.a) == 56, "struct anon.item.a: offset is not 56 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->item.a) == 8, "struct anon.item.a: size is not 8 on arm64");
+_Static_assert(offsetof(struct anon, item.b) == 56, "struct anon.item.b: offset is not 56 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->item.b) == 8, "struct anon.item.b: size is not 8 on arm64");
+_Static_assert(offsetof(struct anon, callback) == 64, "struct anon.callback: offset is not 64 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->callback) == 8, "struct anon.callback: size is not 8 on arm64");
+_Static_assert(offsetof(struct anon, name) == 72, "struct anon.name: offset is not 72 on arm64");
+_Static_assert(sizeof(((struct anon *)0)->name) == 5, "struct anon.name: size is not 5 on arm64");
+#endif
 #elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
-_Static_assert(sizeof(struct inner) == 8, "struct inner: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct inner) == 4, "struct inner: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct inner, a) == 0, "struct inner.a: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct inner *)0)->a) == 4, "struct inner.a: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct inner, b) == 4, "struct inner.b: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct inner *)0)->b) == 2, "struct inner.b: size is not 2 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct anon) == 80, "struct anon: size is not 80 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct anon) == 8, "struct anon: alignment is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, id) == 0, "struct anon.id: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->id) == 8, "struct anon.id: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, next) == 8, "struct anon.next: offset is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->next) == 8, "struct anon.next: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, ex) == 16, "struct anon.ex: offset is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->ex) == 4, "struct anon.ex: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, ex.imm) == 16, "struct anon.ex.imm: offset is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->ex.imm) == 4, "struct anon.ex.imm: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, ex.invalidate) == 16, "struct anon.ex.invalidate: offset is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->ex.invalidate) == 4, "struct anon.ex.invalidate: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr) == 24, "struct anon.wr: offset is not 24 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr) == 16, "struct anon.wr: size is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr.rdma) == 24, "struct anon.wr.rdma: offset is not 24 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr.rdma) == 16, "struct anon.wr.rdma: size is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr.rdma.addr) == 24, "struct anon.wr.rdma.addr: offset is not 24 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr.rdma.addr) == 8, "struct anon.wr.rdma.addr: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr.rdma.key) == 32, "struct anon.wr.rdma.key: offset is not 32 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr.rdma.key) == 4, "struct anon.wr.rdma.key: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr.in) == 24, "struct anon.wr.in: offset is not 24 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr.in) == 8, "struct anon.wr.in: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, wr.raw) == 24, "struct anon.wr.raw: offset is not 24 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->wr.raw) == 3, "struct anon.wr.raw: size is not 3 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, srqn) == 40, "struct anon.srqn: offset is not 40 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->srqn) == 4, "struct anon.srqn: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, lo) == 40, "struct anon.lo: offset is not 40 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->lo) == 2, "struct anon.lo: size is not 2 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, hi) == 42, "struct anon.hi: offset is not 42 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->hi) == 2, "struct anon.hi: size is not 2 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, item) == 48, "struct anon.item: offset is not 48 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->item) == 16, "struct anon.item: size is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, item.self) == 48, "struct anon.item.self: offset is not 48 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->item.self) == 8, "struct anon.item.self: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, item.a) == 56, "struct anon.item.a: offset is not 56 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->item.a) == 8, "struct anon.item.a: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, item.b) == 56, "struct anon.item.b: offset is not 56 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->item.b) == 8, "struct anon.item.b: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, callback) == 64, "struct anon.callback: offset is not 64 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->callback) == 8, "struct anon.callback: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct anon, name) == 72, "struct anon.name: offset is not 72 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct anon *)0)->name) == 5, "struct anon.name: size is not 5 on ppc64le" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct inner) == 8
+	&& _Alignof(struct inner) == 4
+	&& offsetof(struct inner, a) == 0
+	&& sizeof(((struct inner *)0)->a) == 4
+	&& offsetof(struct inner, b) == 4
+	&& sizeof(((struct inner *)0)->b) == 2
+	&& sizeof(struct anon) == 80
+	&& _Alignof(struct anon) == 8
+	&& offsetof(struct anon, id) == 0
+	&& sizeof(((struct anon *)0)->id) == 8
+	&& offsetof(struct anon, next) == 8
+	&& sizeof(((struct anon *)0)->next) == 8
+	&& offsetof(struct anon, ex) == 16
+	&& sizeof(((struct anon *)0)->ex) == 4
+	&& offsetof(struct anon, ex.imm) == 16
+	&& sizeof(((struct anon *)0)->ex.imm) == 4
+	&& offsetof(struct anon, ex.invalidate) == 16
+	&& sizeof(((struct anon *)0)->ex.invalidate) == 4
+	&& offsetof(struct anon, wr) == 24
+	&& sizeof(((struct anon *)0)->wr) == 16
+	&& offsetof(struct anon, wr.rdma) == 24
+	&& sizeof(((struct anon *)0)->wr.rdma) == 16
+	&& offsetof(struct anon, wr.rdma.addr) == 24
+	&& sizeof(((struct anon *)0)->wr.rdma.addr) == 8
+	&& offsetof(struct anon, wr.rdma.key) == 32
+	&& sizeof(((struct anon *)0)->wr.rdma.key) == 4
+	&& offsetof(struct anon, wr.in) == 24
+	&& sizeof(((struct anon *)0)->wr.in) == 8
+	&& offsetof(struct anon, wr.raw) == 24
+	&& sizeof(((struct anon *)0)->wr.raw) == 3
+	&& offsetof(struct anon, srqn) == 40
+	&& sizeof(((struct anon *)0)->srqn) == 4
+	&& offsetof(struct anon, lo) == 40
+	&& sizeof(((struct anon *)0)->lo) == 2
+	&& offsetof(struct anon, hi) == 42
+	&& sizeof(((struct anon *)0)->hi) == 2
+	&& offsetof(struct anon, item) == 48
+	&& sizeof(((struct anon *)0)->item) == 16
+	&& offsetof(struct anon, item.self) == 48
+	&& sizeof(((struct anon *)0)->item.self) == 8
+	&& offsetof(struct anon, item.a) == 56
+	&& sizeof(((struct anon *)0)->item.a) == 8
+	&& offsetof(struct anon, item.b) == 56
+	&& sizeof(((struct anon *)0)->item.b) == 8
+	&& offsetof(struct anon, callback) == 64
+	&& sizeof(((struct anon *)0)->callback) == 8
+	&& offsetof(struct anon, name) == 72
+	&& sizeof(((struct anon *)0)->name) == 5, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on ppc64le:");
+_Static_assert(sizeof(struct inner) == 8, "struct inner: size is not 8 on ppc64le");
+_Static_assert(_Alignof(struct inner) == 4, "struct inner: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct inner, a) == 0, "struct inner.a: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct inner *)0)->a) == 4, "struct inner.a: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct inner, b) == 4, "struct inner.b: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct inner *)0)->b) == 2, "struct inner.b: size is not 2 on ppc64le");
+_Static_assert(sizeof(struct anon) == 80, "struct anon: size is not 80 on ppc64le");
+_Static_assert(_Alignof(struct anon) == 8, "struct anon: alignment is not 8 on ppc64le");
+_Static_assert(offsetof(struct anon, id) == 0, "struct anon.id: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->id) == 8, "struct anon.id: size is not 8 on ppc64le");
+_Static_assert(offsetof(struct anon, next) == 8, "struct anon.next: offset is not 8 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->next) == 8, "struct anon.next: size is not 8 on ppc64le");
+_Static_assert(offsetof(struct anon, ex) == 16, "struct anon.ex: offset is not 16 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->ex) == 4, "struct anon.ex: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct anon, ex.imm) == 16, "struct anon.ex.imm: offset is not 16 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->ex.imm) == 4, "struct anon.ex.imm: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct anon, ex.invalidate) == 16, "struct anon.ex.invalidate: offset is not 16 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->ex.invalidate) == 4, "struct anon.ex.invalidate: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct anon, wr) == 24, "struct anon.wr: offset is not 24 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->wr) == 16, "struct anon.wr: size is not 16 on ppc64le");
+_Static_assert(offsetof(struct anon, wr.rdma) == 24, "struct anon.wr.rdma: offset is not 24 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->wr.rdma) == 16, "struct anon.wr.rdma: size is not 16 on ppc64le");
+_Static_assert(offsetof(struct anon, wr.rdma.addr) == 24, "struct anon.wr.rdma.addr: offset is not 24 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->wr.rdma.addr) == 8, "struct anon.wr.rdma.addr: size is not 8 on ppc64le");
+_Static_assert(offsetof(struct anon, wr.rdma.key) == 32, "struct anon.wr.rdma.key: offset is not 32 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->wr.rdma.key) == 4, "struct anon.wr.rdma.key: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct anon, wr.in) == 24, "struct anon.wr.in: offset is not 24 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->wr.in) == 8, "struct anon.wr.in: size is not 8 on ppc64le");
+_Static_assert(offsetof(struct anon, wr.raw) == 24, "struct anon.wr.raw: offset is not 24 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->wr.raw) == 3, "struct anon.wr.raw: size is not 3 on ppc64le");
+_Static_assert(offsetof(struct anon, srqn) == 40, "struct anon.srqn: offset is not 40 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->srqn) == 4, "struct anon.srqn: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct anon, lo) == 40, "struct anon.lo: offset is not 40 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->lo) == 2, "struct anon.lo: size is not 2 on ppc64le");
+_Static_assert(offsetof(struct anon, hi) == 42, "struct anon.hi: offset is not 42 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->hi) == 2, "struct anon.hi: size is not 2 on ppc64le");
+_Static_assert(offsetof(struct anon, item) == 48, "struct anon.item: offset is not 48 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->item) == 16, "struct anon.item: size is not 16 on ppc64le");
+_Static_assert(offsetof(struct anon, item.self) == 48, "struct anon.item.self: offset is not 48 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->item.self) == 8, "struct anon.item.self: size is not 8 on ppc64le");
+_Static_assert(offsetof(struct anon, item.a) == 56, "struct anon.item.a: offset is not 56 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->item.a) == 8, "struct anon.item.a: size is not 8 on ppc64le");
+_Static_assert(offsetof(struct anon, item.b) == 56, "struct anon.item.b: offset is not 56 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->item.b) == 8, "struct anon.item.b: size is not 8 on ppc64le");
+_Static_assert(offsetof(struct anon, callback) == 64, "struct anon.callback: offset is not 64 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->callback) == 8, "struct anon.callback: size is not 8 on ppc64le");
+_Static_assert(offsetof(struct anon, name) == 72, "struct anon.name: offset is not 72 on ppc64le");
+_Static_assert(sizeof(((struct anon *)0)->name) == 5, "struct anon.name: size is not 5 on ppc64le");
+#endif
 #else
 #error "verbsexp: no layouts were generated for this architecture"
 #endif
 
+#ifndef VERBSEXP_ABI_DIFFERS
 // Trampolines return errno with the result in one value, read once by Go:
 // verbsexp_packed puts an int result in the low 32 bits and, when it is -1,
 // errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.
 static inline int64_t verbsexp_packed(int32_t verbsexp_r) { return (int64_t)(uint32_t)verbsexp_r | (verbsexp_r == -1 ? (int64_t)errno << 32 : 0); }
 
+#endif // VERBSEXP_ABI_DIFFERS
+#endif // VERBSEXP_HEADERS_REFUSED
 */
 import "C"
 

@@ -21,105 +21,206 @@ import (
 #include <stdint.h>
 #include <arrays.h>
 
-// The layouts this package was generated with: a different header set fails here.
-#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)"
+#ifndef VERBSEXP_HEADERS_REFUSED
+// The layouts this package was generated with: a different header set fails here,
+// what to do first and once, then each record, member and constant that differs.
 #if defined(__x86_64__)
-_Static_assert(sizeof(struct ibv_cq) == 4, "struct ibv_cq: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct ibv_cq) == 4, "struct ibv_cq: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_cq, ready) == 0, "struct ibv_cq.ready: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_cq *)0)->ready) == 4, "struct ibv_cq.ready: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct ibv_wc) == 16, "struct ibv_wc: size is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct ibv_wc) == 8, "struct ibv_wc: alignment is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_wc, wr_id) == 0, "struct ibv_wc.wr_id: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_wc *)0)->wr_id) == 8, "struct ibv_wc.wr_id: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_wc, status) == 8, "struct ibv_wc.status: offset is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_wc *)0)->status) == 4, "struct ibv_wc.status: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct ibv_exp_wc) == 16, "struct ibv_exp_wc: size is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct ibv_exp_wc) == 8, "struct ibv_exp_wc: alignment is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_exp_wc, wr_id) == 0, "struct ibv_exp_wc.wr_id: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8, "struct ibv_exp_wc.wr_id: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_exp_wc, status) == 8, "struct ibv_exp_wc.status: offset is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->status) == 4, "struct ibv_exp_wc.status: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_exp_wc, byte_len) == 12, "struct ibv_exp_wc.byte_len: offset is not 12 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4, "struct ibv_exp_wc.byte_len: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct ibv_sge) == 16, "struct ibv_sge: size is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct ibv_sge) == 8, "struct ibv_sge: alignment is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_sge, addr) == 0, "struct ibv_sge.addr: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_sge *)0)->addr) == 8, "struct ibv_sge.addr: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_sge, length) == 8, "struct ibv_sge.length: offset is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_sge *)0)->length) == 4, "struct ibv_sge.length: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_sge, lkey) == 12, "struct ibv_sge.lkey: offset is not 12 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_sge *)0)->lkey) == 4, "struct ibv_sge.lkey: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct ibv_device) == 8, "struct ibv_device: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct ibv_device) == 1, "struct ibv_device: alignment is not 1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_device, name) == 0, "struct ibv_device.name: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_device *)0)->name) == 8, "struct ibv_device.name: size is not 8 on amd64" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct ibv_cq) == 4
+	&& _Alignof(struct ibv_cq) == 4
+	&& offsetof(struct ibv_cq, ready) == 0
+	&& sizeof(((struct ibv_cq *)0)->ready) == 4
+	&& sizeof(struct ibv_wc) == 16
+	&& _Alignof(struct ibv_wc) == 8
+	&& offsetof(struct ibv_wc, wr_id) == 0
+	&& sizeof(((struct ibv_wc *)0)->wr_id) == 8
+	&& offsetof(struct ibv_wc, status) == 8
+	&& sizeof(((struct ibv_wc *)0)->status) == 4
+	&& sizeof(struct ibv_exp_wc) == 16
+	&& _Alignof(struct ibv_exp_wc) == 8
+	&& offsetof(struct ibv_exp_wc, wr_id) == 0
+	&& sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8
+	&& offsetof(struct ibv_exp_wc, status) == 8
+	&& sizeof(((struct ibv_exp_wc *)0)->status) == 4
+	&& offsetof(struct ibv_exp_wc, byte_len) == 12
+	&& sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4
+	&& sizeof(struct ibv_sge) == 16
+	&& _Alignof(struct ibv_sge) == 8
+	&& offsetof(struct ibv_sge, addr) == 0
+	&& sizeof(((struct ibv_sge *)0)->addr) == 8
+	&& offsetof(struct ibv_sge, length) == 8
+	&& sizeof(((struct ibv_sge *)0)->length) == 4
+	&& offsetof(struct ibv_sge, lkey) == 12
+	&& sizeof(((struct ibv_sge *)0)->lkey) == 4
+	&& sizeof(struct ibv_device) == 8
+	&& _Alignof(struct ibv_device) == 1
+	&& offsetof(struct ibv_device, name) == 0
+	&& sizeof(((struct ibv_device *)0)->name) == 8, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on amd64:");
+_Static_assert(sizeof(struct ibv_cq) == 4, "struct ibv_cq: size is not 4 on amd64");
+_Static_assert(_Alignof(struct ibv_cq) == 4, "struct ibv_cq: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct ibv_cq, ready) == 0, "struct ibv_cq.ready: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct ibv_cq *)0)->ready) == 4, "struct ibv_cq.ready: size is not 4 on amd64");
+_Static_assert(sizeof(struct ibv_wc) == 16, "struct ibv_wc: size is not 16 on amd64");
+_Static_assert(_Alignof(struct ibv_wc) == 8, "struct ibv_wc: alignment is not 8 on amd64");
+_Static_assert(offsetof(struct ibv_wc, wr_id) == 0, "struct ibv_wc.wr_id: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct ibv_wc *)0)->wr_id) == 8, "struct ibv_wc.wr_id: size is not 8 on amd64");
+_Static_assert(offsetof(struct ibv_wc, status) == 8, "struct ibv_wc.status: offset is not 8 on amd64");
+_Static_assert(sizeof(((struct ibv_wc *)0)->status) == 4, "struct ibv_wc.status: size is not 4 on amd64");
+_Static_assert(sizeof(struct ibv_exp_wc) == 16, "struct ibv_exp_wc: size is not 16 on amd64");
+_Static_assert(_Alignof(struct ibv_exp_wc) == 8, "struct ibv_exp_wc: alignment is not 8 on amd64");
+_Static_assert(offsetof(struct ibv_exp_wc, wr_id) == 0, "struct ibv_exp_wc.wr_id: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8, "struct ibv_exp_wc.wr_id: size is not 8 on amd64");
+_Static_assert(offsetof(struct ibv_exp_wc, status) == 8, "struct ibv_exp_wc.status: offset is not 8 on amd64");
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->status) == 4, "struct ibv_exp_wc.status: size is not 4 on amd64");
+_Static_assert(offsetof(struct ibv_exp_wc, byte_len) == 12, "struct ibv_exp_wc.byte_len: offset is not 12 on amd64");
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4, "struct ibv_exp_wc.byte_len: size is not 4 on amd64");
+_Static_assert(sizeof(struct ibv_sge) == 16, "struct ibv_sge: size is not 16 on amd64");
+_Static_assert(_Alignof(struct ibv_sge) == 8, "struct ibv_sge: alignment is not 8 on amd64");
+_Static_assert(offsetof(struct ibv_sge, addr) == 0, "struct ibv_sge.addr: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct ibv_sge *)0)->addr) == 8, "struct ibv_sge.addr: size is not 8 on amd64");
+_Static_assert(offsetof(struct ibv_sge, length) == 8, "struct ibv_sge.length: offset is not 8 on amd64");
+_Static_assert(sizeof(((struct ibv_sge *)0)->length) == 4, "struct ibv_sge.length: size is not 4 on amd64");
+_Static_assert(offsetof(struct ibv_sge, lkey) == 12, "struct ibv_sge.lkey: offset is not 12 on amd64");
+_Static_assert(sizeof(((struct ibv_sge *)0)->lkey) == 4, "struct ibv_sge.lkey: size is not 4 on amd64");
+_Static_assert(sizeof(struct ibv_device) == 8, "struct ibv_device: size is not 8 on amd64");
+_Static_assert(_Alignof(struct ibv_device) == 1, "struct ibv_device: alignment is not 1 on amd64");
+_Static_assert(offsetof(struct ibv_device, name) == 0, "struct ibv_device.name: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct ibv_device *)0)->name) == 8, "struct ibv_device.name: size is not 8 on amd64");
+#endif
 #elif defined(__aarch64__)
-_Static_assert(sizeof(struct ibv_cq) == 4, "struct ibv_cq: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct ibv_cq) == 4, "struct ibv_cq: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_cq, ready) == 0, "struct ibv_cq.ready: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_cq *)0)->ready) == 4, "struct ibv_cq.ready: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct ibv_wc) == 16, "struct ibv_wc: size is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct ibv_wc) == 8, "struct ibv_wc: alignment is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_wc, wr_id) == 0, "struct ibv_wc.wr_id: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_wc *)0)->wr_id) == 8, "struct ibv_wc.wr_id: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_wc, status) == 8, "struct ibv_wc.status: offset is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_wc *)0)->status) == 4, "struct ibv_wc.status: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct ibv_exp_wc) == 16, "struct ibv_exp_wc: size is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct ibv_exp_wc) == 8, "struct ibv_exp_wc: alignment is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_exp_wc, wr_id) == 0, "struct ibv_exp_wc.wr_id: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8, "struct ibv_exp_wc.wr_id: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_exp_wc, status) == 8, "struct ibv_exp_wc.status: offset is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->status) == 4, "struct ibv_exp_wc.status: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_exp_wc, byte_len) == 12, "struct ibv_exp_wc.byte_len: offset is not 12 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4, "struct ibv_exp_wc.byte_len: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct ibv_sge) == 16, "struct ibv_sge: size is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct ibv_sge) == 8, "struct ibv_sge: alignment is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_sge, addr) == 0, "struct ibv_sge.addr: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_sge *)0)->addr) == 8, "struct ibv_sge.addr: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_sge, length) == 8, "struct ibv_sge.length: offset is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_sge *)0)->length) == 4, "struct ibv_sge.length: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_sge, lkey) == 12, "struct ibv_sge.lkey: offset is not 12 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_sge *)0)->lkey) == 4, "struct ibv_sge.lkey: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct ibv_device) == 8, "struct ibv_device: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct ibv_device) == 1, "struct ibv_device: alignment is not 1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_device, name) == 0, "struct ibv_device.name: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_device *)0)->name) == 8, "struct ibv_device.name: size is not 8 on arm64" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct ibv_cq) == 4
+	&& _Alignof(struct ibv_cq) == 4
+	&& offsetof(struct ibv_cq, ready) == 0
+	&& sizeof(((struct ibv_cq *)0)->ready) == 4
+	&& sizeof(struct ibv_wc) == 16
+	&& _Alignof(struct ibv_wc) == 8
+	&& offsetof(struct ibv_wc, wr_id) == 0
+	&& sizeof(((struct ibv_wc *)0)->wr_id) == 8
+	&& offsetof(struct ibv_wc, status) == 8
+	&& sizeof(((struct ibv_wc *)0)->status) == 4
+	&& sizeof(struct ibv_exp_wc) == 16
+	&& _Alignof(struct ibv_exp_wc) == 8
+	&& offsetof(struct ibv_exp_wc, wr_id) == 0
+	&& sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8
+	&& offsetof(struct ibv_exp_wc, status) == 8
+	&& sizeof(((struct ibv_exp_wc *)0)->status) == 4
+	&& offsetof(struct ibv_exp_wc, byte_len) == 12
+	&& sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4
+	&& sizeof(struct ibv_sge) == 16
+	&& _Alignof(struct ibv_sge) == 8
+	&& offsetof(struct ibv_sge, addr) == 0
+	&& sizeof(((struct ibv_sge *)0)->addr) == 8
+	&& offsetof(struct ibv_sge, length) == 8
+	&& sizeof(((struct ibv_sge *)0)->length) == 4
+	&& offsetof(struct ibv_sge, lkey) == 12
+	&& sizeof(((struct ibv_sge *)0)->lkey) == 4
+	&& sizeof(struct ibv_device) == 8
+	&& _Alignof(struct ibv_device) == 1
+	&& offsetof(struct ibv_device, name) == 0
+	&& sizeof(((struct ibv_device *)0)->name) == 8, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on arm64:");
+_Static_assert(sizeof(struct ibv_cq) == 4, "struct ibv_cq: size is not 4 on arm64");
+_Static_assert(_Alignof(struct ibv_cq) == 4, "struct ibv_cq: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct ibv_cq, ready) == 0, "struct ibv_cq.ready: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct ibv_cq *)0)->ready) == 4, "struct ibv_cq.ready: size is not 4 on arm64");
+_Static_assert(sizeof(struct ibv_wc) == 16, "struct ibv_wc: size is not 16 on arm64");
+_Static_assert(_Alignof(struct ibv_wc) == 8, "struct ibv_wc: alignment is not 8 on arm64");
+_Static_assert(offsetof(struct ibv_wc, wr_id) == 0, "struct ibv_wc.wr_id: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct ibv_wc *)0)->wr_id) == 8, "struct ibv_wc.wr_id: size is not 8 on arm64");
+_Static_assert(offsetof(struct ibv_wc, status) == 8, "struct ibv_wc.status: offset is not 8 on arm64");
+_Static_assert(sizeof(((struct ibv_wc *)0)->status) == 4, "struct ibv_wc.status: size is not 4 on arm64");
+_Static_assert(sizeof(struct ibv_exp_wc) == 16, "struct ibv_exp_wc: size is not 16 on arm64");
+_Static_assert(_Alignof(struct ibv_exp_wc) == 8, "struct ibv_exp_wc: alignment is not 8 on arm64");
+_Static_assert(offsetof(struct ibv_exp_wc, wr_id) == 0, "struct ibv_exp_wc.wr_id: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8, "struct ibv_exp_wc.wr_id: size is not 8 on arm64");
+_Static_assert(offsetof(struct ibv_exp_wc, status) == 8, "struct ibv_exp_wc.status: offset is not 8 on arm64");
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->status) == 4, "struct ibv_exp_wc.status: size is not 4 on arm64");
+_Static_assert(offsetof(struct ibv_exp_wc, byte_len) == 12, "struct ibv_exp_wc.byte_len: offset is not 12 on arm64");
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4, "struct ibv_exp_wc.byte_len: size is not 4 on arm64");
+_Static_assert(sizeof(struct ibv_sge) == 16, "struct ibv_sge: size is not 16 on arm64");
+_Static_assert(_Alignof(struct ibv_sge) == 8, "struct ibv_sge: alignment is not 8 on arm64");
+_Static_assert(offsetof(struct ibv_sge, addr) == 0, "struct ibv_sge.addr: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct ibv_sge *)0)->addr) == 8, "struct ibv_sge.addr: size is not 8 on arm64");
+_Static_assert(offsetof(struct ibv_sge, length) == 8, "struct ibv_sge.length: offset is not 8 on arm64");
+_Static_assert(sizeof(((struct ibv_sge *)0)->length) == 4, "struct ibv_sge.length: size is not 4 on arm64");
+_Static_assert(offsetof(struct ibv_sge, lkey) == 12, "struct ibv_sge.lkey: offset is not 12 on arm64");
+_Static_assert(sizeof(((struct ibv_sge *)0)->lkey) == 4, "struct ibv_sge.lkey: size is not 4 on arm64");
+_Static_assert(sizeof(struct ibv_device) == 8, "struct ibv_device: size is not 8 on arm64");
+_Static_assert(_Alignof(struct ibv_device) == 1, "struct ibv_device: alignment is not 1 on arm64");
+_Static_assert(offsetof(struct ibv_device, name) == 0, "struct ibv_device.name: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct ibv_device *)0)->name) == 8, "struct ibv_device.name: size is not 8 on arm64");
+#endif
 #elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
-_Static_assert(sizeof(struct ibv_cq) == 4, "struct ibv_cq: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct ibv_cq) == 4, "struct ibv_cq: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_cq, ready) == 0, "struct ibv_cq.ready: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_cq *)0)->ready) == 4, "struct ibv_cq.ready: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct ibv_wc) == 16, "struct ibv_wc: size is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct ibv_wc) == 8, "struct ibv_wc: alignment is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_wc, wr_id) == 0, "struct ibv_wc.wr_id: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_wc *)0)->wr_id) == 8, "struct ibv_wc.wr_id: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_wc, status) == 8, "struct ibv_wc.status: offset is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_wc *)0)->status) == 4, "struct ibv_wc.status: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct ibv_exp_wc) == 16, "struct ibv_exp_wc: size is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct ibv_exp_wc) == 8, "struct ibv_exp_wc: alignment is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_exp_wc, wr_id) == 0, "struct ibv_exp_wc.wr_id: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8, "struct ibv_exp_wc.wr_id: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_exp_wc, status) == 8, "struct ibv_exp_wc.status: offset is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->status) == 4, "struct ibv_exp_wc.status: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_exp_wc, byte_len) == 12, "struct ibv_exp_wc.byte_len: offset is not 12 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4, "struct ibv_exp_wc.byte_len: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct ibv_sge) == 16, "struct ibv_sge: size is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct ibv_sge) == 8, "struct ibv_sge: alignment is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_sge, addr) == 0, "struct ibv_sge.addr: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_sge *)0)->addr) == 8, "struct ibv_sge.addr: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_sge, length) == 8, "struct ibv_sge.length: offset is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_sge *)0)->length) == 4, "struct ibv_sge.length: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_sge, lkey) == 12, "struct ibv_sge.lkey: offset is not 12 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_sge *)0)->lkey) == 4, "struct ibv_sge.lkey: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct ibv_device) == 8, "struct ibv_device: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct ibv_device) == 1, "struct ibv_device: alignment is not 1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct ibv_device, name) == 0, "struct ibv_device.name: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct ibv_device *)0)->name) == 8, "struct ibv_device.name: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct ibv_cq) == 4
+	&& _Alignof(struct ibv_cq) == 4
+	&& offsetof(struct ibv_cq, ready) == 0
+	&& sizeof(((struct ibv_cq *)0)->ready) == 4
+	&& sizeof(struct ibv_wc) == 16
+	&& _Alignof(struct ibv_wc) == 8
+	&& offsetof(struct ibv_wc, wr_id) == 0
+	&& sizeof(((struct ibv_wc *)0)->wr_id) == 8
+	&& offsetof(struct ibv_wc, status) == 8
+	&& sizeof(((struct ibv_wc *)0)->status) == 4
+	&& sizeof(struct ibv_exp_wc) == 16
+	&& _Alignof(struct ibv_exp_wc) == 8
+	&& offsetof(struct ibv_exp_wc, wr_id) == 0
+	&& sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8
+	&& offsetof(struct ibv_exp_wc, status) == 8
+	&& sizeof(((struct ibv_exp_wc *)0)->status) == 4
+	&& offsetof(struct ibv_exp_wc, byte_len) == 12
+	&& sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4
+	&& sizeof(struct ibv_sge) == 16
+	&& _Alignof(struct ibv_sge) == 8
+	&& offsetof(struct ibv_sge, addr) == 0
+	&& sizeof(((struct ibv_sge *)0)->addr) == 8
+	&& offsetof(struct ibv_sge, length) == 8
+	&& sizeof(((struct ibv_sge *)0)->length) == 4
+	&& offsetof(struct ibv_sge, lkey) == 12
+	&& sizeof(((struct ibv_sge *)0)->lkey) == 4
+	&& sizeof(struct ibv_device) == 8
+	&& _Alignof(struct ibv_device) == 1
+	&& offsetof(struct ibv_device, name) == 0
+	&& sizeof(((struct ibv_device *)0)->name) == 8, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on ppc64le:");
+_Static_assert(sizeof(struct ibv_cq) == 4, "struct ibv_cq: size is not 4 on ppc64le");
+_Static_assert(_Alignof(struct ibv_cq) == 4, "struct ibv_cq: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct ibv_cq, ready) == 0, "struct ibv_cq.ready: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct ibv_cq *)0)->ready) == 4, "struct ibv_cq.ready: size is not 4 on ppc64le");
+_Static_assert(sizeof(struct ibv_wc) == 16, "struct ibv_wc: size is not 16 on ppc64le");
+_Static_assert(_Alignof(struct ibv_wc) == 8, "struct ibv_wc: alignment is not 8 on ppc64le");
+_Static_assert(offsetof(struct ibv_wc, wr_id) == 0, "struct ibv_wc.wr_id: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct ibv_wc *)0)->wr_id) == 8, "struct ibv_wc.wr_id: size is not 8 on ppc64le");
+_Static_assert(offsetof(struct ibv_wc, status) == 8, "struct ibv_wc.status: offset is not 8 on ppc64le");
+_Static_assert(sizeof(((struct ibv_wc *)0)->status) == 4, "struct ibv_wc.status: size is not 4 on ppc64le");
+_Static_assert(sizeof(struct ibv_exp_wc) == 16, "struct ibv_exp_wc: size is not 16 on ppc64le");
+_Static_assert(_Alignof(struct ibv_exp_wc) == 8, "struct ibv_exp_wc: alignment is not 8 on ppc64le");
+_Static_assert(offsetof(struct ibv_exp_wc, wr_id) == 0, "struct ibv_exp_wc.wr_id: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->wr_id) == 8, "struct ibv_exp_wc.wr_id: size is not 8 on ppc64le");
+_Static_assert(offsetof(struct ibv_exp_wc, status) == 8, "struct ibv_exp_wc.status: offset is not 8 on ppc64le");
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->status) == 4, "struct ibv_exp_wc.status: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct ibv_exp_wc, byte_len) == 12, "struct ibv_exp_wc.byte_len: offset is not 12 on ppc64le");
+_Static_assert(sizeof(((struct ibv_exp_wc *)0)->byte_len) == 4, "struct ibv_exp_wc.byte_len: size is not 4 on ppc64le");
+_Static_assert(sizeof(struct ibv_sge) == 16, "struct ibv_sge: size is not 16 on ppc64le");
+_Static_assert(_Alignof(struct ibv_sge) == 8, "struct ibv_sge: alignment is not 8 on ppc64le");
+_Static_assert(offsetof(struct ibv_sge, addr) == 0, "struct ibv_sge.addr: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct ibv_sge *)0)->addr) == 8, "struct ibv_sge.addr: size is not 8 on ppc64le");
+_Static_assert(offsetof(struct ibv_sge, length) == 8, "struct ibv_sge.length: offset is not 8 on ppc64le");
+_Static_assert(sizeof(((struct ibv_sge *)0)->length) == 4, "struct ibv_sge.length: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct ibv_sge, lkey) == 12, "struct ibv_sge.lkey: offset is not 12 on ppc64le");
+_Static_assert(sizeof(((struct ibv_sge *)0)->lkey) == 4, "struct ibv_sge.lkey: size is not 4 on ppc64le");
+_Static_assert(sizeof(struct ibv_device) == 8, "struct ibv_device: size is not 8 on ppc64le");
+_Static_assert(_Alignof(struct ibv_device) == 1, "struct ibv_device: alignment is not 1 on ppc64le");
+_Static_assert(offsetof(struct ibv_device, name) == 0, "struct ibv_device.name: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct ibv_device *)0)->name) == 8, "struct ibv_device.name: size is not 8 on ppc64le");
+#endif
 #else
 #error "verbsexp: no layouts were generated for this architecture"
 #endif
 
+#ifndef VERBSEXP_ABI_DIFFERS
 // Trampolines return errno with the result in one value, read once by Go:
 // verbsexp_packed puts an int result in the low 32 bits and, when it is -1,
 // errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.
@@ -184,6 +285,8 @@ static inline struct verbsexp_ret_list verbsexp_GetDeviceList(void *verbsexp_fn)
 	void *verbsexp_r = (void *)((__typeof__(&ibv_get_device_list))verbsexp_fn)(&verbsexp_n);
 	return (struct verbsexp_ret_list){verbsexp_r, verbsexp_n, verbsexp_r == NULL ? errno : 0};
 }
+#endif // VERBSEXP_ABI_DIFFERS
+#endif // VERBSEXP_HEADERS_REFUSED
 */
 import "C"
 

@@ -18,74 +18,141 @@ import (
 #include <stdint.h>
 #include <bigenums.h>
 
-// The layouts this package was generated with: a different header set fails here.
-#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)"
+#ifndef VERBSEXP_HEADERS_REFUSED
+// The layouts this package was generated with: a different header set fails here,
+// what to do first and once, then each record, member and constant that differs.
 #if defined(__x86_64__)
-_Static_assert(sizeof(struct big_use) == 24, "struct big_use: size is not 24 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct big_use) == 8, "struct big_use: alignment is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct big_use, u) == 0, "struct big_use.u: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct big_use *)0)->u) == 8, "struct big_use.u: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct big_use, s) == 8, "struct big_use.s: offset is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct big_use *)0)->s) == 8, "struct big_use.s: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct big_use, f) == 16, "struct big_use.f: offset is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct big_use *)0)->f) == 8, "struct big_use.f: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_TOP) == 9223372036854775808ULL, "BIG_TOP is not 9223372036854775808 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_MAX) == 18446744073709551615ULL, "BIG_MAX is not 18446744073709551615 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_ONE) == 1ULL, "BIG_ONE is not 1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_NEG) == (-1LL), "BIG_NEG is not -1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_WRAP) == (-9223372036854775808LL), "BIG_WRAP is not -9223372036854775808 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_MID) == 2147483648ULL, "BIG_MID is not 2147483648 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_F0) == 1ULL, "BIG_F0 is not 1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_F63) == 9223372036854775808ULL, "BIG_F63 is not 9223372036854775808 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_ANON_NEG) == (-1LL), "BIG_ANON_NEG is not -1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_ANON_WRAP) == (-9223372036854775808LL), "BIG_ANON_WRAP is not -9223372036854775808 on amd64" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct big_use) == 24
+	&& _Alignof(struct big_use) == 8
+	&& offsetof(struct big_use, u) == 0
+	&& sizeof(((struct big_use *)0)->u) == 8
+	&& offsetof(struct big_use, s) == 8
+	&& sizeof(((struct big_use *)0)->s) == 8
+	&& offsetof(struct big_use, f) == 16
+	&& sizeof(((struct big_use *)0)->f) == 8
+	&& (BIG_TOP) == 9223372036854775808ULL
+	&& (BIG_MAX) == 18446744073709551615ULL
+	&& (BIG_ONE) == 1ULL
+	&& (BIG_NEG) == (-1LL)
+	&& (BIG_WRAP) == (-9223372036854775808LL)
+	&& (BIG_MID) == 2147483648ULL
+	&& (BIG_F0) == 1ULL
+	&& (BIG_F63) == 9223372036854775808ULL
+	&& (BIG_ANON_NEG) == (-1LL)
+	&& (BIG_ANON_WRAP) == (-9223372036854775808LL), "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on amd64:");
+_Static_assert(sizeof(struct big_use) == 24, "struct big_use: size is not 24 on amd64");
+_Static_assert(_Alignof(struct big_use) == 8, "struct big_use: alignment is not 8 on amd64");
+_Static_assert(offsetof(struct big_use, u) == 0, "struct big_use.u: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct big_use *)0)->u) == 8, "struct big_use.u: size is not 8 on amd64");
+_Static_assert(offsetof(struct big_use, s) == 8, "struct big_use.s: offset is not 8 on amd64");
+_Static_assert(sizeof(((struct big_use *)0)->s) == 8, "struct big_use.s: size is not 8 on amd64");
+_Static_assert(offsetof(struct big_use, f) == 16, "struct big_use.f: offset is not 16 on amd64");
+_Static_assert(sizeof(((struct big_use *)0)->f) == 8, "struct big_use.f: size is not 8 on amd64");
+_Static_assert((BIG_TOP) == 9223372036854775808ULL, "BIG_TOP is not 9223372036854775808 on amd64");
+_Static_assert((BIG_MAX) == 18446744073709551615ULL, "BIG_MAX is not 18446744073709551615 on amd64");
+_Static_assert((BIG_ONE) == 1ULL, "BIG_ONE is not 1 on amd64");
+_Static_assert((BIG_NEG) == (-1LL), "BIG_NEG is not -1 on amd64");
+_Static_assert((BIG_WRAP) == (-9223372036854775808LL), "BIG_WRAP is not -9223372036854775808 on amd64");
+_Static_assert((BIG_MID) == 2147483648ULL, "BIG_MID is not 2147483648 on amd64");
+_Static_assert((BIG_F0) == 1ULL, "BIG_F0 is not 1 on amd64");
+_Static_assert((BIG_F63) == 9223372036854775808ULL, "BIG_F63 is not 9223372036854775808 on amd64");
+_Static_assert((BIG_ANON_NEG) == (-1LL), "BIG_ANON_NEG is not -1 on amd64");
+_Static_assert((BIG_ANON_WRAP) == (-9223372036854775808LL), "BIG_ANON_WRAP is not -9223372036854775808 on amd64");
+#endif
 #elif defined(__aarch64__)
-_Static_assert(sizeof(struct big_use) == 24, "struct big_use: size is not 24 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct big_use) == 8, "struct big_use: alignment is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct big_use, u) == 0, "struct big_use.u: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct big_use *)0)->u) == 8, "struct big_use.u: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct big_use, s) == 8, "struct big_use.s: offset is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct big_use *)0)->s) == 8, "struct big_use.s: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct big_use, f) == 16, "struct big_use.f: offset is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct big_use *)0)->f) == 8, "struct big_use.f: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_TOP) == 9223372036854775808ULL, "BIG_TOP is not 9223372036854775808 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_MAX) == 18446744073709551615ULL, "BIG_MAX is not 18446744073709551615 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_ONE) == 1ULL, "BIG_ONE is not 1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_NEG) == (-1LL), "BIG_NEG is not -1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_WRAP) == (-9223372036854775808LL), "BIG_WRAP is not -9223372036854775808 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_MID) == 2147483648ULL, "BIG_MID is not 2147483648 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_F0) == 1ULL, "BIG_F0 is not 1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_F63) == 9223372036854775808ULL, "BIG_F63 is not 9223372036854775808 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_ANON_NEG) == (-1LL), "BIG_ANON_NEG is not -1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((BIG_ANON_WRAP) == (-9223372036854775808LL), "BIG_ANON_WRAP is not -9223372036854775808 on arm64" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct big_use) == 24
+	&& _Alignof(struct big_use) == 8
+	&& offsetof(struct big_use, u) == 0
+	&& sizeof(((struct big_use *)0)->u) == 8
+	&& offsetof(struct big_use, s) == 8
+	&& sizeof(((struct big_use *)0)->s) == 8
+	&& offsetof(struct big_use, f) == 16
+	&& sizeof(((struct big_use *)0)->f) == 8
+	&& (BIG_TOP) == 9223372036854775808ULL
+	&& (BIG_MAX) == 18446744073709551615ULL
+	&& (BIG_ONE) == 1ULL
+	&& (BIG_NEG) == (-1LL)
+	&& (BIG_WRAP) == (-9223372036854775808LL)
+	&& (BIG_MID) == 2147483648ULL
+	&& (BIG_F0) == 1ULL
+	&& (BIG_F63) == 9223372036854775808ULL
+	&& (BIG_ANON_NEG) == (-1LL)
+	&& (BIG_ANON_WRAP) == (-9223372036854775808LL), "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on arm64:");
+_Static_assert(sizeof(struct big_use) == 24, "struct big_use: size is not 24 on arm64");
+_Static_assert(_Alignof(struct big_use) == 8, "struct big_use: alignment is not 8 on arm64");
+_Static_assert(offsetof(struct big_use, u) == 0, "struct big_use.u: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct big_use *)0)->u) == 8, "struct big_use.u: size is not 8 on arm64");
+_Static_assert(offsetof(struct big_use, s) == 8, "struct big_use.s: offset is not 8 on arm64");
+_Static_assert(sizeof(((struct big_use *)0)->s) == 8, "struct big_use.s: size is not 8 on arm64");
+_Static_assert(offsetof(struct big_use, f) == 16, "struct big_use.f: offset is not 16 on arm64");
+_Static_assert(sizeof(((struct big_use *)0)->f) == 8, "struct big_use.f: size is not 8 on arm64");
+_Static_assert((BIG_TOP) == 9223372036854775808ULL, "BIG_TOP is not 9223372036854775808 on arm64");
+_Static_assert((BIG_MAX) == 18446744073709551615ULL, "BIG_MAX is not 18446744073709551615 on arm64");
+_Static_assert((BIG_ONE) == 1ULL, "BIG_ONE is not 1 on arm64");
+_Static_assert((BIG_NEG) == (-1LL), "BIG_NEG is not -1 on arm64");
+_Static_assert((BIG_WRAP) == (-9223372036854775808LL), "BIG_WRAP is not -9223372036854775808 on arm64");
+_Static_assert((BIG_MID) == 2147483648ULL, "BIG_MID is not 2147483648 on arm64");
+_Static_assert((BIG_F0) == 1ULL, "BIG_F0 is not 1 on arm64");
+_Static_assert((BIG_F63) == 9223372036854775808ULL, "BIG_F63 is not 9223372036854775808 on arm64");
+_Static_assert((BIG_ANON_NEG) == (-1LL), "BIG_ANON_NEG is not -1 on arm64");
+_Static_assert((BIG_ANON_WRAP) == (-9223372036854775808LL), "BIG_ANON_WRAP is not -9223372036854775808 on arm64");
+#endif
 #elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
-_Static_assert(sizeof(struct big_use) == 24, "struct big_use: size is not 24 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct big_use) == 8, "struct big_use: alignment is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct big_use, u) == 0, "struct big_use.u: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct big_use *)0)->u) == 8, "struct big_use.u: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct big_use, s) == 8, "struct big_use.s: offset is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct big_use *)0)->s) == 8, "struct big_use.s: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct big_use, f) == 16, "struct big_use.f: offset is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct big_use *)0)->f) == 8, "struct big_use.f: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((BIG_TOP) == 9223372036854775808ULL, "BIG_TOP is not 9223372036854775808 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((BIG_MAX) == 18446744073709551615ULL, "BIG_MAX is not 18446744073709551615 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((BIG_ONE) == 1ULL, "BIG_ONE is not 1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((BIG_NEG) == (-1LL), "BIG_NEG is not -1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((BIG_WRAP) == (-9223372036854775808LL), "BIG_WRAP is not -9223372036854775808 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((BIG_MID) == 2147483648ULL, "BIG_MID is not 2147483648 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((BIG_F0) == 1ULL, "BIG_F0 is not 1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((BIG_F63) == 9223372036854775808ULL, "BIG_F63 is not 9223372036854775808 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((BIG_ANON_NEG) == (-1LL), "BIG_ANON_NEG is not -1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((BIG_ANON_WRAP) == (-9223372036854775808LL), "BIG_ANON_WRAP is not -9223372036854775808 on ppc64le" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct big_use) == 24
+	&& _Alignof(struct big_use) == 8
+	&& offsetof(struct big_use, u) == 0
+	&& sizeof(((struct big_use *)0)->u) == 8
+	&& offsetof(struct big_use, s) == 8
+	&& sizeof(((struct big_use *)0)->s) == 8
+	&& offsetof(struct big_use, f) == 16
+	&& sizeof(((struct big_use *)0)->f) == 8
+	&& (BIG_TOP) == 9223372036854775808ULL
+	&& (BIG_MAX) == 18446744073709551615ULL
+	&& (BIG_ONE) == 1ULL
+	&& (BIG_NEG) == (-1LL)
+	&& (BIG_WRAP) == (-9223372036854775808LL)
+	&& (BIG_MID) == 2147483648ULL
+	&& (BIG_F0) == 1ULL
+	&& (BIG_F63) == 9223372036854775808ULL
+	&& (BIG_ANON_NEG) == (-1LL)
+	&& (BIG_ANON_WRAP) == (-9223372036854775808LL), "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on ppc64le:");
+_Static_assert(sizeof(struct big_use) == 24, "struct big_use: size is not 24 on ppc64le");
+_Static_assert(_Alignof(struct big_use) == 8, "struct big_use: alignment is not 8 on ppc64le");
+_Static_assert(offsetof(struct big_use, u) == 0, "struct big_use.u: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct big_use *)0)->u) == 8, "struct big_use.u: size is not 8 on ppc64le");
+_Static_assert(offsetof(struct big_use, s) == 8, "struct big_use.s: offset is not 8 on ppc64le");
+_Static_assert(sizeof(((struct big_use *)0)->s) == 8, "struct big_use.s: size is not 8 on ppc64le");
+_Static_assert(offsetof(struct big_use, f) == 16, "struct big_use.f: offset is not 16 on ppc64le");
+_Static_assert(sizeof(((struct big_use *)0)->f) == 8, "struct big_use.f: size is not 8 on ppc64le");
+_Static_assert((BIG_TOP) == 9223372036854775808ULL, "BIG_TOP is not 9223372036854775808 on ppc64le");
+_Static_assert((BIG_MAX) == 18446744073709551615ULL, "BIG_MAX is not 18446744073709551615 on ppc64le");
+_Static_assert((BIG_ONE) == 1ULL, "BIG_ONE is not 1 on ppc64le");
+_Static_assert((BIG_NEG) == (-1LL), "BIG_NEG is not -1 on ppc64le");
+_Static_assert((BIG_WRAP) == (-9223372036854775808LL), "BIG_WRAP is not -9223372036854775808 on ppc64le");
+_Static_assert((BIG_MID) == 2147483648ULL, "BIG_MID is not 2147483648 on ppc64le");
+_Static_assert((BIG_F0) == 1ULL, "BIG_F0 is not 1 on ppc64le");
+_Static_assert((BIG_F63) == 9223372036854775808ULL, "BIG_F63 is not 9223372036854775808 on ppc64le");
+_Static_assert((BIG_ANON_NEG) == (-1LL), "BIG_ANON_NEG is not -1 on ppc64le");
+_Static_assert((BIG_ANON_WRAP) == (-9223372036854775808LL), "BIG_ANON_WRAP is not -9223372036854775808 on ppc64le");
+#endif
 #else
 #error "verbsexp: no layouts were generated for this architecture"
 #endif
 
+#ifndef VERBSEXP_ABI_DIFFERS
 // Trampolines return errno with the result in one value, read once by Go:
 // verbsexp_packed puts an int result in the low 32 bits and, when it is -1,
 // errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.
 static inline int64_t verbsexp_packed(int32_t verbsexp_r) { return (int64_t)(uint32_t)verbsexp_r | (verbsexp_r == -1 ? (int64_t)errno << 32 : 0); }
 
+#endif // VERBSEXP_ABI_DIFFERS
+#endif // VERBSEXP_HEADERS_REFUSED
 */
 import "C"
 

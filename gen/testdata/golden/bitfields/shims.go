@@ -18,38 +18,69 @@ import (
 #include <stdint.h>
 #include <bitfields.h>
 
-// The layouts this package was generated with: a different header set fails here.
-#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)"
+#ifndef VERBSEXP_HEADERS_REFUSED
+// The layouts this package was generated with: a different header set fails here,
+// what to do first and once, then each record, member and constant that differs.
 #if defined(__x86_64__)
-_Static_assert(sizeof(struct flags) == 24, "struct flags: size is not 24 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct flags) == 8, "struct flags: alignment is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct flags, kind) == 0, "struct flags.kind: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct flags *)0)->kind) == 1, "struct flags.kind: size is not 1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct flags, port) == 4, "struct flags.port: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct flags *)0)->port) == 2, "struct flags.port: size is not 2 on amd64" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct flags) == 24
+	&& _Alignof(struct flags) == 8
+	&& offsetof(struct flags, kind) == 0
+	&& sizeof(((struct flags *)0)->kind) == 1
+	&& offsetof(struct flags, port) == 4
+	&& sizeof(((struct flags *)0)->port) == 2, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on amd64:");
+_Static_assert(sizeof(struct flags) == 24, "struct flags: size is not 24 on amd64");
+_Static_assert(_Alignof(struct flags) == 8, "struct flags: alignment is not 8 on amd64");
+_Static_assert(offsetof(struct flags, kind) == 0, "struct flags.kind: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct flags *)0)->kind) == 1, "struct flags.kind: size is not 1 on amd64");
+_Static_assert(offsetof(struct flags, port) == 4, "struct flags.port: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct flags *)0)->port) == 2, "struct flags.port: size is not 2 on amd64");
+#endif
 #elif defined(__aarch64__)
-_Static_assert(sizeof(struct flags) == 24, "struct flags: size is not 24 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct flags) == 8, "struct flags: alignment is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct flags, kind) == 0, "struct flags.kind: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct flags *)0)->kind) == 1, "struct flags.kind: size is not 1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct flags, port) == 4, "struct flags.port: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct flags *)0)->port) == 2, "struct flags.port: size is not 2 on arm64" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct flags) == 24
+	&& _Alignof(struct flags) == 8
+	&& offsetof(struct flags, kind) == 0
+	&& sizeof(((struct flags *)0)->kind) == 1
+	&& offsetof(struct flags, port) == 4
+	&& sizeof(((struct flags *)0)->port) == 2, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on arm64:");
+_Static_assert(sizeof(struct flags) == 24, "struct flags: size is not 24 on arm64");
+_Static_assert(_Alignof(struct flags) == 8, "struct flags: alignment is not 8 on arm64");
+_Static_assert(offsetof(struct flags, kind) == 0, "struct flags.kind: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct flags *)0)->kind) == 1, "struct flags.kind: size is not 1 on arm64");
+_Static_assert(offsetof(struct flags, port) == 4, "struct flags.port: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct flags *)0)->port) == 2, "struct flags.port: size is not 2 on arm64");
+#endif
 #elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
-_Static_assert(sizeof(struct flags) == 24, "struct flags: size is not 24 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct flags) == 8, "struct flags: alignment is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct flags, kind) == 0, "struct flags.kind: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct flags *)0)->kind) == 1, "struct flags.kind: size is not 1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct flags, port) == 4, "struct flags.port: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct flags *)0)->port) == 2, "struct flags.port: size is not 2 on ppc64le" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct flags) == 24
+	&& _Alignof(struct flags) == 8
+	&& offsetof(struct flags, kind) == 0
+	&& sizeof(((struct flags *)0)->kind) == 1
+	&& offsetof(struct flags, port) == 4
+	&& sizeof(((struct flags *)0)->port) == 2, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on ppc64le:");
+_Static_assert(sizeof(struct flags) == 24, "struct flags: size is not 24 on ppc64le");
+_Static_assert(_Alignof(struct flags) == 8, "struct flags: alignment is not 8 on ppc64le");
+_Static_assert(offsetof(struct flags, kind) == 0, "struct flags.kind: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct flags *)0)->kind) == 1, "struct flags.kind: size is not 1 on ppc64le");
+_Static_assert(offsetof(struct flags, port) == 4, "struct flags.port: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct flags *)0)->port) == 2, "struct flags.port: size is not 2 on ppc64le");
+#endif
 #else
 #error "verbsexp: no layouts were generated for this architecture"
 #endif
 
+#ifndef VERBSEXP_ABI_DIFFERS
 // Trampolines return errno with the result in one value, read once by Go:
 // verbsexp_packed puts an int result in the low 32 bits and, when it is -1,
 // errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.
 static inline int64_t verbsexp_packed(int32_t verbsexp_r) { return (int64_t)(uint32_t)verbsexp_r | (verbsexp_r == -1 ? (int64_t)errno << 32 : 0); }
 
+#endif // VERBSEXP_ABI_DIFFERS
+#endif // VERBSEXP_HEADERS_REFUSED
 */
 import "C"
 

@@ -18,290 +18,573 @@ import (
 #include <stdint.h>
 #include <deep.h>
 
-// The layouts this package was generated with: a different header set fails here.
-#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)"
+#ifndef VERBSEXP_HEADERS_REFUSED
+// The layouts this package was generated with: a different header set fails here,
+// what to do first and once, then each record, member and constant that differs.
 #if defined(__x86_64__)
-_Static_assert(sizeof(struct deep_chain) == 8, "struct deep_chain: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct deep_chain) == 4, "struct deep_chain: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, head) == 0, "struct deep_chain.head: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->head) == 4, "struct deep_chain.head: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0) == 4, "struct deep_chain.l0: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0) == 4, "struct deep_chain.l0: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1) == 4, "struct deep_chain.l0.l1: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1) == 4, "struct deep_chain.l0.l1: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2) == 4, "struct deep_chain.l0.l1.l2: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2) == 4, "struct deep_chain.l0.l1.l2: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3) == 4, "struct deep_chain.l0.l1.l2.l3: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3) == 4, "struct deep_chain.l0.l1.l2.l3: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4) == 4, "struct deep_chain.l0.l1.l2.l3.l4: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4) == 4, "struct deep_chain.l0.l1.l2.l3.l4: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag0) == 4, "struct dag0: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag0) == 4, "struct dag0: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag0, x) == 0, "struct dag0.x: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag0 *)0)->x) == 4, "struct dag0.x: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag1) == 8, "struct dag1: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag1) == 4, "struct dag1: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag1, a) == 0, "struct dag1.a: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag1 *)0)->a) == 4, "struct dag1.a: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag1, b) == 4, "struct dag1.b: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag1 *)0)->b) == 4, "struct dag1.b: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag2) == 16, "struct dag2: size is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag2) == 4, "struct dag2: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag2, a) == 0, "struct dag2.a: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag2 *)0)->a) == 8, "struct dag2.a: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag2, b) == 8, "struct dag2.b: offset is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag2 *)0)->b) == 8, "struct dag2.b: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag3) == 32, "struct dag3: size is not 32 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag3) == 4, "struct dag3: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag3, a) == 0, "struct dag3.a: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag3 *)0)->a) == 16, "struct dag3.a: size is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag3, b) == 16, "struct dag3.b: offset is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag3 *)0)->b) == 16, "struct dag3.b: size is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag4) == 64, "struct dag4: size is not 64 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag4) == 4, "struct dag4: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag4, a) == 0, "struct dag4.a: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag4 *)0)->a) == 32, "struct dag4.a: size is not 32 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag4, b) == 32, "struct dag4.b: offset is not 32 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag4 *)0)->b) == 32, "struct dag4.b: size is not 32 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag5) == 128, "struct dag5: size is not 128 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag5) == 4, "struct dag5: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag5, a) == 0, "struct dag5.a: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag5 *)0)->a) == 64, "struct dag5.a: size is not 64 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag5, b) == 64, "struct dag5.b: offset is not 64 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag5 *)0)->b) == 64, "struct dag5.b: size is not 64 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag6) == 256, "struct dag6: size is not 256 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag6) == 4, "struct dag6: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag6, a) == 0, "struct dag6.a: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag6 *)0)->a) == 128, "struct dag6.a: size is not 128 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag6, b) == 128, "struct dag6.b: offset is not 128 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag6 *)0)->b) == 128, "struct dag6.b: size is not 128 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag7) == 512, "struct dag7: size is not 512 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag7) == 4, "struct dag7: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag7, a) == 0, "struct dag7.a: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag7 *)0)->a) == 256, "struct dag7.a: size is not 256 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag7, b) == 256, "struct dag7.b: offset is not 256 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag7 *)0)->b) == 256, "struct dag7.b: size is not 256 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag8) == 1024, "struct dag8: size is not 1024 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag8) == 4, "struct dag8: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag8, a) == 0, "struct dag8.a: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag8 *)0)->a) == 512, "struct dag8.a: size is not 512 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag8, b) == 512, "struct dag8.b: offset is not 512 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag8 *)0)->b) == 512, "struct dag8.b: size is not 512 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag9) == 2048, "struct dag9: size is not 2048 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag9) == 4, "struct dag9: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag9, a) == 0, "struct dag9.a: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag9 *)0)->a) == 1024, "struct dag9.a: size is not 1024 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag9, b) == 1024, "struct dag9.b: offset is not 1024 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag9 *)0)->b) == 1024, "struct dag9.b: size is not 1024 on amd64" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct deep_chain) == 8
+	&& _Alignof(struct deep_chain) == 4
+	&& offsetof(struct deep_chain, head) == 0
+	&& sizeof(((struct deep_chain *)0)->head) == 4
+	&& offsetof(struct deep_chain, l0) == 4
+	&& sizeof(((struct deep_chain *)0)->l0) == 4
+	&& offsetof(struct deep_chain, l0.l1) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4
+	&& sizeof(struct dag0) == 4
+	&& _Alignof(struct dag0) == 4
+	&& offsetof(struct dag0, x) == 0
+	&& sizeof(((struct dag0 *)0)->x) == 4
+	&& sizeof(struct dag1) == 8
+	&& _Alignof(struct dag1) == 4
+	&& offsetof(struct dag1, a) == 0
+	&& sizeof(((struct dag1 *)0)->a) == 4
+	&& offsetof(struct dag1, b) == 4
+	&& sizeof(((struct dag1 *)0)->b) == 4
+	&& sizeof(struct dag2) == 16
+	&& _Alignof(struct dag2) == 4
+	&& offsetof(struct dag2, a) == 0
+	&& sizeof(((struct dag2 *)0)->a) == 8
+	&& offsetof(struct dag2, b) == 8
+	&& sizeof(((struct dag2 *)0)->b) == 8
+	&& sizeof(struct dag3) == 32
+	&& _Alignof(struct dag3) == 4
+	&& offsetof(struct dag3, a) == 0
+	&& sizeof(((struct dag3 *)0)->a) == 16
+	&& offsetof(struct dag3, b) == 16
+	&& sizeof(((struct dag3 *)0)->b) == 16
+	&& sizeof(struct dag4) == 64
+	&& _Alignof(struct dag4) == 4
+	&& offsetof(struct dag4, a) == 0
+	&& sizeof(((struct dag4 *)0)->a) == 32
+	&& offsetof(struct dag4, b) == 32
+	&& sizeof(((struct dag4 *)0)->b) == 32
+	&& sizeof(struct dag5) == 128
+	&& _Alignof(struct dag5) == 4
+	&& offsetof(struct dag5, a) == 0
+	&& sizeof(((struct dag5 *)0)->a) == 64
+	&& offsetof(struct dag5, b) == 64
+	&& sizeof(((struct dag5 *)0)->b) == 64
+	&& sizeof(struct dag6) == 256
+	&& _Alignof(struct dag6) == 4
+	&& offsetof(struct dag6, a) == 0
+	&& sizeof(((struct dag6 *)0)->a) == 128
+	&& offsetof(struct dag6, b) == 128
+	&& sizeof(((struct dag6 *)0)->b) == 128
+	&& sizeof(struct dag7) == 512
+	&& _Alignof(struct dag7) == 4
+	&& offsetof(struct dag7, a) == 0
+	&& sizeof(((struct dag7 *)0)->a) == 256
+	&& offsetof(struct dag7, b) == 256
+	&& sizeof(((struct dag7 *)0)->b) == 256
+	&& sizeof(struct dag8) == 1024
+	&& _Alignof(struct dag8) == 4
+	&& offsetof(struct dag8, a) == 0
+	&& sizeof(((struct dag8 *)0)->a) == 512
+	&& offsetof(struct dag8, b) == 512
+	&& sizeof(((struct dag8 *)0)->b) == 512
+	&& sizeof(struct dag9) == 2048
+	&& _Alignof(struct dag9) == 4
+	&& offsetof(struct dag9, a) == 0
+	&& sizeof(((struct dag9 *)0)->a) == 1024
+	&& offsetof(struct dag9, b) == 1024
+	&& sizeof(((struct dag9 *)0)->b) == 1024, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on amd64:");
+_Static_assert(sizeof(struct deep_chain) == 8, "struct deep_chain: size is not 8 on amd64");
+_Static_assert(_Alignof(struct deep_chain) == 4, "struct deep_chain: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct deep_chain, head) == 0, "struct deep_chain.head: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct deep_chain *)0)->head) == 4, "struct deep_chain.head: size is not 4 on amd64");
+_Static_assert(offsetof(struct deep_chain, l0) == 4, "struct deep_chain.l0: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0) == 4, "struct deep_chain.l0: size is not 4 on amd64");
+_Static_assert(offsetof(struct deep_chain, l0.l1) == 4, "struct deep_chain.l0.l1: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1) == 4, "struct deep_chain.l0.l1: size is not 4 on amd64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2) == 4, "struct deep_chain.l0.l1.l2: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2) == 4, "struct deep_chain.l0.l1.l2: size is not 4 on amd64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3) == 4, "struct deep_chain.l0.l1.l2.l3: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3) == 4, "struct deep_chain.l0.l1.l2.l3: size is not 4 on amd64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4) == 4, "struct deep_chain.l0.l1.l2.l3.l4: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4) == 4, "struct deep_chain.l0.l1.l2.l3.l4: size is not 4 on amd64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5: size is not 4 on amd64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6: size is not 4 on amd64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7: size is not 4 on amd64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8: size is not 4 on amd64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9: size is not 4 on amd64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10: size is not 4 on amd64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11: size is not 4 on amd64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12: size is not 4 on amd64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf: size is not 4 on amd64");
+_Static_assert(sizeof(struct dag0) == 4, "struct dag0: size is not 4 on amd64");
+_Static_assert(_Alignof(struct dag0) == 4, "struct dag0: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct dag0, x) == 0, "struct dag0.x: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct dag0 *)0)->x) == 4, "struct dag0.x: size is not 4 on amd64");
+_Static_assert(sizeof(struct dag1) == 8, "struct dag1: size is not 8 on amd64");
+_Static_assert(_Alignof(struct dag1) == 4, "struct dag1: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct dag1, a) == 0, "struct dag1.a: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct dag1 *)0)->a) == 4, "struct dag1.a: size is not 4 on amd64");
+_Static_assert(offsetof(struct dag1, b) == 4, "struct dag1.b: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct dag1 *)0)->b) == 4, "struct dag1.b: size is not 4 on amd64");
+_Static_assert(sizeof(struct dag2) == 16, "struct dag2: size is not 16 on amd64");
+_Static_assert(_Alignof(struct dag2) == 4, "struct dag2: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct dag2, a) == 0, "struct dag2.a: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct dag2 *)0)->a) == 8, "struct dag2.a: size is not 8 on amd64");
+_Static_assert(offsetof(struct dag2, b) == 8, "struct dag2.b: offset is not 8 on amd64");
+_Static_assert(sizeof(((struct dag2 *)0)->b) == 8, "struct dag2.b: size is not 8 on amd64");
+_Static_assert(sizeof(struct dag3) == 32, "struct dag3: size is not 32 on amd64");
+_Static_assert(_Alignof(struct dag3) == 4, "struct dag3: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct dag3, a) == 0, "struct dag3.a: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct dag3 *)0)->a) == 16, "struct dag3.a: size is not 16 on amd64");
+_Static_assert(offsetof(struct dag3, b) == 16, "struct dag3.b: offset is not 16 on amd64");
+_Static_assert(sizeof(((struct dag3 *)0)->b) == 16, "struct dag3.b: size is not 16 on amd64");
+_Static_assert(sizeof(struct dag4) == 64, "struct dag4: size is not 64 on amd64");
+_Static_assert(_Alignof(struct dag4) == 4, "struct dag4: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct dag4, a) == 0, "struct dag4.a: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct dag4 *)0)->a) == 32, "struct dag4.a: size is not 32 on amd64");
+_Static_assert(offsetof(struct dag4, b) == 32, "struct dag4.b: offset is not 32 on amd64");
+_Static_assert(sizeof(((struct dag4 *)0)->b) == 32, "struct dag4.b: size is not 32 on amd64");
+_Static_assert(sizeof(struct dag5) == 128, "struct dag5: size is not 128 on amd64");
+_Static_assert(_Alignof(struct dag5) == 4, "struct dag5: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct dag5, a) == 0, "struct dag5.a: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct dag5 *)0)->a) == 64, "struct dag5.a: size is not 64 on amd64");
+_Static_assert(offsetof(struct dag5, b) == 64, "struct dag5.b: offset is not 64 on amd64");
+_Static_assert(sizeof(((struct dag5 *)0)->b) == 64, "struct dag5.b: size is not 64 on amd64");
+_Static_assert(sizeof(struct dag6) == 256, "struct dag6: size is not 256 on amd64");
+_Static_assert(_Alignof(struct dag6) == 4, "struct dag6: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct dag6, a) == 0, "struct dag6.a: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct dag6 *)0)->a) == 128, "struct dag6.a: size is not 128 on amd64");
+_Static_assert(offsetof(struct dag6, b) == 128, "struct dag6.b: offset is not 128 on amd64");
+_Static_assert(sizeof(((struct dag6 *)0)->b) == 128, "struct dag6.b: size is not 128 on amd64");
+_Static_assert(sizeof(struct dag7) == 512, "struct dag7: size is not 512 on amd64");
+_Static_assert(_Alignof(struct dag7) == 4, "struct dag7: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct dag7, a) == 0, "struct dag7.a: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct dag7 *)0)->a) == 256, "struct dag7.a: size is not 256 on amd64");
+_Static_assert(offsetof(struct dag7, b) == 256, "struct dag7.b: offset is not 256 on amd64");
+_Static_assert(sizeof(((struct dag7 *)0)->b) == 256, "struct dag7.b: size is not 256 on amd64");
+_Static_assert(sizeof(struct dag8) == 1024, "struct dag8: size is not 1024 on amd64");
+_Static_assert(_Alignof(struct dag8) == 4, "struct dag8: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct dag8, a) == 0, "struct dag8.a: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct dag8 *)0)->a) == 512, "struct dag8.a: size is not 512 on amd64");
+_Static_assert(offsetof(struct dag8, b) == 512, "struct dag8.b: offset is not 512 on amd64");
+_Static_assert(sizeof(((struct dag8 *)0)->b) == 512, "struct dag8.b: size is not 512 on amd64");
+_Static_assert(sizeof(struct dag9) == 2048, "struct dag9: size is not 2048 on amd64");
+_Static_assert(_Alignof(struct dag9) == 4, "struct dag9: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct dag9, a) == 0, "struct dag9.a: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct dag9 *)0)->a) == 1024, "struct dag9.a: size is not 1024 on amd64");
+_Static_assert(offsetof(struct dag9, b) == 1024, "struct dag9.b: offset is not 1024 on amd64");
+_Static_assert(sizeof(((struct dag9 *)0)->b) == 1024, "struct dag9.b: size is not 1024 on amd64");
+#endif
 #elif defined(__aarch64__)
-_Static_assert(sizeof(struct deep_chain) == 8, "struct deep_chain: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct deep_chain) == 4, "struct deep_chain: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, head) == 0, "struct deep_chain.head: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->head) == 4, "struct deep_chain.head: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0) == 4, "struct deep_chain.l0: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0) == 4, "struct deep_chain.l0: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1) == 4, "struct deep_chain.l0.l1: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1) == 4, "struct deep_chain.l0.l1: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2) == 4, "struct deep_chain.l0.l1.l2: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2) == 4, "struct deep_chain.l0.l1.l2: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3) == 4, "struct deep_chain.l0.l1.l2.l3: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3) == 4, "struct deep_chain.l0.l1.l2.l3: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4) == 4, "struct deep_chain.l0.l1.l2.l3.l4: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4) == 4, "struct deep_chain.l0.l1.l2.l3.l4: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag0) == 4, "struct dag0: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag0) == 4, "struct dag0: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag0, x) == 0, "struct dag0.x: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag0 *)0)->x) == 4, "struct dag0.x: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag1) == 8, "struct dag1: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag1) == 4, "struct dag1: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag1, a) == 0, "struct dag1.a: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag1 *)0)->a) == 4, "struct dag1.a: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag1, b) == 4, "struct dag1.b: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag1 *)0)->b) == 4, "struct dag1.b: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag2) == 16, "struct dag2: size is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag2) == 4, "struct dag2: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag2, a) == 0, "struct dag2.a: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag2 *)0)->a) == 8, "struct dag2.a: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag2, b) == 8, "struct dag2.b: offset is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag2 *)0)->b) == 8, "struct dag2.b: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag3) == 32, "struct dag3: size is not 32 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag3) == 4, "struct dag3: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag3, a) == 0, "struct dag3.a: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag3 *)0)->a) == 16, "struct dag3.a: size is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag3, b) == 16, "struct dag3.b: offset is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag3 *)0)->b) == 16, "struct dag3.b: size is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag4) == 64, "struct dag4: size is not 64 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag4) == 4, "struct dag4: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag4, a) == 0, "struct dag4.a: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag4 *)0)->a) == 32, "struct dag4.a: size is not 32 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag4, b) == 32, "struct dag4.b: offset is not 32 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag4 *)0)->b) == 32, "struct dag4.b: size is not 32 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag5) == 128, "struct dag5: size is not 128 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag5) == 4, "struct dag5: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag5, a) == 0, "struct dag5.a: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag5 *)0)->a) == 64, "struct dag5.a: size is not 64 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag5, b) == 64, "struct dag5.b: offset is not 64 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag5 *)0)->b) == 64, "struct dag5.b: size is not 64 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag6) == 256, "struct dag6: size is not 256 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag6) == 4, "struct dag6: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag6, a) == 0, "struct dag6.a: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag6 *)0)->a) == 128, "struct dag6.a: size is not 128 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag6, b) == 128, "struct dag6.b: offset is not 128 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag6 *)0)->b) == 128, "struct dag6.b: size is not 128 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag7) == 512, "struct dag7: size is not 512 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag7) == 4, "struct dag7: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag7, a) == 0, "struct dag7.a: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag7 *)0)->a) == 256, "struct dag7.a: size is not 256 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag7, b) == 256, "struct dag7.b: offset is not 256 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag7 *)0)->b) == 256, "struct dag7.b: size is not 256 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag8) == 1024, "struct dag8: size is not 1024 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag8) == 4, "struct dag8: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag8, a) == 0, "struct dag8.a: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag8 *)0)->a) == 512, "struct dag8.a: size is not 512 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag8, b) == 512, "struct dag8.b: offset is not 512 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag8 *)0)->b) == 512, "struct dag8.b: size is not 512 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag9) == 2048, "struct dag9: size is not 2048 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag9) == 4, "struct dag9: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag9, a) == 0, "struct dag9.a: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag9 *)0)->a) == 1024, "struct dag9.a: size is not 1024 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag9, b) == 1024, "struct dag9.b: offset is not 1024 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag9 *)0)->b) == 1024, "struct dag9.b: size is not 1024 on arm64" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct deep_chain) == 8
+	&& _Alignof(struct deep_chain) == 4
+	&& offsetof(struct deep_chain, head) == 0
+	&& sizeof(((struct deep_chain *)0)->head) == 4
+	&& offsetof(struct deep_chain, l0) == 4
+	&& sizeof(((struct deep_chain *)0)->l0) == 4
+	&& offsetof(struct deep_chain, l0.l1) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4
+	&& sizeof(struct dag0) == 4
+	&& _Alignof(struct dag0) == 4
+	&& offsetof(struct dag0, x) == 0
+	&& sizeof(((struct dag0 *)0)->x) == 4
+	&& sizeof(struct dag1) == 8
+	&& _Alignof(struct dag1) == 4
+	&& offsetof(struct dag1, a) == 0
+	&& sizeof(((struct dag1 *)0)->a) == 4
+	&& offsetof(struct dag1, b) == 4
+	&& sizeof(((struct dag1 *)0)->b) == 4
+	&& sizeof(struct dag2) == 16
+	&& _Alignof(struct dag2) == 4
+	&& offsetof(struct dag2, a) == 0
+	&& sizeof(((struct dag2 *)0)->a) == 8
+	&& offsetof(struct dag2, b) == 8
+	&& sizeof(((struct dag2 *)0)->b) == 8
+	&& sizeof(struct dag3) == 32
+	&& _Alignof(struct dag3) == 4
+	&& offsetof(struct dag3, a) == 0
+	&& sizeof(((struct dag3 *)0)->a) == 16
+	&& offsetof(struct dag3, b) == 16
+	&& sizeof(((struct dag3 *)0)->b) == 16
+	&& sizeof(struct dag4) == 64
+	&& _Alignof(struct dag4) == 4
+	&& offsetof(struct dag4, a) == 0
+	&& sizeof(((struct dag4 *)0)->a) == 32
+	&& offsetof(struct dag4, b) == 32
+	&& sizeof(((struct dag4 *)0)->b) == 32
+	&& sizeof(struct dag5) == 128
+	&& _Alignof(struct dag5) == 4
+	&& offsetof(struct dag5, a) == 0
+	&& sizeof(((struct dag5 *)0)->a) == 64
+	&& offsetof(struct dag5, b) == 64
+	&& sizeof(((struct dag5 *)0)->b) == 64
+	&& sizeof(struct dag6) == 256
+	&& _Alignof(struct dag6) == 4
+	&& offsetof(struct dag6, a) == 0
+	&& sizeof(((struct dag6 *)0)->a) == 128
+	&& offsetof(struct dag6, b) == 128
+	&& sizeof(((struct dag6 *)0)->b) == 128
+	&& sizeof(struct dag7) == 512
+	&& _Alignof(struct dag7) == 4
+	&& offsetof(struct dag7, a) == 0
+	&& sizeof(((struct dag7 *)0)->a) == 256
+	&& offsetof(struct dag7, b) == 256
+	&& sizeof(((struct dag7 *)0)->b) == 256
+	&& sizeof(struct dag8) == 1024
+	&& _Alignof(struct dag8) == 4
+	&& offsetof(struct dag8, a) == 0
+	&& sizeof(((struct dag8 *)0)->a) == 512
+	&& offsetof(struct dag8, b) == 512
+	&& sizeof(((struct dag8 *)0)->b) == 512
+	&& sizeof(struct dag9) == 2048
+	&& _Alignof(struct dag9) == 4
+	&& offsetof(struct dag9, a) == 0
+	&& sizeof(((struct dag9 *)0)->a) == 1024
+	&& offsetof(struct dag9, b) == 1024
+	&& sizeof(((struct dag9 *)0)->b) == 1024, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on arm64:");
+_Static_assert(sizeof(struct deep_chain) == 8, "struct deep_chain: size is not 8 on arm64");
+_Static_assert(_Alignof(struct deep_chain) == 4, "struct deep_chain: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct deep_chain, head) == 0, "struct deep_chain.head: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct deep_chain *)0)->head) == 4, "struct deep_chain.head: size is not 4 on arm64");
+_Static_assert(offsetof(struct deep_chain, l0) == 4, "struct deep_chain.l0: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0) == 4, "struct deep_chain.l0: size is not 4 on arm64");
+_Static_assert(offsetof(struct deep_chain, l0.l1) == 4, "struct deep_chain.l0.l1: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1) == 4, "struct deep_chain.l0.l1: size is not 4 on arm64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2) == 4, "struct deep_chain.l0.l1.l2: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2) == 4, "struct deep_chain.l0.l1.l2: size is not 4 on arm64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3) == 4, "struct deep_chain.l0.l1.l2.l3: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3) == 4, "struct deep_chain.l0.l1.l2.l3: size is not 4 on arm64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4) == 4, "struct deep_chain.l0.l1.l2.l3.l4: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4) == 4, "struct deep_chain.l0.l1.l2.l3.l4: size is not 4 on arm64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5: size is not 4 on arm64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6: size is not 4 on arm64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7: size is not 4 on arm64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8: size is not 4 on arm64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9: size is not 4 on arm64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10: size is not 4 on arm64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11: size is not 4 on arm64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12: size is not 4 on arm64");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf: size is not 4 on arm64");
+_Static_assert(sizeof(struct dag0) == 4, "struct dag0: size is not 4 on arm64");
+_Static_assert(_Alignof(struct dag0) == 4, "struct dag0: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct dag0, x) == 0, "struct dag0.x: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct dag0 *)0)->x) == 4, "struct dag0.x: size is not 4 on arm64");
+_Static_assert(sizeof(struct dag1) == 8, "struct dag1: size is not 8 on arm64");
+_Static_assert(_Alignof(struct dag1) == 4, "struct dag1: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct dag1, a) == 0, "struct dag1.a: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct dag1 *)0)->a) == 4, "struct dag1.a: size is not 4 on arm64");
+_Static_assert(offsetof(struct dag1, b) == 4, "struct dag1.b: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct dag1 *)0)->b) == 4, "struct dag1.b: size is not 4 on arm64");
+_Static_assert(sizeof(struct dag2) == 16, "struct dag2: size is not 16 on arm64");
+_Static_assert(_Alignof(struct dag2) == 4, "struct dag2: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct dag2, a) == 0, "struct dag2.a: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct dag2 *)0)->a) == 8, "struct dag2.a: size is not 8 on arm64");
+_Static_assert(offsetof(struct dag2, b) == 8, "struct dag2.b: offset is not 8 on arm64");
+_Static_assert(sizeof(((struct dag2 *)0)->b) == 8, "struct dag2.b: size is not 8 on arm64");
+_Static_assert(sizeof(struct dag3) == 32, "struct dag3: size is not 32 on arm64");
+_Static_assert(_Alignof(struct dag3) == 4, "struct dag3: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct dag3, a) == 0, "struct dag3.a: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct dag3 *)0)->a) == 16, "struct dag3.a: size is not 16 on arm64");
+_Static_assert(offsetof(struct dag3, b) == 16, "struct dag3.b: offset is not 16 on arm64");
+_Static_assert(sizeof(((struct dag3 *)0)->b) == 16, "struct dag3.b: size is not 16 on arm64");
+_Static_assert(sizeof(struct dag4) == 64, "struct dag4: size is not 64 on arm64");
+_Static_assert(_Alignof(struct dag4) == 4, "struct dag4: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct dag4, a) == 0, "struct dag4.a: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct dag4 *)0)->a) == 32, "struct dag4.a: size is not 32 on arm64");
+_Static_assert(offsetof(struct dag4, b) == 32, "struct dag4.b: offset is not 32 on arm64");
+_Static_assert(sizeof(((struct dag4 *)0)->b) == 32, "struct dag4.b: size is not 32 on arm64");
+_Static_assert(sizeof(struct dag5) == 128, "struct dag5: size is not 128 on arm64");
+_Static_assert(_Alignof(struct dag5) == 4, "struct dag5: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct dag5, a) == 0, "struct dag5.a: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct dag5 *)0)->a) == 64, "struct dag5.a: size is not 64 on arm64");
+_Static_assert(offsetof(struct dag5, b) == 64, "struct dag5.b: offset is not 64 on arm64");
+_Static_assert(sizeof(((struct dag5 *)0)->b) == 64, "struct dag5.b: size is not 64 on arm64");
+_Static_assert(sizeof(struct dag6) == 256, "struct dag6: size is not 256 on arm64");
+_Static_assert(_Alignof(struct dag6) == 4, "struct dag6: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct dag6, a) == 0, "struct dag6.a: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct dag6 *)0)->a) == 128, "struct dag6.a: size is not 128 on arm64");
+_Static_assert(offsetof(struct dag6, b) == 128, "struct dag6.b: offset is not 128 on arm64");
+_Static_assert(sizeof(((struct dag6 *)0)->b) == 128, "struct dag6.b: size is not 128 on arm64");
+_Static_assert(sizeof(struct dag7) == 512, "struct dag7: size is not 512 on arm64");
+_Static_assert(_Alignof(struct dag7) == 4, "struct dag7: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct dag7, a) == 0, "struct dag7.a: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct dag7 *)0)->a) == 256, "struct dag7.a: size is not 256 on arm64");
+_Static_assert(offsetof(struct dag7, b) == 256, "struct dag7.b: offset is not 256 on arm64");
+_Static_assert(sizeof(((struct dag7 *)0)->b) == 256, "struct dag7.b: size is not 256 on arm64");
+_Static_assert(sizeof(struct dag8) == 1024, "struct dag8: size is not 1024 on arm64");
+_Static_assert(_Alignof(struct dag8) == 4, "struct dag8: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct dag8, a) == 0, "struct dag8.a: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct dag8 *)0)->a) == 512, "struct dag8.a: size is not 512 on arm64");
+_Static_assert(offsetof(struct dag8, b) == 512, "struct dag8.b: offset is not 512 on arm64");
+_Static_assert(sizeof(((struct dag8 *)0)->b) == 512, "struct dag8.b: size is not 512 on arm64");
+_Static_assert(sizeof(struct dag9) == 2048, "struct dag9: size is not 2048 on arm64");
+_Static_assert(_Alignof(struct dag9) == 4, "struct dag9: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct dag9, a) == 0, "struct dag9.a: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct dag9 *)0)->a) == 1024, "struct dag9.a: size is not 1024 on arm64");
+_Static_assert(offsetof(struct dag9, b) == 1024, "struct dag9.b: offset is not 1024 on arm64");
+_Static_assert(sizeof(((struct dag9 *)0)->b) == 1024, "struct dag9.b: size is not 1024 on arm64");
+#endif
 #elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
-_Static_assert(sizeof(struct deep_chain) == 8, "struct deep_chain: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct deep_chain) == 4, "struct deep_chain: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, head) == 0, "struct deep_chain.head: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->head) == 4, "struct deep_chain.head: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0) == 4, "struct deep_chain.l0: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0) == 4, "struct deep_chain.l0: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1) == 4, "struct deep_chain.l0.l1: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1) == 4, "struct deep_chain.l0.l1: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2) == 4, "struct deep_chain.l0.l1.l2: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2) == 4, "struct deep_chain.l0.l1.l2: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3) == 4, "struct deep_chain.l0.l1.l2.l3: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3) == 4, "struct deep_chain.l0.l1.l2.l3: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4) == 4, "struct deep_chain.l0.l1.l2.l3.l4: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4) == 4, "struct deep_chain.l0.l1.l2.l3.l4: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag0) == 4, "struct dag0: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag0) == 4, "struct dag0: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag0, x) == 0, "struct dag0.x: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag0 *)0)->x) == 4, "struct dag0.x: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag1) == 8, "struct dag1: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag1) == 4, "struct dag1: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag1, a) == 0, "struct dag1.a: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag1 *)0)->a) == 4, "struct dag1.a: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag1, b) == 4, "struct dag1.b: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag1 *)0)->b) == 4, "struct dag1.b: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag2) == 16, "struct dag2: size is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag2) == 4, "struct dag2: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag2, a) == 0, "struct dag2.a: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag2 *)0)->a) == 8, "struct dag2.a: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag2, b) == 8, "struct dag2.b: offset is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag2 *)0)->b) == 8, "struct dag2.b: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag3) == 32, "struct dag3: size is not 32 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag3) == 4, "struct dag3: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag3, a) == 0, "struct dag3.a: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag3 *)0)->a) == 16, "struct dag3.a: size is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag3, b) == 16, "struct dag3.b: offset is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag3 *)0)->b) == 16, "struct dag3.b: size is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag4) == 64, "struct dag4: size is not 64 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag4) == 4, "struct dag4: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag4, a) == 0, "struct dag4.a: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag4 *)0)->a) == 32, "struct dag4.a: size is not 32 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag4, b) == 32, "struct dag4.b: offset is not 32 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag4 *)0)->b) == 32, "struct dag4.b: size is not 32 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag5) == 128, "struct dag5: size is not 128 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag5) == 4, "struct dag5: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag5, a) == 0, "struct dag5.a: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag5 *)0)->a) == 64, "struct dag5.a: size is not 64 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag5, b) == 64, "struct dag5.b: offset is not 64 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag5 *)0)->b) == 64, "struct dag5.b: size is not 64 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag6) == 256, "struct dag6: size is not 256 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag6) == 4, "struct dag6: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag6, a) == 0, "struct dag6.a: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag6 *)0)->a) == 128, "struct dag6.a: size is not 128 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag6, b) == 128, "struct dag6.b: offset is not 128 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag6 *)0)->b) == 128, "struct dag6.b: size is not 128 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag7) == 512, "struct dag7: size is not 512 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag7) == 4, "struct dag7: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag7, a) == 0, "struct dag7.a: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag7 *)0)->a) == 256, "struct dag7.a: size is not 256 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag7, b) == 256, "struct dag7.b: offset is not 256 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag7 *)0)->b) == 256, "struct dag7.b: size is not 256 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag8) == 1024, "struct dag8: size is not 1024 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag8) == 4, "struct dag8: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag8, a) == 0, "struct dag8.a: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag8 *)0)->a) == 512, "struct dag8.a: size is not 512 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag8, b) == 512, "struct dag8.b: offset is not 512 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag8 *)0)->b) == 512, "struct dag8.b: size is not 512 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct dag9) == 2048, "struct dag9: size is not 2048 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dag9) == 4, "struct dag9: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag9, a) == 0, "struct dag9.a: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag9 *)0)->a) == 1024, "struct dag9.a: size is not 1024 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dag9, b) == 1024, "struct dag9.b: offset is not 1024 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dag9 *)0)->b) == 1024, "struct dag9.b: size is not 1024 on ppc64le" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct deep_chain) == 8
+	&& _Alignof(struct deep_chain) == 4
+	&& offsetof(struct deep_chain, head) == 0
+	&& sizeof(((struct deep_chain *)0)->head) == 4
+	&& offsetof(struct deep_chain, l0) == 4
+	&& sizeof(((struct deep_chain *)0)->l0) == 4
+	&& offsetof(struct deep_chain, l0.l1) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4
+	&& offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4
+	&& sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4
+	&& sizeof(struct dag0) == 4
+	&& _Alignof(struct dag0) == 4
+	&& offsetof(struct dag0, x) == 0
+	&& sizeof(((struct dag0 *)0)->x) == 4
+	&& sizeof(struct dag1) == 8
+	&& _Alignof(struct dag1) == 4
+	&& offsetof(struct dag1, a) == 0
+	&& sizeof(((struct dag1 *)0)->a) == 4
+	&& offsetof(struct dag1, b) == 4
+	&& sizeof(((struct dag1 *)0)->b) == 4
+	&& sizeof(struct dag2) == 16
+	&& _Alignof(struct dag2) == 4
+	&& offsetof(struct dag2, a) == 0
+	&& sizeof(((struct dag2 *)0)->a) == 8
+	&& offsetof(struct dag2, b) == 8
+	&& sizeof(((struct dag2 *)0)->b) == 8
+	&& sizeof(struct dag3) == 32
+	&& _Alignof(struct dag3) == 4
+	&& offsetof(struct dag3, a) == 0
+	&& sizeof(((struct dag3 *)0)->a) == 16
+	&& offsetof(struct dag3, b) == 16
+	&& sizeof(((struct dag3 *)0)->b) == 16
+	&& sizeof(struct dag4) == 64
+	&& _Alignof(struct dag4) == 4
+	&& offsetof(struct dag4, a) == 0
+	&& sizeof(((struct dag4 *)0)->a) == 32
+	&& offsetof(struct dag4, b) == 32
+	&& sizeof(((struct dag4 *)0)->b) == 32
+	&& sizeof(struct dag5) == 128
+	&& _Alignof(struct dag5) == 4
+	&& offsetof(struct dag5, a) == 0
+	&& sizeof(((struct dag5 *)0)->a) == 64
+	&& offsetof(struct dag5, b) == 64
+	&& sizeof(((struct dag5 *)0)->b) == 64
+	&& sizeof(struct dag6) == 256
+	&& _Alignof(struct dag6) == 4
+	&& offsetof(struct dag6, a) == 0
+	&& sizeof(((struct dag6 *)0)->a) == 128
+	&& offsetof(struct dag6, b) == 128
+	&& sizeof(((struct dag6 *)0)->b) == 128
+	&& sizeof(struct dag7) == 512
+	&& _Alignof(struct dag7) == 4
+	&& offsetof(struct dag7, a) == 0
+	&& sizeof(((struct dag7 *)0)->a) == 256
+	&& offsetof(struct dag7, b) == 256
+	&& sizeof(((struct dag7 *)0)->b) == 256
+	&& sizeof(struct dag8) == 1024
+	&& _Alignof(struct dag8) == 4
+	&& offsetof(struct dag8, a) == 0
+	&& sizeof(((struct dag8 *)0)->a) == 512
+	&& offsetof(struct dag8, b) == 512
+	&& sizeof(((struct dag8 *)0)->b) == 512
+	&& sizeof(struct dag9) == 2048
+	&& _Alignof(struct dag9) == 4
+	&& offsetof(struct dag9, a) == 0
+	&& sizeof(((struct dag9 *)0)->a) == 1024
+	&& offsetof(struct dag9, b) == 1024
+	&& sizeof(((struct dag9 *)0)->b) == 1024, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on ppc64le:");
+_Static_assert(sizeof(struct deep_chain) == 8, "struct deep_chain: size is not 8 on ppc64le");
+_Static_assert(_Alignof(struct deep_chain) == 4, "struct deep_chain: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct deep_chain, head) == 0, "struct deep_chain.head: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct deep_chain *)0)->head) == 4, "struct deep_chain.head: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct deep_chain, l0) == 4, "struct deep_chain.l0: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0) == 4, "struct deep_chain.l0: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct deep_chain, l0.l1) == 4, "struct deep_chain.l0.l1: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1) == 4, "struct deep_chain.l0.l1: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2) == 4, "struct deep_chain.l0.l1.l2: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2) == 4, "struct deep_chain.l0.l1.l2: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3) == 4, "struct deep_chain.l0.l1.l2.l3: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3) == 4, "struct deep_chain.l0.l1.l2.l3: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4) == 4, "struct deep_chain.l0.l1.l2.l3.l4: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4) == 4, "struct deep_chain.l0.l1.l2.l3.l4: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct deep_chain, l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct deep_chain *)0)->l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf) == 4, "struct deep_chain.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12.leaf: size is not 4 on ppc64le");
+_Static_assert(sizeof(struct dag0) == 4, "struct dag0: size is not 4 on ppc64le");
+_Static_assert(_Alignof(struct dag0) == 4, "struct dag0: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct dag0, x) == 0, "struct dag0.x: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct dag0 *)0)->x) == 4, "struct dag0.x: size is not 4 on ppc64le");
+_Static_assert(sizeof(struct dag1) == 8, "struct dag1: size is not 8 on ppc64le");
+_Static_assert(_Alignof(struct dag1) == 4, "struct dag1: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct dag1, a) == 0, "struct dag1.a: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct dag1 *)0)->a) == 4, "struct dag1.a: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct dag1, b) == 4, "struct dag1.b: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct dag1 *)0)->b) == 4, "struct dag1.b: size is not 4 on ppc64le");
+_Static_assert(sizeof(struct dag2) == 16, "struct dag2: size is not 16 on ppc64le");
+_Static_assert(_Alignof(struct dag2) == 4, "struct dag2: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct dag2, a) == 0, "struct dag2.a: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct dag2 *)0)->a) == 8, "struct dag2.a: size is not 8 on ppc64le");
+_Static_assert(offsetof(struct dag2, b) == 8, "struct dag2.b: offset is not 8 on ppc64le");
+_Static_assert(sizeof(((struct dag2 *)0)->b) == 8, "struct dag2.b: size is not 8 on ppc64le");
+_Static_assert(sizeof(struct dag3) == 32, "struct dag3: size is not 32 on ppc64le");
+_Static_assert(_Alignof(struct dag3) == 4, "struct dag3: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct dag3, a) == 0, "struct dag3.a: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct dag3 *)0)->a) == 16, "struct dag3.a: size is not 16 on ppc64le");
+_Static_assert(offsetof(struct dag3, b) == 16, "struct dag3.b: offset is not 16 on ppc64le");
+_Static_assert(sizeof(((struct dag3 *)0)->b) == 16, "struct dag3.b: size is not 16 on ppc64le");
+_Static_assert(sizeof(struct dag4) == 64, "struct dag4: size is not 64 on ppc64le");
+_Static_assert(_Alignof(struct dag4) == 4, "struct dag4: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct dag4, a) == 0, "struct dag4.a: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct dag4 *)0)->a) == 32, "struct dag4.a: size is not 32 on ppc64le");
+_Static_assert(offsetof(struct dag4, b) == 32, "struct dag4.b: offset is not 32 on ppc64le");
+_Static_assert(sizeof(((struct dag4 *)0)->b) == 32, "struct dag4.b: size is not 32 on ppc64le");
+_Static_assert(sizeof(struct dag5) == 128, "struct dag5: size is not 128 on ppc64le");
+_Static_assert(_Alignof(struct dag5) == 4, "struct dag5: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct dag5, a) == 0, "struct dag5.a: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct dag5 *)0)->a) == 64, "struct dag5.a: size is not 64 on ppc64le");
+_Static_assert(offsetof(struct dag5, b) == 64, "struct dag5.b: offset is not 64 on ppc64le");
+_Static_assert(sizeof(((struct dag5 *)0)->b) == 64, "struct dag5.b: size is not 64 on ppc64le");
+_Static_assert(sizeof(struct dag6) == 256, "struct dag6: size is not 256 on ppc64le");
+_Static_assert(_Alignof(struct dag6) == 4, "struct dag6: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct dag6, a) == 0, "struct dag6.a: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct dag6 *)0)->a) == 128, "struct dag6.a: size is not 128 on ppc64le");
+_Static_assert(offsetof(struct dag6, b) == 128, "struct dag6.b: offset is not 128 on ppc64le");
+_Static_assert(sizeof(((struct dag6 *)0)->b) == 128, "struct dag6.b: size is not 128 on ppc64le");
+_Static_assert(sizeof(struct dag7) == 512, "struct dag7: size is not 512 on ppc64le");
+_Static_assert(_Alignof(struct dag7) == 4, "struct dag7: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct dag7, a) == 0, "struct dag7.a: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct dag7 *)0)->a) == 256, "struct dag7.a: size is not 256 on ppc64le");
+_Static_assert(offsetof(struct dag7, b) == 256, "struct dag7.b: offset is not 256 on ppc64le");
+_Static_assert(sizeof(((struct dag7 *)0)->b) == 256, "struct dag7.b: size is not 256 on ppc64le");
+_Static_assert(sizeof(struct dag8) == 1024, "struct dag8: size is not 1024 on ppc64le");
+_Static_assert(_Alignof(struct dag8) == 4, "struct dag8: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct dag8, a) == 0, "struct dag8.a: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct dag8 *)0)->a) == 512, "struct dag8.a: size is not 512 on ppc64le");
+_Static_assert(offsetof(struct dag8, b) == 512, "struct dag8.b: offset is not 512 on ppc64le");
+_Static_assert(sizeof(((struct dag8 *)0)->b) == 512, "struct dag8.b: size is not 512 on ppc64le");
+_Static_assert(sizeof(struct dag9) == 2048, "struct dag9: size is not 2048 on ppc64le");
+_Static_assert(_Alignof(struct dag9) == 4, "struct dag9: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct dag9, a) == 0, "struct dag9.a: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct dag9 *)0)->a) == 1024, "struct dag9.a: size is not 1024 on ppc64le");
+_Static_assert(offsetof(struct dag9, b) == 1024, "struct dag9.b: offset is not 1024 on ppc64le");
+_Static_assert(sizeof(((struct dag9 *)0)->b) == 1024, "struct dag9.b: size is not 1024 on ppc64le");
+#endif
 #else
 #error "verbsexp: no layouts were generated for this architecture"
 #endif
 
+#ifndef VERBSEXP_ABI_DIFFERS
 // Trampolines return errno with the result in one value, read once by Go:
 // verbsexp_packed puts an int result in the low 32 bits and, when it is -1,
 // errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.
 static inline int64_t verbsexp_packed(int32_t verbsexp_r) { return (int64_t)(uint32_t)verbsexp_r | (verbsexp_r == -1 ? (int64_t)errno << 32 : 0); }
 
+#endif // VERBSEXP_ABI_DIFFERS
+#endif // VERBSEXP_HEADERS_REFUSED
 */
 import "C"
 

@@ -18,107 +18,255 @@ import (
 #include <stdint.h>
 #include <enums.h>
 
-// The layouts this package was generated with: a different header set fails here.
-#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)"
+#ifndef VERBSEXP_HEADERS_REFUSED
+// The layouts this package was generated with: a different header set fails here,
+// what to do first and once, then each record, member and constant that differs.
 #if defined(__x86_64__)
-_Static_assert(sizeof(struct sized) == 16, "struct sized: size is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct sized) == 8, "struct sized: alignment is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct sized, a) == 0, "struct sized.a: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct sized *)0)->a) == 8, "struct sized.a: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct sized, b) == 8, "struct sized.b: offset is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct sized *)0)->b) == 1, "struct sized.b: size is not 1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct uses) == 16, "struct uses: size is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct uses) == 8, "struct uses: alignment is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct uses, c) == 0, "struct uses.c: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct uses *)0)->c) == 4, "struct uses.c: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct uses, f) == 8, "struct uses.f: offset is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct uses *)0)->f) == 8, "struct uses.f: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((RED) == 0ULL, "RED is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((GREEN) == 5ULL, "GREEN is not 5 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((BLUE) == 6ULL, "BLUE is not 6 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((CRIMSON) == 0ULL, "CRIMSON is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((WF_A) == 1ULL, "WF_A is not 1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((WF_B) == 2ULL, "WF_B is not 2 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((WF_TOP) == 9223372036854775808ULL, "WF_TOP is not 9223372036854775808 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((NEG) == (-2LL), "NEG is not -2 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((ZERO) == 0ULL, "ZERO is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((POS) == 3ULL, "POS is not 3 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((ANON_ONE) == 1ULL, "ANON_ONE is not 1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((ANON_BIG) == 1048576ULL, "ANON_BIG is not 1048576 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((MACRO_SHIFT) == 1099511627776ULL, "MACRO_SHIFT is not 1099511627776 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((MACRO_EXPR) == 13ULL, "MACRO_EXPR is not 13 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((MACRO_SIZEOF) == 16ULL, "MACRO_SIZEOF is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((MACRO_NEG) == (-7LL), "MACRO_NEG is not -7 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((MACRO_MAX) == 18446744073709551615ULL, "MACRO_MAX is not 18446744073709551615 on amd64" VERBSEXP_REGENERATE);
+#if !defined(MACRO_SHIFT)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define MACRO_SHIFT, which the headers of this package define on amd64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(MACRO_EXPR)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define MACRO_EXPR, which the headers of this package define on amd64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(MACRO_SIZEOF)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define MACRO_SIZEOF, which the headers of this package define on amd64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(MACRO_NEG)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define MACRO_NEG, which the headers of this package define on amd64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(MACRO_MAX)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define MACRO_MAX, which the headers of this package define on amd64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#endif
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct sized) == 16
+	&& _Alignof(struct sized) == 8
+	&& offsetof(struct sized, a) == 0
+	&& sizeof(((struct sized *)0)->a) == 8
+	&& offsetof(struct sized, b) == 8
+	&& sizeof(((struct sized *)0)->b) == 1
+	&& sizeof(struct uses) == 16
+	&& _Alignof(struct uses) == 8
+	&& offsetof(struct uses, c) == 0
+	&& sizeof(((struct uses *)0)->c) == 4
+	&& offsetof(struct uses, f) == 8
+	&& sizeof(((struct uses *)0)->f) == 8
+	&& (RED) == 0ULL
+	&& (GREEN) == 5ULL
+	&& (BLUE) == 6ULL
+	&& (CRIMSON) == 0ULL
+	&& (WF_A) == 1ULL
+	&& (WF_B) == 2ULL
+	&& (WF_TOP) == 9223372036854775808ULL
+	&& (NEG) == (-2LL)
+	&& (ZERO) == 0ULL
+	&& (POS) == 3ULL
+	&& (ANON_ONE) == 1ULL
+	&& (ANON_BIG) == 1048576ULL
+	&& (MACRO_SHIFT) == 1099511627776ULL
+	&& (MACRO_EXPR) == 13ULL
+	&& (MACRO_SIZEOF) == 16ULL
+	&& (MACRO_NEG) == (-7LL)
+	&& (MACRO_MAX) == 18446744073709551615ULL, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on amd64:");
+_Static_assert(sizeof(struct sized) == 16, "struct sized: size is not 16 on amd64");
+_Static_assert(_Alignof(struct sized) == 8, "struct sized: alignment is not 8 on amd64");
+_Static_assert(offsetof(struct sized, a) == 0, "struct sized.a: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct sized *)0)->a) == 8, "struct sized.a: size is not 8 on amd64");
+_Static_assert(offsetof(struct sized, b) == 8, "struct sized.b: offset is not 8 on amd64");
+_Static_assert(sizeof(((struct sized *)0)->b) == 1, "struct sized.b: size is not 1 on amd64");
+_Static_assert(sizeof(struct uses) == 16, "struct uses: size is not 16 on amd64");
+_Static_assert(_Alignof(struct uses) == 8, "struct uses: alignment is not 8 on amd64");
+_Static_assert(offsetof(struct uses, c) == 0, "struct uses.c: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct uses *)0)->c) == 4, "struct uses.c: size is not 4 on amd64");
+_Static_assert(offsetof(struct uses, f) == 8, "struct uses.f: offset is not 8 on amd64");
+_Static_assert(sizeof(((struct uses *)0)->f) == 8, "struct uses.f: size is not 8 on amd64");
+_Static_assert((RED) == 0ULL, "RED is not 0 on amd64");
+_Static_assert((GREEN) == 5ULL, "GREEN is not 5 on amd64");
+_Static_assert((BLUE) == 6ULL, "BLUE is not 6 on amd64");
+_Static_assert((CRIMSON) == 0ULL, "CRIMSON is not 0 on amd64");
+_Static_assert((WF_A) == 1ULL, "WF_A is not 1 on amd64");
+_Static_assert((WF_B) == 2ULL, "WF_B is not 2 on amd64");
+_Static_assert((WF_TOP) == 9223372036854775808ULL, "WF_TOP is not 9223372036854775808 on amd64");
+_Static_assert((NEG) == (-2LL), "NEG is not -2 on amd64");
+_Static_assert((ZERO) == 0ULL, "ZERO is not 0 on amd64");
+_Static_assert((POS) == 3ULL, "POS is not 3 on amd64");
+_Static_assert((ANON_ONE) == 1ULL, "ANON_ONE is not 1 on amd64");
+_Static_assert((ANON_BIG) == 1048576ULL, "ANON_BIG is not 1048576 on amd64");
+_Static_assert((MACRO_SHIFT) == 1099511627776ULL, "MACRO_SHIFT is not 1099511627776 on amd64");
+_Static_assert((MACRO_EXPR) == 13ULL, "MACRO_EXPR is not 13 on amd64");
+_Static_assert((MACRO_SIZEOF) == 16ULL, "MACRO_SIZEOF is not 16 on amd64");
+_Static_assert((MACRO_NEG) == (-7LL), "MACRO_NEG is not -7 on amd64");
+_Static_assert((MACRO_MAX) == 18446744073709551615ULL, "MACRO_MAX is not 18446744073709551615 on amd64");
+#endif
 #elif defined(__aarch64__)
-_Static_assert(sizeof(struct sized) == 16, "struct sized: size is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct sized) == 8, "struct sized: alignment is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct sized, a) == 0, "struct sized.a: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct sized *)0)->a) == 8, "struct sized.a: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct sized, b) == 8, "struct sized.b: offset is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct sized *)0)->b) == 1, "struct sized.b: size is not 1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct uses) == 16, "struct uses: size is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct uses) == 8, "struct uses: alignment is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct uses, c) == 0, "struct uses.c: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct uses *)0)->c) == 4, "struct uses.c: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct uses, f) == 8, "struct uses.f: offset is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct uses *)0)->f) == 8, "struct uses.f: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((RED) == 0ULL, "RED is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((GREEN) == 5ULL, "GREEN is not 5 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((BLUE) == 6ULL, "BLUE is not 6 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((CRIMSON) == 0ULL, "CRIMSON is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((WF_A) == 1ULL, "WF_A is not 1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((WF_B) == 2ULL, "WF_B is not 2 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((WF_TOP) == 9223372036854775808ULL, "WF_TOP is not 9223372036854775808 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((NEG) == (-2LL), "NEG is not -2 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((ZERO) == 0ULL, "ZERO is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((POS) == 3ULL, "POS is not 3 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((ANON_ONE) == 1ULL, "ANON_ONE is not 1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((ANON_BIG) == 1048576ULL, "ANON_BIG is not 1048576 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((MACRO_SHIFT) == 1099511627776ULL, "MACRO_SHIFT is not 1099511627776 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((MACRO_EXPR) == 13ULL, "MACRO_EXPR is not 13 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((MACRO_SIZEOF) == 16ULL, "MACRO_SIZEOF is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((MACRO_NEG) == (-7LL), "MACRO_NEG is not -7 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((MACRO_MAX) == 18446744073709551615ULL, "MACRO_MAX is not 18446744073709551615 on arm64" VERBSEXP_REGENERATE);
+#if !defined(MACRO_SHIFT)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define MACRO_SHIFT, which the headers of this package define on arm64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(MACRO_EXPR)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define MACRO_EXPR, which the headers of this package define on arm64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(MACRO_SIZEOF)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define MACRO_SIZEOF, which the headers of this package define on arm64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(MACRO_NEG)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define MACRO_NEG, which the headers of this package define on arm64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(MACRO_MAX)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define MACRO_MAX, which the headers of this package define on arm64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#endif
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct sized) == 16
+	&& _Alignof(struct sized) == 8
+	&& offsetof(struct sized, a) == 0
+	&& sizeof(((struct sized *)0)->a) == 8
+	&& offsetof(struct sized, b) == 8
+	&& sizeof(((struct sized *)0)->b) == 1
+	&& sizeof(struct uses) == 16
+	&& _Alignof(struct uses) == 8
+	&& offsetof(struct uses, c) == 0
+	&& sizeof(((struct uses *)0)->c) == 4
+	&& offsetof(struct uses, f) == 8
+	&& sizeof(((struct uses *)0)->f) == 8
+	&& (RED) == 0ULL
+	&& (GREEN) == 5ULL
+	&& (BLUE) == 6ULL
+	&& (CRIMSON) == 0ULL
+	&& (WF_A) == 1ULL
+	&& (WF_B) == 2ULL
+	&& (WF_TOP) == 9223372036854775808ULL
+	&& (NEG) == (-2LL)
+	&& (ZERO) == 0ULL
+	&& (POS) == 3ULL
+	&& (ANON_ONE) == 1ULL
+	&& (ANON_BIG) == 1048576ULL
+	&& (MACRO_SHIFT) == 1099511627776ULL
+	&& (MACRO_EXPR) == 13ULL
+	&& (MACRO_SIZEOF) == 16ULL
+	&& (MACRO_NEG) == (-7LL)
+	&& (MACRO_MAX) == 18446744073709551615ULL, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on arm64:");
+_Static_assert(sizeof(struct sized) == 16, "struct sized: size is not 16 on arm64");
+_Static_assert(_Alignof(struct sized) == 8, "struct sized: alignment is not 8 on arm64");
+_Static_assert(offsetof(struct sized, a) == 0, "struct sized.a: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct sized *)0)->a) == 8, "struct sized.a: size is not 8 on arm64");
+_Static_assert(offsetof(struct sized, b) == 8, "struct sized.b: offset is not 8 on arm64");
+_Static_assert(sizeof(((struct sized *)0)->b) == 1, "struct sized.b: size is not 1 on arm64");
+_Static_assert(sizeof(struct uses) == 16, "struct uses: size is not 16 on arm64");
+_Static_assert(_Alignof(struct uses) == 8, "struct uses: alignment is not 8 on arm64");
+_Static_assert(offsetof(struct uses, c) == 0, "struct uses.c: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct uses *)0)->c) == 4, "struct uses.c: size is not 4 on arm64");
+_Static_assert(offsetof(struct uses, f) == 8, "struct uses.f: offset is not 8 on arm64");
+_Static_assert(sizeof(((struct uses *)0)->f) == 8, "struct uses.f: size is not 8 on arm64");
+_Static_assert((RED) == 0ULL, "RED is not 0 on arm64");
+_Static_assert((GREEN) == 5ULL, "GREEN is not 5 on arm64");
+_Static_assert((BLUE) == 6ULL, "BLUE is not 6 on arm64");
+_Static_assert((CRIMSON) == 0ULL, "CRIMSON is not 0 on arm64");
+_Static_assert((WF_A) == 1ULL, "WF_A is not 1 on arm64");
+_Static_assert((WF_B) == 2ULL, "WF_B is not 2 on arm64");
+_Static_assert((WF_TOP) == 9223372036854775808ULL, "WF_TOP is not 9223372036854775808 on arm64");
+_Static_assert((NEG) == (-2LL), "NEG is not -2 on arm64");
+_Static_assert((ZERO) == 0ULL, "ZERO is not 0 on arm64");
+_Static_assert((POS) == 3ULL, "POS is not 3 on arm64");
+_Static_assert((ANON_ONE) == 1ULL, "ANON_ONE is not 1 on arm64");
+_Static_assert((ANON_BIG) == 1048576ULL, "ANON_BIG is not 1048576 on arm64");
+_Static_assert((MACRO_SHIFT) == 1099511627776ULL, "MACRO_SHIFT is not 1099511627776 on arm64");
+_Static_assert((MACRO_EXPR) == 13ULL, "MACRO_EXPR is not 13 on arm64");
+_Static_assert((MACRO_SIZEOF) == 16ULL, "MACRO_SIZEOF is not 16 on arm64");
+_Static_assert((MACRO_NEG) == (-7LL), "MACRO_NEG is not -7 on arm64");
+_Static_assert((MACRO_MAX) == 18446744073709551615ULL, "MACRO_MAX is not 18446744073709551615 on arm64");
+#endif
 #elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
-_Static_assert(sizeof(struct sized) == 16, "struct sized: size is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct sized) == 8, "struct sized: alignment is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct sized, a) == 0, "struct sized.a: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct sized *)0)->a) == 8, "struct sized.a: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct sized, b) == 8, "struct sized.b: offset is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct sized *)0)->b) == 1, "struct sized.b: size is not 1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct uses) == 16, "struct uses: size is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct uses) == 8, "struct uses: alignment is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct uses, c) == 0, "struct uses.c: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct uses *)0)->c) == 4, "struct uses.c: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct uses, f) == 8, "struct uses.f: offset is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct uses *)0)->f) == 8, "struct uses.f: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((RED) == 0ULL, "RED is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((GREEN) == 5ULL, "GREEN is not 5 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((BLUE) == 6ULL, "BLUE is not 6 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((CRIMSON) == 0ULL, "CRIMSON is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((WF_A) == 1ULL, "WF_A is not 1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((WF_B) == 2ULL, "WF_B is not 2 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((WF_TOP) == 9223372036854775808ULL, "WF_TOP is not 9223372036854775808 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((NEG) == (-2LL), "NEG is not -2 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((ZERO) == 0ULL, "ZERO is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((POS) == 3ULL, "POS is not 3 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((ANON_ONE) == 1ULL, "ANON_ONE is not 1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((ANON_BIG) == 1048576ULL, "ANON_BIG is not 1048576 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((MACRO_SHIFT) == 1099511627776ULL, "MACRO_SHIFT is not 1099511627776 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((MACRO_EXPR) == 13ULL, "MACRO_EXPR is not 13 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((MACRO_SIZEOF) == 16ULL, "MACRO_SIZEOF is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((MACRO_NEG) == (-7LL), "MACRO_NEG is not -7 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((MACRO_MAX) == 18446744073709551615ULL, "MACRO_MAX is not 18446744073709551615 on ppc64le" VERBSEXP_REGENERATE);
+#if !defined(MACRO_SHIFT)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define MACRO_SHIFT, which the headers of this package define on ppc64le: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(MACRO_EXPR)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define MACRO_EXPR, which the headers of this package define on ppc64le: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(MACRO_SIZEOF)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define MACRO_SIZEOF, which the headers of this package define on ppc64le: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(MACRO_NEG)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define MACRO_NEG, which the headers of this package define on ppc64le: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(MACRO_MAX)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define MACRO_MAX, which the headers of this package define on ppc64le: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#endif
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct sized) == 16
+	&& _Alignof(struct sized) == 8
+	&& offsetof(struct sized, a) == 0
+	&& sizeof(((struct sized *)0)->a) == 8
+	&& offsetof(struct sized, b) == 8
+	&& sizeof(((struct sized *)0)->b) == 1
+	&& sizeof(struct uses) == 16
+	&& _Alignof(struct uses) == 8
+	&& offsetof(struct uses, c) == 0
+	&& sizeof(((struct uses *)0)->c) == 4
+	&& offsetof(struct uses, f) == 8
+	&& sizeof(((struct uses *)0)->f) == 8
+	&& (RED) == 0ULL
+	&& (GREEN) == 5ULL
+	&& (BLUE) == 6ULL
+	&& (CRIMSON) == 0ULL
+	&& (WF_A) == 1ULL
+	&& (WF_B) == 2ULL
+	&& (WF_TOP) == 9223372036854775808ULL
+	&& (NEG) == (-2LL)
+	&& (ZERO) == 0ULL
+	&& (POS) == 3ULL
+	&& (ANON_ONE) == 1ULL
+	&& (ANON_BIG) == 1048576ULL
+	&& (MACRO_SHIFT) == 1099511627776ULL
+	&& (MACRO_EXPR) == 13ULL
+	&& (MACRO_SIZEOF) == 16ULL
+	&& (MACRO_NEG) == (-7LL)
+	&& (MACRO_MAX) == 18446744073709551615ULL, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on ppc64le:");
+_Static_assert(sizeof(struct sized) == 16, "struct sized: size is not 16 on ppc64le");
+_Static_assert(_Alignof(struct sized) == 8, "struct sized: alignment is not 8 on ppc64le");
+_Static_assert(offsetof(struct sized, a) == 0, "struct sized.a: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct sized *)0)->a) == 8, "struct sized.a: size is not 8 on ppc64le");
+_Static_assert(offsetof(struct sized, b) == 8, "struct sized.b: offset is not 8 on ppc64le");
+_Static_assert(sizeof(((struct sized *)0)->b) == 1, "struct sized.b: size is not 1 on ppc64le");
+_Static_assert(sizeof(struct uses) == 16, "struct uses: size is not 16 on ppc64le");
+_Static_assert(_Alignof(struct uses) == 8, "struct uses: alignment is not 8 on ppc64le");
+_Static_assert(offsetof(struct uses, c) == 0, "struct uses.c: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct uses *)0)->c) == 4, "struct uses.c: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct uses, f) == 8, "struct uses.f: offset is not 8 on ppc64le");
+_Static_assert(sizeof(((struct uses *)0)->f) == 8, "struct uses.f: size is not 8 on ppc64le");
+_Static_assert((RED) == 0ULL, "RED is not 0 on ppc64le");
+_Static_assert((GREEN) == 5ULL, "GREEN is not 5 on ppc64le");
+_Static_assert((BLUE) == 6ULL, "BLUE is not 6 on ppc64le");
+_Static_assert((CRIMSON) == 0ULL, "CRIMSON is not 0 on ppc64le");
+_Static_assert((WF_A) == 1ULL, "WF_A is not 1 on ppc64le");
+_Static_assert((WF_B) == 2ULL, "WF_B is not 2 on ppc64le");
+_Static_assert((WF_TOP) == 9223372036854775808ULL, "WF_TOP is not 9223372036854775808 on ppc64le");
+_Static_assert((NEG) == (-2LL), "NEG is not -2 on ppc64le");
+_Static_assert((ZERO) == 0ULL, "ZERO is not 0 on ppc64le");
+_Static_assert((POS) == 3ULL, "POS is not 3 on ppc64le");
+_Static_assert((ANON_ONE) == 1ULL, "ANON_ONE is not 1 on ppc64le");
+_Static_assert((ANON_BIG) == 1048576ULL, "ANON_BIG is not 1048576 on ppc64le");
+_Static_assert((MACRO_SHIFT) == 1099511627776ULL, "MACRO_SHIFT is not 1099511627776 on ppc64le");
+_Static_assert((MACRO_EXPR) == 13ULL, "MACRO_EXPR is not 13 on ppc64le");
+_Static_assert((MACRO_SIZEOF) == 16ULL, "MACRO_SIZEOF is not 16 on ppc64le");
+_Static_assert((MACRO_NEG) == (-7LL), "MACRO_NEG is not -7 on ppc64le");
+_Static_assert((MACRO_MAX) == 18446744073709551615ULL, "MACRO_MAX is not 18446744073709551615 on ppc64le");
+#endif
 #else
 #error "verbsexp: no layouts were generated for this architecture"
 #endif
 
+#ifndef VERBSEXP_ABI_DIFFERS
 // Trampolines return errno with the result in one value, read once by Go:
 // verbsexp_packed puts an int result in the low 32 bits and, when it is -1,
 // errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.
 static inline int64_t verbsexp_packed(int32_t verbsexp_r) { return (int64_t)(uint32_t)verbsexp_r | (verbsexp_r == -1 ? (int64_t)errno << 32 : 0); }
 
+#endif // VERBSEXP_ABI_DIFFERS
+#endif // VERBSEXP_HEADERS_REFUSED
 */
 import "C"
 

@@ -20,51 +20,98 @@ import (
 #include <stdint.h>
 #include <funcs.h>
 
-// The layouts this package was generated with: a different header set fails here.
-#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)"
+#ifndef VERBSEXP_HEADERS_REFUSED
+// The layouts this package was generated with: a different header set fails here,
+// what to do first and once, then each record, member and constant that differs.
 #if defined(__x86_64__)
-_Static_assert(sizeof(struct dev) == 4, "struct dev: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dev) == 4, "struct dev: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dev, fd) == 0, "struct dev.fd: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dev *)0)->fd) == 4, "struct dev.fd: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct pair) == 8, "struct pair: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct pair) == 4, "struct pair: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct pair, a) == 0, "struct pair.a: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct pair *)0)->a) == 4, "struct pair.a: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct pair, b) == 4, "struct pair.b: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct pair *)0)->b) == 4, "struct pair.b: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((MODE_A) == 0ULL, "MODE_A is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((MODE_B) == 1ULL, "MODE_B is not 1 on amd64" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct dev) == 4
+	&& _Alignof(struct dev) == 4
+	&& offsetof(struct dev, fd) == 0
+	&& sizeof(((struct dev *)0)->fd) == 4
+	&& sizeof(struct pair) == 8
+	&& _Alignof(struct pair) == 4
+	&& offsetof(struct pair, a) == 0
+	&& sizeof(((struct pair *)0)->a) == 4
+	&& offsetof(struct pair, b) == 4
+	&& sizeof(((struct pair *)0)->b) == 4
+	&& (MODE_A) == 0ULL
+	&& (MODE_B) == 1ULL, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on amd64:");
+_Static_assert(sizeof(struct dev) == 4, "struct dev: size is not 4 on amd64");
+_Static_assert(_Alignof(struct dev) == 4, "struct dev: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct dev, fd) == 0, "struct dev.fd: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct dev *)0)->fd) == 4, "struct dev.fd: size is not 4 on amd64");
+_Static_assert(sizeof(struct pair) == 8, "struct pair: size is not 8 on amd64");
+_Static_assert(_Alignof(struct pair) == 4, "struct pair: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct pair, a) == 0, "struct pair.a: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct pair *)0)->a) == 4, "struct pair.a: size is not 4 on amd64");
+_Static_assert(offsetof(struct pair, b) == 4, "struct pair.b: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct pair *)0)->b) == 4, "struct pair.b: size is not 4 on amd64");
+_Static_assert((MODE_A) == 0ULL, "MODE_A is not 0 on amd64");
+_Static_assert((MODE_B) == 1ULL, "MODE_B is not 1 on amd64");
+#endif
 #elif defined(__aarch64__)
-_Static_assert(sizeof(struct dev) == 4, "struct dev: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dev) == 4, "struct dev: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dev, fd) == 0, "struct dev.fd: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dev *)0)->fd) == 4, "struct dev.fd: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct pair) == 8, "struct pair: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct pair) == 4, "struct pair: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct pair, a) == 0, "struct pair.a: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct pair *)0)->a) == 4, "struct pair.a: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct pair, b) == 4, "struct pair.b: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct pair *)0)->b) == 4, "struct pair.b: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((MODE_A) == 0ULL, "MODE_A is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((MODE_B) == 1ULL, "MODE_B is not 1 on arm64" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct dev) == 4
+	&& _Alignof(struct dev) == 4
+	&& offsetof(struct dev, fd) == 0
+	&& sizeof(((struct dev *)0)->fd) == 4
+	&& sizeof(struct pair) == 8
+	&& _Alignof(struct pair) == 4
+	&& offsetof(struct pair, a) == 0
+	&& sizeof(((struct pair *)0)->a) == 4
+	&& offsetof(struct pair, b) == 4
+	&& sizeof(((struct pair *)0)->b) == 4
+	&& (MODE_A) == 0ULL
+	&& (MODE_B) == 1ULL, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on arm64:");
+_Static_assert(sizeof(struct dev) == 4, "struct dev: size is not 4 on arm64");
+_Static_assert(_Alignof(struct dev) == 4, "struct dev: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct dev, fd) == 0, "struct dev.fd: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct dev *)0)->fd) == 4, "struct dev.fd: size is not 4 on arm64");
+_Static_assert(sizeof(struct pair) == 8, "struct pair: size is not 8 on arm64");
+_Static_assert(_Alignof(struct pair) == 4, "struct pair: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct pair, a) == 0, "struct pair.a: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct pair *)0)->a) == 4, "struct pair.a: size is not 4 on arm64");
+_Static_assert(offsetof(struct pair, b) == 4, "struct pair.b: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct pair *)0)->b) == 4, "struct pair.b: size is not 4 on arm64");
+_Static_assert((MODE_A) == 0ULL, "MODE_A is not 0 on arm64");
+_Static_assert((MODE_B) == 1ULL, "MODE_B is not 1 on arm64");
+#endif
 #elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
-_Static_assert(sizeof(struct dev) == 4, "struct dev: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct dev) == 4, "struct dev: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct dev, fd) == 0, "struct dev.fd: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct dev *)0)->fd) == 4, "struct dev.fd: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct pair) == 8, "struct pair: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct pair) == 4, "struct pair: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct pair, a) == 0, "struct pair.a: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct pair *)0)->a) == 4, "struct pair.a: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct pair, b) == 4, "struct pair.b: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct pair *)0)->b) == 4, "struct pair.b: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((MODE_A) == 0ULL, "MODE_A is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((MODE_B) == 1ULL, "MODE_B is not 1 on ppc64le" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct dev) == 4
+	&& _Alignof(struct dev) == 4
+	&& offsetof(struct dev, fd) == 0
+	&& sizeof(((struct dev *)0)->fd) == 4
+	&& sizeof(struct pair) == 8
+	&& _Alignof(struct pair) == 4
+	&& offsetof(struct pair, a) == 0
+	&& sizeof(((struct pair *)0)->a) == 4
+	&& offsetof(struct pair, b) == 4
+	&& sizeof(((struct pair *)0)->b) == 4
+	&& (MODE_A) == 0ULL
+	&& (MODE_B) == 1ULL, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on ppc64le:");
+_Static_assert(sizeof(struct dev) == 4, "struct dev: size is not 4 on ppc64le");
+_Static_assert(_Alignof(struct dev) == 4, "struct dev: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct dev, fd) == 0, "struct dev.fd: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct dev *)0)->fd) == 4, "struct dev.fd: size is not 4 on ppc64le");
+_Static_assert(sizeof(struct pair) == 8, "struct pair: size is not 8 on ppc64le");
+_Static_assert(_Alignof(struct pair) == 4, "struct pair: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct pair, a) == 0, "struct pair.a: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct pair *)0)->a) == 4, "struct pair.a: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct pair, b) == 4, "struct pair.b: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct pair *)0)->b) == 4, "struct pair.b: size is not 4 on ppc64le");
+_Static_assert((MODE_A) == 0ULL, "MODE_A is not 0 on ppc64le");
+_Static_assert((MODE_B) == 1ULL, "MODE_B is not 1 on ppc64le");
+#endif
 #else
 #error "verbsexp: no layouts were generated for this architecture"
 #endif
 
+#ifndef VERBSEXP_ABI_DIFFERS
 // Trampolines return errno with the result in one value, read once by Go:
 // verbsexp_packed puts an int result in the low 32 bits and, when it is -1,
 // errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.
@@ -110,6 +157,8 @@ static inline int64_t verbsexp_DevFail(void * verbsexp_p0, int32_t verbsexp_p1) 
 	errno = 0;
 	return verbsexp_packed(dev_fail(verbsexp_p0, verbsexp_p1));
 }
+#endif // VERBSEXP_ABI_DIFFERS
+#endif // VERBSEXP_HEADERS_REFUSED
 */
 import "C"
 

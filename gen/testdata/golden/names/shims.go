@@ -20,135 +20,323 @@ import (
 #include <stdint.h>
 #include <names.h>
 
-// The layouts this package was generated with: a different header set fails here.
-#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)"
+#ifndef VERBSEXP_HEADERS_REFUSED
+// The layouts this package was generated with: a different header set fails here,
+// what to do first and once, then each record, member and constant that differs.
 #if defined(__x86_64__)
-_Static_assert(sizeof(struct rec) == 24, "struct rec: size is not 24 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct rec) == 4, "struct rec: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, set_x) == 0, "struct rec.set_x: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->set_x) == 4, "struct rec.set_x: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, x) == 4, "struct rec.x: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->x) == 4, "struct rec.x: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, x.p) == 4, "struct rec.x.p: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->x.p) == 4, "struct rec.x.p: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, x.q) == 4, "struct rec.x.q: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->x.q) == 1, "struct rec.x.q: size is not 1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, set_y) == 8, "struct rec.set_y: offset is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->set_y) == 4, "struct rec.set_y: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, z) == 16, "struct rec.z: offset is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->z) == 4, "struct rec.z: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, set_z) == 20, "struct rec.set_z: offset is not 20 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->set_z) == 4, "struct rec.set_z: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct tight) == 9, "struct tight: size is not 9 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct tight) == 1, "struct tight: alignment is not 1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct tight, c) == 0, "struct tight.c: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct tight *)0)->c) == 1, "struct tight.c: size is not 1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct tight, set_w) == 1, "struct tight.set_w: offset is not 1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct tight *)0)->set_w) == 4, "struct tight.set_w: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct tight, w) == 5, "struct tight.w: offset is not 5 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct tight *)0)->w) == 4, "struct tight.w: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct c) == 16, "struct c: size is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct c) == 4, "struct c: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct c, a$b) == 0, "struct c.a$b: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct c *)0)->a$b) == 4, "struct c.a$b: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct c, a_b) == 4, "struct c.a_b: offset is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct c *)0)->a_b) == 4, "struct c.a_b: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct c, été) == 8, "struct c.été: offset is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct c *)0)->été) == 4, "struct c.été: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct c, 名前) == 12, "struct c.名前: offset is not 12 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct c *)0)->名前) == 4, "struct c.名前: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((p0) == 1ULL, "p0 is not 1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((r) == 2ULL, "r is not 2 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((v) == 3ULL, "v is not 3 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((fn) == 4ULL, "fn is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((e) == 5ULL, "e is not 5 on amd64" VERBSEXP_REGENERATE);
-_Static_assert((slot2) == 6ULL, "slot2 is not 6 on amd64" VERBSEXP_REGENERATE);
+#if !defined(p0)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define p0, which the headers of this package define on amd64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(r)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define r, which the headers of this package define on amd64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(v)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define v, which the headers of this package define on amd64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(fn)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define fn, which the headers of this package define on amd64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(e)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define e, which the headers of this package define on amd64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(slot2)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define slot2, which the headers of this package define on amd64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#endif
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct rec) == 24
+	&& _Alignof(struct rec) == 4
+	&& offsetof(struct rec, set_x) == 0
+	&& sizeof(((struct rec *)0)->set_x) == 4
+	&& offsetof(struct rec, x) == 4
+	&& sizeof(((struct rec *)0)->x) == 4
+	&& offsetof(struct rec, x.p) == 4
+	&& sizeof(((struct rec *)0)->x.p) == 4
+	&& offsetof(struct rec, x.q) == 4
+	&& sizeof(((struct rec *)0)->x.q) == 1
+	&& offsetof(struct rec, set_y) == 8
+	&& sizeof(((struct rec *)0)->set_y) == 4
+	&& offsetof(struct rec, z) == 16
+	&& sizeof(((struct rec *)0)->z) == 4
+	&& offsetof(struct rec, set_z) == 20
+	&& sizeof(((struct rec *)0)->set_z) == 4
+	&& sizeof(struct tight) == 9
+	&& _Alignof(struct tight) == 1
+	&& offsetof(struct tight, c) == 0
+	&& sizeof(((struct tight *)0)->c) == 1
+	&& offsetof(struct tight, set_w) == 1
+	&& sizeof(((struct tight *)0)->set_w) == 4
+	&& offsetof(struct tight, w) == 5
+	&& sizeof(((struct tight *)0)->w) == 4
+	&& sizeof(struct c) == 16
+	&& _Alignof(struct c) == 4
+	&& offsetof(struct c, a$b) == 0
+	&& sizeof(((struct c *)0)->a$b) == 4
+	&& offsetof(struct c, a_b) == 4
+	&& sizeof(((struct c *)0)->a_b) == 4
+	&& offsetof(struct c, été) == 8
+	&& sizeof(((struct c *)0)->été) == 4
+	&& offsetof(struct c, 名前) == 12
+	&& sizeof(((struct c *)0)->名前) == 4
+	&& (p0) == 1ULL
+	&& (r) == 2ULL
+	&& (v) == 3ULL
+	&& (fn) == 4ULL
+	&& (e) == 5ULL
+	&& (slot2) == 6ULL, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on amd64:");
+_Static_assert(sizeof(struct rec) == 24, "struct rec: size is not 24 on amd64");
+_Static_assert(_Alignof(struct rec) == 4, "struct rec: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct rec, set_x) == 0, "struct rec.set_x: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct rec *)0)->set_x) == 4, "struct rec.set_x: size is not 4 on amd64");
+_Static_assert(offsetof(struct rec, x) == 4, "struct rec.x: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct rec *)0)->x) == 4, "struct rec.x: size is not 4 on amd64");
+_Static_assert(offsetof(struct rec, x.p) == 4, "struct rec.x.p: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct rec *)0)->x.p) == 4, "struct rec.x.p: size is not 4 on amd64");
+_Static_assert(offsetof(struct rec, x.q) == 4, "struct rec.x.q: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct rec *)0)->x.q) == 1, "struct rec.x.q: size is not 1 on amd64");
+_Static_assert(offsetof(struct rec, set_y) == 8, "struct rec.set_y: offset is not 8 on amd64");
+_Static_assert(sizeof(((struct rec *)0)->set_y) == 4, "struct rec.set_y: size is not 4 on amd64");
+_Static_assert(offsetof(struct rec, z) == 16, "struct rec.z: offset is not 16 on amd64");
+_Static_assert(sizeof(((struct rec *)0)->z) == 4, "struct rec.z: size is not 4 on amd64");
+_Static_assert(offsetof(struct rec, set_z) == 20, "struct rec.set_z: offset is not 20 on amd64");
+_Static_assert(sizeof(((struct rec *)0)->set_z) == 4, "struct rec.set_z: size is not 4 on amd64");
+_Static_assert(sizeof(struct tight) == 9, "struct tight: size is not 9 on amd64");
+_Static_assert(_Alignof(struct tight) == 1, "struct tight: alignment is not 1 on amd64");
+_Static_assert(offsetof(struct tight, c) == 0, "struct tight.c: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct tight *)0)->c) == 1, "struct tight.c: size is not 1 on amd64");
+_Static_assert(offsetof(struct tight, set_w) == 1, "struct tight.set_w: offset is not 1 on amd64");
+_Static_assert(sizeof(((struct tight *)0)->set_w) == 4, "struct tight.set_w: size is not 4 on amd64");
+_Static_assert(offsetof(struct tight, w) == 5, "struct tight.w: offset is not 5 on amd64");
+_Static_assert(sizeof(((struct tight *)0)->w) == 4, "struct tight.w: size is not 4 on amd64");
+_Static_assert(sizeof(struct c) == 16, "struct c: size is not 16 on amd64");
+_Static_assert(_Alignof(struct c) == 4, "struct c: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct c, a$b) == 0, "struct c.a$b: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct c *)0)->a$b) == 4, "struct c.a$b: size is not 4 on amd64");
+_Static_assert(offsetof(struct c, a_b) == 4, "struct c.a_b: offset is not 4 on amd64");
+_Static_assert(sizeof(((struct c *)0)->a_b) == 4, "struct c.a_b: size is not 4 on amd64");
+_Static_assert(offsetof(struct c, été) == 8, "struct c.été: offset is not 8 on amd64");
+_Static_assert(sizeof(((struct c *)0)->été) == 4, "struct c.été: size is not 4 on amd64");
+_Static_assert(offsetof(struct c, 名前) == 12, "struct c.名前: offset is not 12 on amd64");
+_Static_assert(sizeof(((struct c *)0)->名前) == 4, "struct c.名前: size is not 4 on amd64");
+_Static_assert((p0) == 1ULL, "p0 is not 1 on amd64");
+_Static_assert((r) == 2ULL, "r is not 2 on amd64");
+_Static_assert((v) == 3ULL, "v is not 3 on amd64");
+_Static_assert((fn) == 4ULL, "fn is not 4 on amd64");
+_Static_assert((e) == 5ULL, "e is not 5 on amd64");
+_Static_assert((slot2) == 6ULL, "slot2 is not 6 on amd64");
+#endif
 #elif defined(__aarch64__)
-_Static_assert(sizeof(struct rec) == 24, "struct rec: size is not 24 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct rec) == 4, "struct rec: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, set_x) == 0, "struct rec.set_x: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->set_x) == 4, "struct rec.set_x: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, x) == 4, "struct rec.x: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->x) == 4, "struct rec.x: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, x.p) == 4, "struct rec.x.p: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->x.p) == 4, "struct rec.x.p: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, x.q) == 4, "struct rec.x.q: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->x.q) == 1, "struct rec.x.q: size is not 1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, set_y) == 8, "struct rec.set_y: offset is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->set_y) == 4, "struct rec.set_y: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, z) == 16, "struct rec.z: offset is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->z) == 4, "struct rec.z: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, set_z) == 20, "struct rec.set_z: offset is not 20 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->set_z) == 4, "struct rec.set_z: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct tight) == 9, "struct tight: size is not 9 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct tight) == 1, "struct tight: alignment is not 1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct tight, c) == 0, "struct tight.c: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct tight *)0)->c) == 1, "struct tight.c: size is not 1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct tight, set_w) == 1, "struct tight.set_w: offset is not 1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct tight *)0)->set_w) == 4, "struct tight.set_w: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct tight, w) == 5, "struct tight.w: offset is not 5 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct tight *)0)->w) == 4, "struct tight.w: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct c) == 16, "struct c: size is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct c) == 4, "struct c: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct c, a$b) == 0, "struct c.a$b: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct c *)0)->a$b) == 4, "struct c.a$b: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct c, a_b) == 4, "struct c.a_b: offset is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct c *)0)->a_b) == 4, "struct c.a_b: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct c, été) == 8, "struct c.été: offset is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct c *)0)->été) == 4, "struct c.été: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct c, 名前) == 12, "struct c.名前: offset is not 12 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct c *)0)->名前) == 4, "struct c.名前: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((p0) == 1ULL, "p0 is not 1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((r) == 2ULL, "r is not 2 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((v) == 3ULL, "v is not 3 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((fn) == 4ULL, "fn is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((e) == 5ULL, "e is not 5 on arm64" VERBSEXP_REGENERATE);
-_Static_assert((slot2) == 6ULL, "slot2 is not 6 on arm64" VERBSEXP_REGENERATE);
+#if !defined(p0)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define p0, which the headers of this package define on arm64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(r)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define r, which the headers of this package define on arm64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(v)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define v, which the headers of this package define on arm64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(fn)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define fn, which the headers of this package define on arm64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(e)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define e, which the headers of this package define on arm64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(slot2)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define slot2, which the headers of this package define on arm64: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#endif
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct rec) == 24
+	&& _Alignof(struct rec) == 4
+	&& offsetof(struct rec, set_x) == 0
+	&& sizeof(((struct rec *)0)->set_x) == 4
+	&& offsetof(struct rec, x) == 4
+	&& sizeof(((struct rec *)0)->x) == 4
+	&& offsetof(struct rec, x.p) == 4
+	&& sizeof(((struct rec *)0)->x.p) == 4
+	&& offsetof(struct rec, x.q) == 4
+	&& sizeof(((struct rec *)0)->x.q) == 1
+	&& offsetof(struct rec, set_y) == 8
+	&& sizeof(((struct rec *)0)->set_y) == 4
+	&& offsetof(struct rec, z) == 16
+	&& sizeof(((struct rec *)0)->z) == 4
+	&& offsetof(struct rec, set_z) == 20
+	&& sizeof(((struct rec *)0)->set_z) == 4
+	&& sizeof(struct tight) == 9
+	&& _Alignof(struct tight) == 1
+	&& offsetof(struct tight, c) == 0
+	&& sizeof(((struct tight *)0)->c) == 1
+	&& offsetof(struct tight, set_w) == 1
+	&& sizeof(((struct tight *)0)->set_w) == 4
+	&& offsetof(struct tight, w) == 5
+	&& sizeof(((struct tight *)0)->w) == 4
+	&& sizeof(struct c) == 16
+	&& _Alignof(struct c) == 4
+	&& offsetof(struct c, a$b) == 0
+	&& sizeof(((struct c *)0)->a$b) == 4
+	&& offsetof(struct c, a_b) == 4
+	&& sizeof(((struct c *)0)->a_b) == 4
+	&& offsetof(struct c, été) == 8
+	&& sizeof(((struct c *)0)->été) == 4
+	&& offsetof(struct c, 名前) == 12
+	&& sizeof(((struct c *)0)->名前) == 4
+	&& (p0) == 1ULL
+	&& (r) == 2ULL
+	&& (v) == 3ULL
+	&& (fn) == 4ULL
+	&& (e) == 5ULL
+	&& (slot2) == 6ULL, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on arm64:");
+_Static_assert(sizeof(struct rec) == 24, "struct rec: size is not 24 on arm64");
+_Static_assert(_Alignof(struct rec) == 4, "struct rec: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct rec, set_x) == 0, "struct rec.set_x: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct rec *)0)->set_x) == 4, "struct rec.set_x: size is not 4 on arm64");
+_Static_assert(offsetof(struct rec, x) == 4, "struct rec.x: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct rec *)0)->x) == 4, "struct rec.x: size is not 4 on arm64");
+_Static_assert(offsetof(struct rec, x.p) == 4, "struct rec.x.p: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct rec *)0)->x.p) == 4, "struct rec.x.p: size is not 4 on arm64");
+_Static_assert(offsetof(struct rec, x.q) == 4, "struct rec.x.q: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct rec *)0)->x.q) == 1, "struct rec.x.q: size is not 1 on arm64");
+_Static_assert(offsetof(struct rec, set_y) == 8, "struct rec.set_y: offset is not 8 on arm64");
+_Static_assert(sizeof(((struct rec *)0)->set_y) == 4, "struct rec.set_y: size is not 4 on arm64");
+_Static_assert(offsetof(struct rec, z) == 16, "struct rec.z: offset is not 16 on arm64");
+_Static_assert(sizeof(((struct rec *)0)->z) == 4, "struct rec.z: size is not 4 on arm64");
+_Static_assert(offsetof(struct rec, set_z) == 20, "struct rec.set_z: offset is not 20 on arm64");
+_Static_assert(sizeof(((struct rec *)0)->set_z) == 4, "struct rec.set_z: size is not 4 on arm64");
+_Static_assert(sizeof(struct tight) == 9, "struct tight: size is not 9 on arm64");
+_Static_assert(_Alignof(struct tight) == 1, "struct tight: alignment is not 1 on arm64");
+_Static_assert(offsetof(struct tight, c) == 0, "struct tight.c: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct tight *)0)->c) == 1, "struct tight.c: size is not 1 on arm64");
+_Static_assert(offsetof(struct tight, set_w) == 1, "struct tight.set_w: offset is not 1 on arm64");
+_Static_assert(sizeof(((struct tight *)0)->set_w) == 4, "struct tight.set_w: size is not 4 on arm64");
+_Static_assert(offsetof(struct tight, w) == 5, "struct tight.w: offset is not 5 on arm64");
+_Static_assert(sizeof(((struct tight *)0)->w) == 4, "struct tight.w: size is not 4 on arm64");
+_Static_assert(sizeof(struct c) == 16, "struct c: size is not 16 on arm64");
+_Static_assert(_Alignof(struct c) == 4, "struct c: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct c, a$b) == 0, "struct c.a$b: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct c *)0)->a$b) == 4, "struct c.a$b: size is not 4 on arm64");
+_Static_assert(offsetof(struct c, a_b) == 4, "struct c.a_b: offset is not 4 on arm64");
+_Static_assert(sizeof(((struct c *)0)->a_b) == 4, "struct c.a_b: size is not 4 on arm64");
+_Static_assert(offsetof(struct c, été) == 8, "struct c.été: offset is not 8 on arm64");
+_Static_assert(sizeof(((struct c *)0)->été) == 4, "struct c.été: size is not 4 on arm64");
+_Static_assert(offsetof(struct c, 名前) == 12, "struct c.名前: offset is not 12 on arm64");
+_Static_assert(sizeof(((struct c *)0)->名前) == 4, "struct c.名前: size is not 4 on arm64");
+_Static_assert((p0) == 1ULL, "p0 is not 1 on arm64");
+_Static_assert((r) == 2ULL, "r is not 2 on arm64");
+_Static_assert((v) == 3ULL, "v is not 3 on arm64");
+_Static_assert((fn) == 4ULL, "fn is not 4 on arm64");
+_Static_assert((e) == 5ULL, "e is not 5 on arm64");
+_Static_assert((slot2) == 6ULL, "slot2 is not 6 on arm64");
+#endif
 #elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
-_Static_assert(sizeof(struct rec) == 24, "struct rec: size is not 24 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct rec) == 4, "struct rec: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, set_x) == 0, "struct rec.set_x: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->set_x) == 4, "struct rec.set_x: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, x) == 4, "struct rec.x: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->x) == 4, "struct rec.x: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, x.p) == 4, "struct rec.x.p: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->x.p) == 4, "struct rec.x.p: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, x.q) == 4, "struct rec.x.q: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->x.q) == 1, "struct rec.x.q: size is not 1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, set_y) == 8, "struct rec.set_y: offset is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->set_y) == 4, "struct rec.set_y: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, z) == 16, "struct rec.z: offset is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->z) == 4, "struct rec.z: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct rec, set_z) == 20, "struct rec.set_z: offset is not 20 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct rec *)0)->set_z) == 4, "struct rec.set_z: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct tight) == 9, "struct tight: size is not 9 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct tight) == 1, "struct tight: alignment is not 1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct tight, c) == 0, "struct tight.c: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct tight *)0)->c) == 1, "struct tight.c: size is not 1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct tight, set_w) == 1, "struct tight.set_w: offset is not 1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct tight *)0)->set_w) == 4, "struct tight.set_w: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct tight, w) == 5, "struct tight.w: offset is not 5 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct tight *)0)->w) == 4, "struct tight.w: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct c) == 16, "struct c: size is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct c) == 4, "struct c: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct c, a$b) == 0, "struct c.a$b: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct c *)0)->a$b) == 4, "struct c.a$b: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct c, a_b) == 4, "struct c.a_b: offset is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct c *)0)->a_b) == 4, "struct c.a_b: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct c, été) == 8, "struct c.été: offset is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct c *)0)->été) == 4, "struct c.été: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct c, 名前) == 12, "struct c.名前: offset is not 12 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct c *)0)->名前) == 4, "struct c.名前: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((p0) == 1ULL, "p0 is not 1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((r) == 2ULL, "r is not 2 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((v) == 3ULL, "v is not 3 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((fn) == 4ULL, "fn is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((e) == 5ULL, "e is not 5 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert((slot2) == 6ULL, "slot2 is not 6 on ppc64le" VERBSEXP_REGENERATE);
+#if !defined(p0)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define p0, which the headers of this package define on ppc64le: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(r)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define r, which the headers of this package define on ppc64le: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(v)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define v, which the headers of this package define on ppc64le: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(fn)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define fn, which the headers of this package define on ppc64le: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(e)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define e, which the headers of this package define on ppc64le: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#elif !defined(slot2)
+#define VERBSEXP_ABI_DIFFERS 1
+#error "verbsexp: these headers do not define slot2, which the headers of this package define on ppc64le: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h)"
+#endif
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct rec) == 24
+	&& _Alignof(struct rec) == 4
+	&& offsetof(struct rec, set_x) == 0
+	&& sizeof(((struct rec *)0)->set_x) == 4
+	&& offsetof(struct rec, x) == 4
+	&& sizeof(((struct rec *)0)->x) == 4
+	&& offsetof(struct rec, x.p) == 4
+	&& sizeof(((struct rec *)0)->x.p) == 4
+	&& offsetof(struct rec, x.q) == 4
+	&& sizeof(((struct rec *)0)->x.q) == 1
+	&& offsetof(struct rec, set_y) == 8
+	&& sizeof(((struct rec *)0)->set_y) == 4
+	&& offsetof(struct rec, z) == 16
+	&& sizeof(((struct rec *)0)->z) == 4
+	&& offsetof(struct rec, set_z) == 20
+	&& sizeof(((struct rec *)0)->set_z) == 4
+	&& sizeof(struct tight) == 9
+	&& _Alignof(struct tight) == 1
+	&& offsetof(struct tight, c) == 0
+	&& sizeof(((struct tight *)0)->c) == 1
+	&& offsetof(struct tight, set_w) == 1
+	&& sizeof(((struct tight *)0)->set_w) == 4
+	&& offsetof(struct tight, w) == 5
+	&& sizeof(((struct tight *)0)->w) == 4
+	&& sizeof(struct c) == 16
+	&& _Alignof(struct c) == 4
+	&& offsetof(struct c, a$b) == 0
+	&& sizeof(((struct c *)0)->a$b) == 4
+	&& offsetof(struct c, a_b) == 4
+	&& sizeof(((struct c *)0)->a_b) == 4
+	&& offsetof(struct c, été) == 8
+	&& sizeof(((struct c *)0)->été) == 4
+	&& offsetof(struct c, 名前) == 12
+	&& sizeof(((struct c *)0)->名前) == 4
+	&& (p0) == 1ULL
+	&& (r) == 2ULL
+	&& (v) == 3ULL
+	&& (fn) == 4ULL
+	&& (e) == 5ULL
+	&& (slot2) == 6ULL, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on ppc64le:");
+_Static_assert(sizeof(struct rec) == 24, "struct rec: size is not 24 on ppc64le");
+_Static_assert(_Alignof(struct rec) == 4, "struct rec: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct rec, set_x) == 0, "struct rec.set_x: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct rec *)0)->set_x) == 4, "struct rec.set_x: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct rec, x) == 4, "struct rec.x: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct rec *)0)->x) == 4, "struct rec.x: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct rec, x.p) == 4, "struct rec.x.p: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct rec *)0)->x.p) == 4, "struct rec.x.p: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct rec, x.q) == 4, "struct rec.x.q: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct rec *)0)->x.q) == 1, "struct rec.x.q: size is not 1 on ppc64le");
+_Static_assert(offsetof(struct rec, set_y) == 8, "struct rec.set_y: offset is not 8 on ppc64le");
+_Static_assert(sizeof(((struct rec *)0)->set_y) == 4, "struct rec.set_y: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct rec, z) == 16, "struct rec.z: offset is not 16 on ppc64le");
+_Static_assert(sizeof(((struct rec *)0)->z) == 4, "struct rec.z: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct rec, set_z) == 20, "struct rec.set_z: offset is not 20 on ppc64le");
+_Static_assert(sizeof(((struct rec *)0)->set_z) == 4, "struct rec.set_z: size is not 4 on ppc64le");
+_Static_assert(sizeof(struct tight) == 9, "struct tight: size is not 9 on ppc64le");
+_Static_assert(_Alignof(struct tight) == 1, "struct tight: alignment is not 1 on ppc64le");
+_Static_assert(offsetof(struct tight, c) == 0, "struct tight.c: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct tight *)0)->c) == 1, "struct tight.c: size is not 1 on ppc64le");
+_Static_assert(offsetof(struct tight, set_w) == 1, "struct tight.set_w: offset is not 1 on ppc64le");
+_Static_assert(sizeof(((struct tight *)0)->set_w) == 4, "struct tight.set_w: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct tight, w) == 5, "struct tight.w: offset is not 5 on ppc64le");
+_Static_assert(sizeof(((struct tight *)0)->w) == 4, "struct tight.w: size is not 4 on ppc64le");
+_Static_assert(sizeof(struct c) == 16, "struct c: size is not 16 on ppc64le");
+_Static_assert(_Alignof(struct c) == 4, "struct c: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct c, a$b) == 0, "struct c.a$b: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct c *)0)->a$b) == 4, "struct c.a$b: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct c, a_b) == 4, "struct c.a_b: offset is not 4 on ppc64le");
+_Static_assert(sizeof(((struct c *)0)->a_b) == 4, "struct c.a_b: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct c, été) == 8, "struct c.été: offset is not 8 on ppc64le");
+_Static_assert(sizeof(((struct c *)0)->été) == 4, "struct c.été: size is not 4 on ppc64le");
+_Static_assert(offsetof(struct c, 名前) == 12, "struct c.名前: offset is not 12 on ppc64le");
+_Static_assert(sizeof(((struct c *)0)->名前) == 4, "struct c.名前: size is not 4 on ppc64le");
+_Static_assert((p0) == 1ULL, "p0 is not 1 on ppc64le");
+_Static_assert((r) == 2ULL, "r is not 2 on ppc64le");
+_Static_assert((v) == 3ULL, "v is not 3 on ppc64le");
+_Static_assert((fn) == 4ULL, "fn is not 4 on ppc64le");
+_Static_assert((e) == 5ULL, "e is not 5 on ppc64le");
+_Static_assert((slot2) == 6ULL, "slot2 is not 6 on ppc64le");
+#endif
 #else
 #error "verbsexp: no layouts were generated for this architecture"
 #endif
 
+#ifndef VERBSEXP_ABI_DIFFERS
 // Macros of the headers named as variables of the C wrappers cgo writes after
 // this preamble: undefined here, after the headers and the asserts, or cgo's C would not compile.
 #undef p0
@@ -176,6 +364,8 @@ static inline int64_t verbsexp_ExpPostTask(void * verbsexp_p0, void * verbsexp_p
 	return verbsexp_packed(ibv_exp_post_task(verbsexp_p0, verbsexp_p1, verbsexp_p2));
 }
 static int64_t verbsexp_ExpPostTaskCMem_(uintptr_t verbsexp_p0, uintptr_t verbsexp_p1, uintptr_t verbsexp_p2) { return verbsexp_ExpPostTask((void *)verbsexp_p0, (void *)verbsexp_p1, (void *)verbsexp_p2); }
+#endif // VERBSEXP_ABI_DIFFERS
+#endif // VERBSEXP_HEADERS_REFUSED
 */
 import "C"
 

@@ -18,86 +18,165 @@ import (
 #include <stdint.h>
 #include <packed.h>
 
-// The layouts this package was generated with: a different header set fails here.
-#define VERBSEXP_REGENERATE "; these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with (the package of a module you require: go tool gen module, see its -h)"
+#ifndef VERBSEXP_HEADERS_REFUSED
+// The layouts this package was generated with: a different header set fails here,
+// what to do first and once, then each record, member and constant that differs.
 #if defined(__x86_64__)
-_Static_assert(sizeof(struct wire) == 19, "struct wire: size is not 19 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct wire) == 1, "struct wire: alignment is not 1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct wire, op) == 0, "struct wire.op: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct wire *)0)->op) == 1, "struct wire.op: size is not 1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct wire, addr) == 1, "struct wire.addr: offset is not 1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct wire *)0)->addr) == 8, "struct wire.addr: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct wire, len) == 9, "struct wire.len: offset is not 9 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct wire *)0)->len) == 2, "struct wire.len: size is not 2 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct wire, next) == 11, "struct wire.next: offset is not 11 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct wire *)0)->next) == 8, "struct wire.next: size is not 8 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct holder) == 24, "struct holder: size is not 24 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct holder) == 4, "struct holder: alignment is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct holder, tag) == 0, "struct holder.tag: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct holder *)0)->tag) == 1, "struct holder.tag: size is not 1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct holder, w) == 1, "struct holder.w: offset is not 1 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct holder *)0)->w) == 19, "struct holder.w: size is not 19 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct holder, after) == 20, "struct holder.after: offset is not 20 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct holder *)0)->after) == 4, "struct holder.after: size is not 4 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct aligned16) == 16, "struct aligned16: size is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct aligned16) == 16, "struct aligned16: alignment is not 16 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct aligned16, x) == 0, "struct aligned16.x: offset is not 0 on amd64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct aligned16 *)0)->x) == 4, "struct aligned16.x: size is not 4 on amd64" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct wire) == 19
+	&& _Alignof(struct wire) == 1
+	&& offsetof(struct wire, op) == 0
+	&& sizeof(((struct wire *)0)->op) == 1
+	&& offsetof(struct wire, addr) == 1
+	&& sizeof(((struct wire *)0)->addr) == 8
+	&& offsetof(struct wire, len) == 9
+	&& sizeof(((struct wire *)0)->len) == 2
+	&& offsetof(struct wire, next) == 11
+	&& sizeof(((struct wire *)0)->next) == 8
+	&& sizeof(struct holder) == 24
+	&& _Alignof(struct holder) == 4
+	&& offsetof(struct holder, tag) == 0
+	&& sizeof(((struct holder *)0)->tag) == 1
+	&& offsetof(struct holder, w) == 1
+	&& sizeof(((struct holder *)0)->w) == 19
+	&& offsetof(struct holder, after) == 20
+	&& sizeof(((struct holder *)0)->after) == 4
+	&& sizeof(struct aligned16) == 16
+	&& _Alignof(struct aligned16) == 16
+	&& offsetof(struct aligned16, x) == 0
+	&& sizeof(((struct aligned16 *)0)->x) == 4, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on amd64:");
+_Static_assert(sizeof(struct wire) == 19, "struct wire: size is not 19 on amd64");
+_Static_assert(_Alignof(struct wire) == 1, "struct wire: alignment is not 1 on amd64");
+_Static_assert(offsetof(struct wire, op) == 0, "struct wire.op: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct wire *)0)->op) == 1, "struct wire.op: size is not 1 on amd64");
+_Static_assert(offsetof(struct wire, addr) == 1, "struct wire.addr: offset is not 1 on amd64");
+_Static_assert(sizeof(((struct wire *)0)->addr) == 8, "struct wire.addr: size is not 8 on amd64");
+_Static_assert(offsetof(struct wire, len) == 9, "struct wire.len: offset is not 9 on amd64");
+_Static_assert(sizeof(((struct wire *)0)->len) == 2, "struct wire.len: size is not 2 on amd64");
+_Static_assert(offsetof(struct wire, next) == 11, "struct wire.next: offset is not 11 on amd64");
+_Static_assert(sizeof(((struct wire *)0)->next) == 8, "struct wire.next: size is not 8 on amd64");
+_Static_assert(sizeof(struct holder) == 24, "struct holder: size is not 24 on amd64");
+_Static_assert(_Alignof(struct holder) == 4, "struct holder: alignment is not 4 on amd64");
+_Static_assert(offsetof(struct holder, tag) == 0, "struct holder.tag: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct holder *)0)->tag) == 1, "struct holder.tag: size is not 1 on amd64");
+_Static_assert(offsetof(struct holder, w) == 1, "struct holder.w: offset is not 1 on amd64");
+_Static_assert(sizeof(((struct holder *)0)->w) == 19, "struct holder.w: size is not 19 on amd64");
+_Static_assert(offsetof(struct holder, after) == 20, "struct holder.after: offset is not 20 on amd64");
+_Static_assert(sizeof(((struct holder *)0)->after) == 4, "struct holder.after: size is not 4 on amd64");
+_Static_assert(sizeof(struct aligned16) == 16, "struct aligned16: size is not 16 on amd64");
+_Static_assert(_Alignof(struct aligned16) == 16, "struct aligned16: alignment is not 16 on amd64");
+_Static_assert(offsetof(struct aligned16, x) == 0, "struct aligned16.x: offset is not 0 on amd64");
+_Static_assert(sizeof(((struct aligned16 *)0)->x) == 4, "struct aligned16.x: size is not 4 on amd64");
+#endif
 #elif defined(__aarch64__)
-_Static_assert(sizeof(struct wire) == 19, "struct wire: size is not 19 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct wire) == 1, "struct wire: alignment is not 1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct wire, op) == 0, "struct wire.op: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct wire *)0)->op) == 1, "struct wire.op: size is not 1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct wire, addr) == 1, "struct wire.addr: offset is not 1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct wire *)0)->addr) == 8, "struct wire.addr: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct wire, len) == 9, "struct wire.len: offset is not 9 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct wire *)0)->len) == 2, "struct wire.len: size is not 2 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct wire, next) == 11, "struct wire.next: offset is not 11 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct wire *)0)->next) == 8, "struct wire.next: size is not 8 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct holder) == 24, "struct holder: size is not 24 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct holder) == 4, "struct holder: alignment is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct holder, tag) == 0, "struct holder.tag: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct holder *)0)->tag) == 1, "struct holder.tag: size is not 1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct holder, w) == 1, "struct holder.w: offset is not 1 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct holder *)0)->w) == 19, "struct holder.w: size is not 19 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct holder, after) == 20, "struct holder.after: offset is not 20 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct holder *)0)->after) == 4, "struct holder.after: size is not 4 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct aligned16) == 16, "struct aligned16: size is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct aligned16) == 16, "struct aligned16: alignment is not 16 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct aligned16, x) == 0, "struct aligned16.x: offset is not 0 on arm64" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct aligned16 *)0)->x) == 4, "struct aligned16.x: size is not 4 on arm64" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct wire) == 19
+	&& _Alignof(struct wire) == 1
+	&& offsetof(struct wire, op) == 0
+	&& sizeof(((struct wire *)0)->op) == 1
+	&& offsetof(struct wire, addr) == 1
+	&& sizeof(((struct wire *)0)->addr) == 8
+	&& offsetof(struct wire, len) == 9
+	&& sizeof(((struct wire *)0)->len) == 2
+	&& offsetof(struct wire, next) == 11
+	&& sizeof(((struct wire *)0)->next) == 8
+	&& sizeof(struct holder) == 24
+	&& _Alignof(struct holder) == 4
+	&& offsetof(struct holder, tag) == 0
+	&& sizeof(((struct holder *)0)->tag) == 1
+	&& offsetof(struct holder, w) == 1
+	&& sizeof(((struct holder *)0)->w) == 19
+	&& offsetof(struct holder, after) == 20
+	&& sizeof(((struct holder *)0)->after) == 4
+	&& sizeof(struct aligned16) == 16
+	&& _Alignof(struct aligned16) == 16
+	&& offsetof(struct aligned16, x) == 0
+	&& sizeof(((struct aligned16 *)0)->x) == 4, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on arm64:");
+_Static_assert(sizeof(struct wire) == 19, "struct wire: size is not 19 on arm64");
+_Static_assert(_Alignof(struct wire) == 1, "struct wire: alignment is not 1 on arm64");
+_Static_assert(offsetof(struct wire, op) == 0, "struct wire.op: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct wire *)0)->op) == 1, "struct wire.op: size is not 1 on arm64");
+_Static_assert(offsetof(struct wire, addr) == 1, "struct wire.addr: offset is not 1 on arm64");
+_Static_assert(sizeof(((struct wire *)0)->addr) == 8, "struct wire.addr: size is not 8 on arm64");
+_Static_assert(offsetof(struct wire, len) == 9, "struct wire.len: offset is not 9 on arm64");
+_Static_assert(sizeof(((struct wire *)0)->len) == 2, "struct wire.len: size is not 2 on arm64");
+_Static_assert(offsetof(struct wire, next) == 11, "struct wire.next: offset is not 11 on arm64");
+_Static_assert(sizeof(((struct wire *)0)->next) == 8, "struct wire.next: size is not 8 on arm64");
+_Static_assert(sizeof(struct holder) == 24, "struct holder: size is not 24 on arm64");
+_Static_assert(_Alignof(struct holder) == 4, "struct holder: alignment is not 4 on arm64");
+_Static_assert(offsetof(struct holder, tag) == 0, "struct holder.tag: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct holder *)0)->tag) == 1, "struct holder.tag: size is not 1 on arm64");
+_Static_assert(offsetof(struct holder, w) == 1, "struct holder.w: offset is not 1 on arm64");
+_Static_assert(sizeof(((struct holder *)0)->w) == 19, "struct holder.w: size is not 19 on arm64");
+_Static_assert(offsetof(struct holder, after) == 20, "struct holder.after: offset is not 20 on arm64");
+_Static_assert(sizeof(((struct holder *)0)->after) == 4, "struct holder.after: size is not 4 on arm64");
+_Static_assert(sizeof(struct aligned16) == 16, "struct aligned16: size is not 16 on arm64");
+_Static_assert(_Alignof(struct aligned16) == 16, "struct aligned16: alignment is not 16 on arm64");
+_Static_assert(offsetof(struct aligned16, x) == 0, "struct aligned16.x: offset is not 0 on arm64");
+_Static_assert(sizeof(((struct aligned16 *)0)->x) == 4, "struct aligned16.x: size is not 4 on arm64");
+#endif
 #elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
-_Static_assert(sizeof(struct wire) == 19, "struct wire: size is not 19 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct wire) == 1, "struct wire: alignment is not 1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct wire, op) == 0, "struct wire.op: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct wire *)0)->op) == 1, "struct wire.op: size is not 1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct wire, addr) == 1, "struct wire.addr: offset is not 1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct wire *)0)->addr) == 8, "struct wire.addr: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct wire, len) == 9, "struct wire.len: offset is not 9 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct wire *)0)->len) == 2, "struct wire.len: size is not 2 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct wire, next) == 11, "struct wire.next: offset is not 11 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct wire *)0)->next) == 8, "struct wire.next: size is not 8 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct holder) == 24, "struct holder: size is not 24 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct holder) == 4, "struct holder: alignment is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct holder, tag) == 0, "struct holder.tag: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct holder *)0)->tag) == 1, "struct holder.tag: size is not 1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct holder, w) == 1, "struct holder.w: offset is not 1 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct holder *)0)->w) == 19, "struct holder.w: size is not 19 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct holder, after) == 20, "struct holder.after: offset is not 20 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct holder *)0)->after) == 4, "struct holder.after: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(struct aligned16) == 16, "struct aligned16: size is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(_Alignof(struct aligned16) == 16, "struct aligned16: alignment is not 16 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(offsetof(struct aligned16, x) == 0, "struct aligned16.x: offset is not 0 on ppc64le" VERBSEXP_REGENERATE);
-_Static_assert(sizeof(((struct aligned16 *)0)->x) == 4, "struct aligned16.x: size is not 4 on ppc64le" VERBSEXP_REGENERATE);
+#ifndef VERBSEXP_ABI_DIFFERS
+_Static_assert(1
+	&& sizeof(struct wire) == 19
+	&& _Alignof(struct wire) == 1
+	&& offsetof(struct wire, op) == 0
+	&& sizeof(((struct wire *)0)->op) == 1
+	&& offsetof(struct wire, addr) == 1
+	&& sizeof(((struct wire *)0)->addr) == 8
+	&& offsetof(struct wire, len) == 9
+	&& sizeof(((struct wire *)0)->len) == 2
+	&& offsetof(struct wire, next) == 11
+	&& sizeof(((struct wire *)0)->next) == 8
+	&& sizeof(struct holder) == 24
+	&& _Alignof(struct holder) == 4
+	&& offsetof(struct holder, tag) == 0
+	&& sizeof(((struct holder *)0)->tag) == 1
+	&& offsetof(struct holder, w) == 1
+	&& sizeof(((struct holder *)0)->w) == 19
+	&& offsetof(struct holder, after) == 20
+	&& sizeof(((struct holder *)0)->after) == 4
+	&& sizeof(struct aligned16) == 16
+	&& _Alignof(struct aligned16) == 16
+	&& offsetof(struct aligned16, x) == 0
+	&& sizeof(((struct aligned16 *)0)->x) == 4, "verbsexp: these headers differ from the ones this package was generated from (): regenerate it with -I naming the headers you build with; for the verbsexp runtime on them, go tool gen module -I DIR -o DIR (see its -h); what differs on ppc64le:");
+_Static_assert(sizeof(struct wire) == 19, "struct wire: size is not 19 on ppc64le");
+_Static_assert(_Alignof(struct wire) == 1, "struct wire: alignment is not 1 on ppc64le");
+_Static_assert(offsetof(struct wire, op) == 0, "struct wire.op: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct wire *)0)->op) == 1, "struct wire.op: size is not 1 on ppc64le");
+_Static_assert(offsetof(struct wire, addr) == 1, "struct wire.addr: offset is not 1 on ppc64le");
+_Static_assert(sizeof(((struct wire *)0)->addr) == 8, "struct wire.addr: size is not 8 on ppc64le");
+_Static_assert(offsetof(struct wire, len) == 9, "struct wire.len: offset is not 9 on ppc64le");
+_Static_assert(sizeof(((struct wire *)0)->len) == 2, "struct wire.len: size is not 2 on ppc64le");
+_Static_assert(offsetof(struct wire, next) == 11, "struct wire.next: offset is not 11 on ppc64le");
+_Static_assert(sizeof(((struct wire *)0)->next) == 8, "struct wire.next: size is not 8 on ppc64le");
+_Static_assert(sizeof(struct holder) == 24, "struct holder: size is not 24 on ppc64le");
+_Static_assert(_Alignof(struct holder) == 4, "struct holder: alignment is not 4 on ppc64le");
+_Static_assert(offsetof(struct holder, tag) == 0, "struct holder.tag: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct holder *)0)->tag) == 1, "struct holder.tag: size is not 1 on ppc64le");
+_Static_assert(offsetof(struct holder, w) == 1, "struct holder.w: offset is not 1 on ppc64le");
+_Static_assert(sizeof(((struct holder *)0)->w) == 19, "struct holder.w: size is not 19 on ppc64le");
+_Static_assert(offsetof(struct holder, after) == 20, "struct holder.after: offset is not 20 on ppc64le");
+_Static_assert(sizeof(((struct holder *)0)->after) == 4, "struct holder.after: size is not 4 on ppc64le");
+_Static_assert(sizeof(struct aligned16) == 16, "struct aligned16: size is not 16 on ppc64le");
+_Static_assert(_Alignof(struct aligned16) == 16, "struct aligned16: alignment is not 16 on ppc64le");
+_Static_assert(offsetof(struct aligned16, x) == 0, "struct aligned16.x: offset is not 0 on ppc64le");
+_Static_assert(sizeof(((struct aligned16 *)0)->x) == 4, "struct aligned16.x: size is not 4 on ppc64le");
+#endif
 #else
 #error "verbsexp: no layouts were generated for this architecture"
 #endif
 
+#ifndef VERBSEXP_ABI_DIFFERS
 // Trampolines return errno with the result in one value, read once by Go:
 // verbsexp_packed puts an int result in the low 32 bits and, when it is -1,
 // errno in the high 32; a verbsexp_ret_* struct pairs a wider result with it.
 static inline int64_t verbsexp_packed(int32_t verbsexp_r) { return (int64_t)(uint32_t)verbsexp_r | (verbsexp_r == -1 ? (int64_t)errno << 32 : 0); }
 
+#endif // VERBSEXP_ABI_DIFFERS
+#endif // VERBSEXP_HEADERS_REFUSED
 */
 import "C"
 
