@@ -410,9 +410,9 @@ func readUpTo(path string, max int64) ([]byte, error) {
 }
 
 // moduleCommand is the gen module command that wrote the module copy
-// pkgDir is the generated/ of, or "".
+// pkgDir is the generated/verbs of, or "".
 func moduleCommand(pkgDir string) string {
-	b, err := readUpTo(filepath.Join(pkgDir, "..", moduleMarker), markerWindow)
+	b, err := readUpTo(filepath.Join(pkgDir, "..", "..", moduleMarker), markerWindow)
 	if err != nil {
 		return ""
 	}
