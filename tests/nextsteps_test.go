@@ -123,7 +123,7 @@ func TestPrintedNextSteps(t *testing.T) {
 		if code == 0 {
 			t.Fatalf("%s replaced the runtime's package with rdma-core's:\n%s", line, out)
 		}
-		for _, w := range []string{"the runtime does not build against the package generated from " + rdma, "undefined: verbs.ExpTask", "generate these headers into a package of your own instead: go run ./gen -I " + rdma + " -entry infiniband/verbs.h -o DIR"} {
+		for _, w := range []string{"the runtime does not build against the package generated from " + rdma, "undefined: verbs.Exp", "generate these headers into a package of your own instead: go run ./gen -I " + rdma + " -entry infiniband/verbs.h -o DIR"} {
 			if !strings.Contains(out, w) {
 				t.Errorf("%s does not say %q:\n%s", line, w, out)
 			}
