@@ -591,7 +591,7 @@ func TestLayoutChecksCatchDrift(t *testing.T) {
 	if size == 0 || next == 0 || sendWR == 0 || recv == 0 {
 		t.Fatalf("generated/abi.json lacks struct ibv_exp_task.next, .item.send_wr or IBV_EXP_TASK_RECV on %s", arch)
 	}
-	pre := "linux/" + arch + " generated: "
+	pre := "linux/" + arch + " generated/verbs: "
 	want := []string{
 		fmt.Sprintf("%sstruct ibv_exp_task (ExpTask): Go size %d, manifest %d", pre, size, size+8),
 		fmt.Sprintf("%sstruct ibv_exp_task.item.send_wr (ExpTask.Item.SendWR()): Go offset %d, manifest %d", pre, sendWR, sendWR+4),
