@@ -18,6 +18,8 @@ import (
 
 	"github.com/verbsexp/verbsexp/gen/internal/emit"
 	"github.com/verbsexp/verbsexp/internal/inputfile"
+
+	"github.com/verbsexp/verbsexp/internal/scratch"
 )
 
 // Write replaces dir with exactly files, atomically: everything is written
@@ -52,7 +54,7 @@ func Write(dir string, files []emit.File) error {
 		return fmt.Errorf("cannot create %s: %v; choose a writable -o directory", parent, err)
 	}
 	removeAbandoned(parent, dir)
-	tmp, release, err := makeScratch(parent, scratchPrefix(dir))
+	tmp, release, err := scratch.Make(parent, scratchPrefix(dir))
 	switch {
 	case errors.Is(err, syscall.EROFS):
 		return fmt.Errorf("cannot write %s: %s is on a read-only file system (the package is written next to it and swapped in); choose another -o", dir, parent)
@@ -60,7 +62,7 @@ func Write(dir string, files []emit.File) error {
 		return fmt.Errorf("cannot write next to %s: %v; check the permissions of %s or choose another -o", dir, err, parent)
 	}
 	defer release()
-	defer removeScratch(tmp)
+	defer scratch.RemoveAll(tmp)
 	for _, f := range files {
 		p := filepath.Join(tmp, f.Name)
 		var err error
@@ -80,7 +82,7 @@ func Write(dir string, files []emit.File) error {
 	if _, err := os.Stat(dir); err == nil {
 		existed = true
 		// One atomic swap where the kernel can: the previous package is
-		// then in tmp, removed by the deferred removeScratch.
+		// then in tmp, removed by the deferred scratch.RemoveAll.
 		if exchange(tmp, dir) == nil {
 			return nil
 		}
@@ -92,7 +94,7 @@ func Write(dir string, files []emit.File) error {
 		old = tmp + ".old"
 		// Locked before it is renamed (the lock goes with it), so that
 		// no other run takes it for abandoned while it is set aside.
-		if lock, _, err := lockDir(dir, false); err == nil {
+		if lock, _, err := scratch.Lock(dir, false); err == nil {
 			defer lock.Close()
 		}
 		if err := os.Rename(dir, old); err != nil {
@@ -112,7 +114,7 @@ func Write(dir string, files []emit.File) error {
 		return fmt.Errorf("cannot move the new package into %s: %v (it did not exist when this run started: another run may have created it meanwhile; nothing of this run was kept, run it again)", dir, err)
 	}
 	if old != "" {
-		removeScratch(old)
+		scratch.RemoveAll(old)
 	}
 	return nil
 }
@@ -198,34 +200,6 @@ func scratchPrefix(dir string) string {
 	return scratchMark + hex.EncodeToString(h[:6]) + ".new-"
 }
 
-// makeScratch creates a scratch directory named prefix+random in parent
-// and locks it (lockDir) for as long as this run lives: its lock is how a
-// later run tells it from one a killed run left (removeAbandoned). A
-// directory another run's clean-up removed between its creation and its
-// lock (it was empty, unlocked) is made again.
-func makeScratch(parent, prefix string) (dir string, release func(), err error) {
-	for range 100 {
-		dir, err := os.MkdirTemp(parent, prefix)
-		if err != nil {
-			return "", nil, err
-		}
-		lock, _, err := lockDir(dir, true)
-		if err != nil {
-			if _, serr := os.Stat(dir); serr != nil {
-				continue // removed meanwhile
-			}
-			return dir, func() {}, nil // cannot lock here: judged by age
-		}
-		locked, lerr := lock.Stat()
-		there, serr := os.Stat(dir)
-		if lerr == nil && serr == nil && os.SameFile(locked, there) {
-			return dir, func() { lock.Close() }, nil
-		}
-		lock.Close()
-	}
-	return "", nil, fmt.Errorf("the scratch directories made in %s kept disappearing", parent)
-}
-
 // abandonedAge is how old a scratch directory must be before a later run
 // treats it as left behind by a killed run, where the file system cannot
 // lock directories (a locked one is a running generator's at any age,
@@ -252,7 +226,7 @@ func removeAbandoned(parent, dir string) {
 		if err != nil || !fi.IsDir() {
 			continue
 		}
-		lock, busy, err := lockDir(p, false)
+		lock, busy, err := scratch.Lock(p, false)
 		switch {
 		case busy:
 			continue // a running generator's
@@ -260,28 +234,12 @@ func removeAbandoned(parent, dir string) {
 			continue
 		}
 		if checkOwned(p) == nil {
-			removeScratch(p)
+			scratch.RemoveAll(p)
 		}
 		if lock != nil {
 			lock.Close()
 		}
 	}
-}
-
-// removeScratch removes a scratch directory of this generator (made
-// writable first: it may hold a previous package whose directory was
-// read-only).
-func removeScratch(dir string) {
-	if err := os.RemoveAll(dir); err == nil {
-		return
-	}
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	os.RemoveAll(dir)
 }
 
 // checkOwned refuses to replace a directory holding anything the

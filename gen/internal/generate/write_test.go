@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/verbsexp/verbsexp/gen/internal/emit"
+
+	"github.com/verbsexp/verbsexp/internal/scratch"
 )
 
 // pkgFiles is a small package as the generator writes it.
@@ -62,7 +64,7 @@ func TestWriteRemovesAbandonedScratch(t *testing.T) {
 		}
 	}
 	for _, d := range []string{live, liveOld} {
-		lock, busy, err := lockDir(d, false)
+		lock, busy, err := scratch.Lock(d, false)
 		if err != nil || busy {
 			t.Skipf("SKIP: cannot lock a directory here (%v, busy %v): scratch directories go by age", err, busy)
 		}
@@ -93,7 +95,7 @@ const scratchHelperEnv = "VERBSEXP_TEST_SCRATCH_HOLDER"
 
 func TestMain(m *testing.M) {
 	if out := os.Getenv(scratchHelperEnv); out != "" {
-		dir, _, err := makeScratch(filepath.Dir(out), scratchPrefix(out))
+		dir, _, err := scratch.Make(filepath.Dir(out), scratchPrefix(out))
 		if err != nil {
 			fmt.Println("error:", err)
 			os.Exit(1)

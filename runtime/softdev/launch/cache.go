@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/verbsexp/verbsexp/internal/scratch"
 )
 
 // The package cache. `softdev exec` runs as root the programs it unpacks
@@ -88,12 +90,12 @@ func UnpackDebs(dir string) (string, error) {
 	if _, err := exec.LookPath("dpkg-deb"); err != nil {
 		return "", errors.New("unpacking .deb packages needs dpkg-deb (apt-get install dpkg)")
 	}
-	tmp, release, err := makeScratch(base, unpackPrefix)
+	tmp, release, err := scratch.Make(base, unpackPrefix)
 	if err != nil {
 		return "", fmt.Errorf("unpacking the packages into %s: %w", base, err)
 	}
 	defer release()
-	defer removeTree(tmp) // a no-op once renamed into place
+	defer scratch.RemoveAll(tmp) // a no-op once renamed into place
 	if err := unpackInto(tmp, key, debs); err != nil {
 		return "", err
 	}
@@ -553,58 +555,6 @@ func readSums(dir string, debs []string) (*sums, error) {
 	return nil, nil
 }
 
-// makeScratch makes a directory prefix+random in parent, locked
-// (lockDir) for as long as this launcher lives: its lock is how a later
-// one tells it from one a killed launcher left (sweepUnpacks). One that a
-// sweep removed between its making and its lock is made again.
-func makeScratch(parent, prefix string) (string, func(), error) {
-	for range 100 {
-		dir, err := os.MkdirTemp(parent, prefix)
-		if err != nil {
-			return "", nil, err
-		}
-		lock, _, err := lockDir(dir, true)
-		if err != nil {
-			continue // removed meanwhile
-		}
-		locked, lerr := lock.Stat()
-		there, serr := os.Stat(dir)
-		if lerr == nil && serr == nil && os.SameFile(locked, there) {
-			return dir, func() { lock.Close() }, nil
-		}
-		lock.Close()
-	}
-	return "", nil, fmt.Errorf("the directories made in %s kept disappearing", parent)
-}
-
-// lockDir takes an exclusive flock(2) on dir, waiting for it if wait;
-// closing the file releases it, as the end of the process does however
-// it ends. busy: another process holds it.
-func lockDir(dir string, wait bool) (lock *os.File, busy bool, err error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, false, err
-	}
-	how := syscall.LOCK_EX
-	if !wait {
-		how |= syscall.LOCK_NB
-	}
-	for {
-		err = syscall.Flock(int(f.Fd()), how)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	if err == nil {
-		return f, false, nil
-	}
-	f.Close()
-	if errors.Is(err, syscall.EWOULDBLOCK) {
-		return nil, true, nil
-	}
-	return nil, false, err
-}
-
 // sweepUnpacks removes the unpack directories of launchers that were
 // killed while unpacking (and caches set aside): those in base whose
 // lock nobody holds.
@@ -618,11 +568,11 @@ func sweepUnpacks(base string) {
 			continue
 		}
 		p := filepath.Join(base, e.Name())
-		lock, busy, err := lockDir(p, false)
+		lock, busy, err := scratch.Lock(p, false)
 		if busy || err != nil {
 			continue // an unpack in progress
 		}
-		removeTree(p)
+		scratch.RemoveAll(p)
 		lock.Close()
 	}
 }
@@ -630,27 +580,12 @@ func sweepUnpacks(base string) {
 // setAside moves a cache that failed its check out of the way (into an
 // unpack directory, which the sweep removes) and removes it.
 func setAside(base, root string) {
-	dir, release, err := makeScratch(base, unpackPrefix)
+	dir, release, err := scratch.Make(base, unpackPrefix)
 	if err != nil {
 		return
 	}
 	defer release()
 	if os.Rename(root, filepath.Join(dir, "old")) == nil {
-		removeTree(dir)
+		scratch.RemoveAll(dir)
 	}
-}
-
-// removeTree removes a directory of this launcher's, making its
-// directories writable first where a package made them read-only.
-func removeTree(dir string) {
-	if err := os.RemoveAll(dir); err == nil {
-		return
-	}
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	os.RemoveAll(dir)
 }
