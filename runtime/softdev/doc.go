@@ -161,7 +161,7 @@
 //	d.DeallocPD(pd)
 //	fmt.Println(d.Close()) // a *LeakError if something was left
 //
-// (runtime/task's ExampleList builds one with a task list.) QPs are RC
+// (examples/tasklist builds one with a task list.) QPs are RC
 // (the default), UC or UD (device.Transport): RC and UC connected to
 // a QP of the same device (loopback) or of another device, in this
 // process or another, on this host or another (see The network device),

@@ -59,7 +59,8 @@
 //	}
 //	fmt.Println(err, n, wc[0].WRID, wc[1].WRID)
 //
-// ExampleList is a whole schedule with a managed worker and a manager.
+// examples/tasklist (the README's first program) is a whole schedule
+// with a managed worker and a manager.
 //
 // Misuse is an error: a nil or freed List (ErrFreed), a builder called
 // without a task or on the wrong kind (ErrNoTask, ErrWrongKind), a nil
