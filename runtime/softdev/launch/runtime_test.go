@@ -149,25 +149,10 @@ func taskAndLease(t *testing.T, ctx *verbs.Context) {
 	}
 }
 
-// selfConnect brings qp to RTS connected to itself (RC: INIT, RTR with
-// its own address and number, RTS), as coll connects its QPs.
+// selfConnect brings qp to RTS connected to itself, as coll connects
+// its QPs.
 func selfConnect(qp *verbs.QP, lid uint16, mtu verbs.MTU) error {
-	a := verbs.ExpQPAttr{QPState: verbs.QpsInit, PortNum: 1, QPAccessFlags: int32(verbs.AccessLocalWrite)}
-	if err := verbs.ExpModifyQP(qp, &a, uint64(verbs.ExpQPState|verbs.ExpQPPkeyIndex|verbs.ExpQPPort|verbs.ExpQPAccessFlags)); err != nil {
-		return fmt.Errorf("INIT: %w", err)
-	}
-	a = verbs.ExpQPAttr{QPState: verbs.QpsRtr, PathMTU: mtu, DestQPNum: qp.QPNum, MaxDestRdAtomic: 1, MinRnrTimer: 12}
-	a.AHAttr.Dlid, a.AHAttr.PortNum = lid, 1
-	if err := verbs.ExpModifyQP(qp, &a, uint64(verbs.ExpQPState|verbs.ExpQPAv|verbs.ExpQPPathMTU|verbs.ExpQPDestQPN|
-		verbs.ExpQPRQPSN|verbs.ExpQPMaxDestRdAtomic|verbs.ExpQPMinRnrTimer)); err != nil {
-		return fmt.Errorf("RTR: %w", err)
-	}
-	a = verbs.ExpQPAttr{QPState: verbs.QpsRts, Timeout: 14, RetryCnt: 7, RnrRetry: 7, MaxRdAtomic: 1}
-	if err := verbs.ExpModifyQP(qp, &a, uint64(verbs.ExpQPState|verbs.ExpQPTimeout|verbs.ExpQPRetryCnt|verbs.ExpQPRnrRetry|
-		verbs.ExpQPSQPSN|verbs.ExpQPMaxQPRdAtomic)); err != nil {
-		return fmt.Errorf("RTS: %w", err)
-	}
-	return nil
+	return connectTo(qp, qp.QPNum, lid, mtu)
 }
 
 // collectives: four ranks of this process on the device, an allreduce
