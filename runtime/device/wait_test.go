@@ -83,9 +83,9 @@ func TestWaitWakes(t *testing.T) {
 func TestWaitContext(t *testing.T) {
 	q := newNopQP(t, open(t))
 	wc := make([]verbs.ExpWC, 1)
+	start := time.Now() // before the deadline is set, which counts from then
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	if n, err := q.d.PollCQ(ctx, q.cq, wc); n != 0 || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a wait past its deadline: %d, %v; want DeadlineExceeded", n, err)
 	}
