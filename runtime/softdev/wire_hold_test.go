@@ -172,10 +172,10 @@ func TestWireThreadHoldsAcksWhileAnswered(t *testing.T) {
 		in := (*uint32)(unsafe.Pointer(&me.buf[flag]))
 		wc := allocN[verbs.ExpWC](me, 1)
 		bad := alloc[*verbs.ExpSendWR](me)
-		end := time.Now().Add(10 * time.Second)
 		for i := uint32(1); i <= rounds; i++ {
 			if !first || i > 1 {
 				want := i - btou(first)
+				end := time.Now().Add(10 * time.Second) // a hang, not a speed: each round gets 10 s
 				for spins := 0; atomic.LoadUint32(in) != want; spins++ {
 					if spins%4096 == 0 && time.Now().After(end) {
 						return fmt.Errorf("round %d: the peer's WRITE of %d not placed in 10 s (%d there)", i, want, atomic.LoadUint32(in))
